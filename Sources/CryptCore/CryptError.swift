@@ -1,0 +1,30 @@
+/// Errors raised by CryptCore.
+///
+/// Messages never contain key bytes or plaintext; at most a length.
+public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// An AEAD tag did not verify: wrong key, wrong associated data, or the
+    /// ciphertext or tag was modified. No plaintext was released.
+    case authenticationFailure
+    /// A key had the wrong length (the length is given, never the bytes).
+    case invalidKeySize(Int)
+    /// A nonce, tag or output buffer had the wrong length.
+    case invalidBufferSize(what: String, expected: Int, actual: Int)
+    /// A KDF parameter is out of the range this build accepts.
+    case invalidParameter(String)
+    /// The system random generator failed.
+    case randomFailure
+    /// OpenSSL reported an error; `code` is the first entry of its error queue.
+    case openSSL(function: String, code: UInt)
+
+    public var description: String {
+        switch self {
+        case .authenticationFailure: return "authentication failed"
+        case .invalidKeySize(let n): return "invalid key size (\(n) bytes)"
+        case .invalidBufferSize(let what, let expected, let actual):
+            return "invalid \(what) size (expected \(expected) bytes, got \(actual))"
+        case .invalidParameter(let what): return "invalid parameter: \(what)"
+        case .randomFailure: return "random generator failed"
+        case .openSSL(let function, let code): return "OpenSSL \(function) failed (error 0x\(String(code, radix: 16)))"
+        }
+    }
+}

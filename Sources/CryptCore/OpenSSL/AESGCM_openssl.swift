@@ -1,0 +1,189 @@
+internal import COpenSSL
+
+/// AES-256-GCM with a 96-bit nonce and a 128-bit tag.
+///
+/// An `AESGCM` value owns one `EVP_CIPHER_CTX` and is reused for many
+/// operations; it is not thread-safe, so keep one per thread (or in a pool).
+/// The cipher is fetched once per process: implicit fetching takes a global
+/// lock in OpenSSL 3.
+public final class AESGCM {
+    /// Nonce size in bytes.
+    public static let nonceByteCount = 12
+    /// Tag size in bytes.
+    public static let tagByteCount = 16
+    /// Largest message one call accepts; OpenSSL lengths are `int`.
+    static let maximumPiece = 1 << 30
+
+    private let context: OpaquePointer
+
+    /// Allocates a cipher context.
+    ///
+    /// - Throws: `CryptError.openSSL` when OpenSSL cannot allocate it.
+    public init() throws {
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw openSSLError("EVP_CIPHER_CTX_new") }
+        context = ctx
+    }
+
+    deinit {
+        EVP_CIPHER_CTX_free(context)
+    }
+
+    /// Encrypts `plaintext` into `ciphertext` (same length; may be the same
+    /// memory) and writes the tag.
+    ///
+    /// - Parameters:
+    ///   - key: the 256-bit key.
+    ///   - nonce: 12 bytes, never reused with the same key.
+    ///   - aad: associated data, authenticated but not encrypted.
+    ///   - plaintext: the message.
+    ///   - ciphertext: receives `plaintext.count` bytes.
+    ///   - tag: receives 16 bytes.
+    /// - Throws: `CryptError.invalidBufferSize` or `.openSSL`.
+    public func seal(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+                     plaintext: UnsafeRawBufferPointer, into ciphertext: UnsafeMutableRawBufferPointer,
+                     tag: UnsafeMutableRawBufferPointer) throws {
+        try checkSizes(nonce: nonce, tag: tag.count, input: plaintext.count, output: ciphertext.count)
+        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
+            guard EVP_EncryptInit_ex2(context, Ciphers.aes256gcm.pointer, k.bindMemory(to: UInt8.self).baseAddress,
+                                      nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
+                throw openSSLError("EVP_EncryptInit_ex2")
+            }
+        }
+        try update(aad: aad, encrypt: true)
+        try transform(plaintext, into: ciphertext, encrypt: true)
+        var outLength: Int32 = 0
+        var scratch: UInt8 = 0
+        guard EVP_EncryptFinal_ex(context, &scratch, &outLength) == 1 else { throw openSSLError("EVP_EncryptFinal_ex") }
+        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagByteCount), tag.baseAddress) == 1 else {
+            throw openSSLError("EVP_CIPHER_CTX_ctrl(GET_TAG)")
+        }
+    }
+
+    /// Decrypts and authenticates. Plaintext is written to `plaintext` (same
+    /// length as `ciphertext`; may be the same memory) and, when the tag does
+    /// not verify, wiped again before this throws: callers never see
+    /// unauthenticated bytes.
+    ///
+    /// - Throws: `CryptError.authenticationFailure` when the tag does not
+    ///   verify; `.invalidBufferSize` or `.openSSL` otherwise.
+    public func open(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+                     ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer,
+                     into plaintext: UnsafeMutableRawBufferPointer) throws {
+        try checkSizes(nonce: nonce, tag: tag.count, input: ciphertext.count, output: plaintext.count)
+        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
+            guard EVP_DecryptInit_ex2(context, Ciphers.aes256gcm.pointer, k.bindMemory(to: UInt8.self).baseAddress,
+                                      nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
+                throw openSSLError("EVP_DecryptInit_ex2")
+            }
+        }
+        do {
+            try update(aad: aad, encrypt: false)
+            try transform(ciphertext, into: plaintext, encrypt: false)
+            // SET_TAG takes a non-const pointer; give it a private copy.
+            var tagCopy: (UInt64, UInt64) = (0, 0)
+            withUnsafeMutableBytes(of: &tagCopy) { $0.copyMemory(from: tag) }
+            guard withUnsafeMutableBytes(of: &tagCopy, { t in
+                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagByteCount), t.baseAddress)
+            }) == 1 else { throw openSSLError("EVP_CIPHER_CTX_ctrl(SET_TAG)") }
+            var outLength: Int32 = 0
+            var scratch: UInt8 = 0
+            guard EVP_DecryptFinal_ex(context, &scratch, &outLength) == 1 else {
+                ERR_clear_error()
+                throw CryptError.authenticationFailure
+            }
+        } catch {
+            SecureBytes.wipe(plaintext)
+            throw error
+        }
+    }
+
+    private func checkSizes(nonce: UnsafeRawBufferPointer, tag: Int, input: Int, output: Int) throws {
+        guard nonce.count == Self.nonceByteCount else {
+            throw CryptError.invalidBufferSize(what: "nonce", expected: Self.nonceByteCount, actual: nonce.count)
+        }
+        guard tag == Self.tagByteCount else { throw CryptError.invalidBufferSize(what: "tag", expected: Self.tagByteCount, actual: tag) }
+        guard output == input else { throw CryptError.invalidBufferSize(what: "output", expected: input, actual: output) }
+    }
+
+    private func update(aad: UnsafeRawBufferPointer, encrypt: Bool) throws {
+        var offset = 0
+        while offset < aad.count {
+            let n = min(aad.count - offset, Self.maximumPiece)
+            var outLength: Int32 = 0
+            let p = aad.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: UInt8.self) }
+            let ok = encrypt ? EVP_EncryptUpdate(context, nil, &outLength, p, Int32(n))
+                             : EVP_DecryptUpdate(context, nil, &outLength, p, Int32(n))
+            guard ok == 1 else { throw openSSLError("EVP_CipherUpdate(aad)") }
+            offset += n
+        }
+    }
+
+    private func transform(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
+                           encrypt: Bool) throws {
+        var offset = 0
+        while offset < input.count {
+            let n = min(input.count - offset, Self.maximumPiece)
+            var outLength: Int32 = 0
+            guard let inBase = input.baseAddress, let outBase = output.baseAddress else { return }
+            let i = inBase.advanced(by: offset).assumingMemoryBound(to: UInt8.self)
+            let o = outBase.advanced(by: offset).assumingMemoryBound(to: UInt8.self)
+            let ok = encrypt ? EVP_EncryptUpdate(context, o, &outLength, i, Int32(n))
+                             : EVP_DecryptUpdate(context, o, &outLength, i, Int32(n))
+            guard ok == 1, Int(outLength) == n else { throw openSSLError("EVP_CipherUpdate") }
+            offset += n
+        }
+    }
+}
+
+extension AESGCM {
+    /// Seals a small message and returns `ciphertext || tag` (for header
+    /// fields such as wrapped keys).
+    public func seal(key: SymmetricKey, nonce: [UInt8], aad: [UInt8], plaintext: SecureBytes) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: plaintext.count + Self.tagByteCount)
+        let count = plaintext.count
+        try out.withUnsafeMutableBytes { (o: UnsafeMutableRawBufferPointer) throws in
+            try nonce.withUnsafeBytes { (n: UnsafeRawBufferPointer) throws in
+                try aad.withUnsafeBytes { (a: UnsafeRawBufferPointer) throws in
+                    try plaintext.withUnsafeBytes { (p: UnsafeRawBufferPointer) throws in
+                        try seal(key: key, nonce: n, aad: a, plaintext: p,
+                                 into: UnsafeMutableRawBufferPointer(rebasing: o[0..<count]),
+                                 tag: UnsafeMutableRawBufferPointer(rebasing: o[count...]))
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// Opens `ciphertext || tag` produced by ``seal(key:nonce:aad:plaintext:)``
+    /// into wiping storage.
+    ///
+    /// - Throws: `CryptError.authenticationFailure` when it does not verify.
+    public func open(key: SymmetricKey, nonce: [UInt8], aad: [UInt8], sealed: UnsafeRawBufferPointer) throws -> SecureBytes {
+        guard sealed.count >= Self.tagByteCount else { throw CryptError.authenticationFailure }
+        let count = sealed.count - Self.tagByteCount
+        return try SecureBytes(count: count) { (p: UnsafeMutableRawBufferPointer) throws in
+            try nonce.withUnsafeBytes { (n: UnsafeRawBufferPointer) throws in
+                try aad.withUnsafeBytes { (a: UnsafeRawBufferPointer) throws in
+                    try open(key: key, nonce: n, aad: a,
+                             ciphertext: UnsafeRawBufferPointer(rebasing: sealed[0..<count]),
+                             tag: UnsafeRawBufferPointer(rebasing: sealed[count...]), into: p)
+                }
+            }
+        }
+    }
+}
+
+/// Ciphers fetched once for the life of the process.
+final class Ciphers: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    private init(name: String) {
+        guard let cipher = EVP_CIPHER_fetch(nil, name, nil) else {
+            preconditionFailure("internal error: OpenSSL has no \(name) cipher")
+        }
+        pointer = cipher
+    }
+
+    static let aes256gcm = Ciphers(name: "AES-256-GCM")
+}

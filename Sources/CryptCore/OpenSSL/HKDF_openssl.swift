@@ -1,0 +1,80 @@
+/// HKDF-SHA256 (RFC 5869), built on ``HMACSHA256``.
+///
+/// Written over HMAC rather than `EVP_KDF` because the OSSL_PARAM interface
+/// needs C-string parameter names that must outlive the call, which Swift's
+/// string bridging does not guarantee; the construction is ten lines and is
+/// checked against the RFC 5869 vectors.
+public enum HKDF {
+    /// Derives `outputCount` bytes (at most 255 × 32) from `inputKey`.
+    ///
+    /// - Parameters:
+    ///   - inputKey: the input keying material.
+    ///   - salt: optional salt; empty means 32 zero bytes, as the RFC says.
+    ///   - info: context and application specific information.
+    ///   - outputCount: how many bytes to derive.
+    /// - Returns: the output keying material in wiping storage.
+    /// - Throws: `CryptError.invalidParameter` when `outputCount` is too large.
+    public static func deriveKey(inputKey: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer,
+                                 info: UnsafeRawBufferPointer, outputCount: Int) throws -> SecureBytes {
+        let hashLength = HMACSHA256.byteCount
+        guard outputCount > 0, outputCount <= 255 * hashLength else {
+            throw CryptError.invalidParameter("HKDF output length \(outputCount)")
+        }
+        // Extract: PRK = HMAC(salt, IKM).
+        let zeroSalt = [UInt8](repeating: 0, count: hashLength)
+        let prk = try SecureBytes(count: hashLength) { (p: UnsafeMutableRawBufferPointer) throws in
+            if salt.count == 0 {
+                try zeroSalt.withUnsafeBytes { (z: UnsafeRawBufferPointer) throws in
+                    try HMACSHA256.authenticationCode(key: z, data: inputKey, into: p)
+                }
+            } else {
+                try HMACSHA256.authenticationCode(key: salt, data: inputKey, into: p)
+            }
+        }
+        // Expand: T(i) = HMAC(PRK, T(i-1) || info || i).
+        var scratch = [UInt8](repeating: 0, count: hashLength + info.count + 1)
+        defer { scratch.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        return try SecureBytes(count: outputCount) { (out: UnsafeMutableRawBufferPointer) throws in
+            try prk.withUnsafeBytes { (prkBytes: UnsafeRawBufferPointer) throws in
+                try scratch.withUnsafeMutableBytes { (input: UnsafeMutableRawBufferPointer) throws in
+                    var previous = 0 // length of T(i-1) held at the start of `input`
+                    var produced = 0
+                    var counter: UInt8 = 1
+                    var block = [UInt8](repeating: 0, count: hashLength)
+                    defer { block.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+                    while produced < outputCount {
+                        if info.count > 0 {
+                            UnsafeMutableRawBufferPointer(rebasing: input[previous..<(previous + info.count)]).copyMemory(from: info)
+                        }
+                        input[previous + info.count] = counter
+                        let message = UnsafeRawBufferPointer(rebasing: input[0..<(previous + info.count + 1)])
+                        try block.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) throws in
+                            try HMACSHA256.authenticationCode(key: prkBytes, data: message, into: b)
+                        }
+                        let take = min(hashLength, outputCount - produced)
+                        block.withUnsafeBytes { b in
+                            UnsafeMutableRawBufferPointer(rebasing: out[produced..<(produced + take)])
+                                .copyMemory(from: UnsafeRawBufferPointer(rebasing: b[0..<take]))
+                            UnsafeMutableRawBufferPointer(rebasing: input[0..<hashLength]).copyMemory(from: b)
+                        }
+                        previous = hashLength
+                        produced += take
+                        counter &+= 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// Derives a 256-bit key.
+    public static func deriveKey(from key: SymmetricKey, salt: [UInt8], info: [UInt8]) throws -> SymmetricKey {
+        let bytes = try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
+            try salt.withUnsafeBytes { (s: UnsafeRawBufferPointer) throws in
+                try info.withUnsafeBytes { (i: UnsafeRawBufferPointer) throws in
+                    try deriveKey(inputKey: k, salt: s, info: i, outputCount: SymmetricKey.byteCount)
+                }
+            }
+        }
+        return try SymmetricKey(bytes)
+    }
+}

@@ -1,0 +1,50 @@
+internal import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns the OpenSSL error queue into a `CryptError` and clears the queue.
+func openSSLError(_ function: String) -> CryptError {
+    let code = ERR_get_error()
+    ERR_clear_error()
+    return .openSSL(function: function, code: UInt(code))
+}
+
+/// `OPENSSL_cleanse` and `CRYPTO_memcmp`, kept here so no other file needs
+/// COpenSSL.
+enum OpenSSLMemory {
+    /// The corresponding C function is `OPENSSL_cleanse`.
+    static func cleanse(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        OPENSSL_cleanse(base, buffer.count)
+    }
+}
+
+/// Constant-time comparison.
+public enum ConstantTime {
+    /// True when both buffers have the same length and bytes; the time taken
+    /// depends only on the length. The corresponding C function is
+    /// `CRYPTO_memcmp`.
+    public static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard a.count > 0, let pa = a.baseAddress, let pb = b.baseAddress else { return true }
+        return CRYPTO_memcmp(pa, pb, a.count) == 0
+    }
+}
+
+/// Best-effort `mlock` for secret buffers.
+enum MemoryLock {
+    /// Locks the pages of `buffer`; returns false (and records that a warning
+    /// is due) when `RLIMIT_MEMLOCK` does not allow it.
+    static func lock(_ buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return false }
+        if mlock(base, buffer.count) == 0 { return true }
+        SecureMemoryStatus.recordLockFailure()
+        return false
+    }
+
+    static func unlock(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        _ = munlock(base, buffer.count)
+    }
+}

@@ -1,0 +1,94 @@
+/// Owned storage for secret bytes that wipes itself.
+///
+/// The buffer is allocated once, locked in memory where `RLIMIT_MEMLOCK`
+/// allows (best effort: a failed `mlock` is remembered in
+/// ``SecureBytes/lockWarningNeeded`` so the caller can warn once), and wiped
+/// with `OPENSSL_cleanse` in `deinit`. Bytes are reachable only through
+/// `withUnsafeBytes`; `==` compares in constant time.
+///
+/// Sendable because the bytes are written only by the creator before the
+/// value is shared (``init(count:initializer:)``); afterwards it is read-only.
+public final class SecureBytes: @unchecked Sendable, Equatable {
+    private let storage: UnsafeMutableRawBufferPointer
+    private let locked: Bool
+
+    /// The number of secret bytes.
+    public var count: Int { storage.count }
+
+    /// Allocates `count` bytes and lets `initializer` fill them.
+    ///
+    /// - Parameters:
+    ///   - count: the number of bytes (0 is allowed).
+    ///   - initializer: writes the secret; if it throws, the buffer is wiped.
+    /// - Throws: whatever `initializer` throws.
+    public init<E: Error>(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws(E) -> Void) throws(E) {
+        precondition(count >= 0, "internal error: negative secret size")
+        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0)
+        locked = MemoryLock.lock(storage)
+        let view = UnsafeMutableRawBufferPointer(rebasing: storage[0..<count])
+        do {
+            try initializer(view)
+        } catch {
+            Self.wipe(storage)
+            if locked { MemoryLock.unlock(storage) }
+            storage.deallocate()
+            throw error
+        }
+        _count = count
+    }
+
+    private let _count: Int
+
+    /// Copies `bytes` into new secure storage.
+    public convenience init(copying bytes: UnsafeRawBufferPointer) {
+        self.init(count: bytes.count) { (dst: UnsafeMutableRawBufferPointer) in
+            dst.copyMemory(from: bytes)
+        }
+    }
+
+    /// Copies `bytes` into new secure storage. The caller still owns (and
+    /// should wipe) its own copy.
+    public convenience init(copying bytes: [UInt8]) {
+        self.init(count: bytes.count) { (dst: UnsafeMutableRawBufferPointer) in
+            bytes.withUnsafeBytes { dst.copyMemory(from: $0) }
+        }
+    }
+
+    /// Fresh random bytes from the system generator.
+    ///
+    /// - Throws: `CryptError.randomFailure`.
+    public static func random(count: Int) throws -> SecureBytes {
+        try SecureBytes(count: count) { (dst: UnsafeMutableRawBufferPointer) throws in
+            try SecureRandom.fill(dst)
+        }
+    }
+
+    deinit {
+        Self.wipe(storage)
+        if locked { MemoryLock.unlock(storage) }
+        storage.deallocate()
+    }
+
+    /// Calls `body` with a read-only view of the secret.
+    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(rebasing: storage[0..<_count]))
+    }
+
+    /// Whether the storage could be locked in memory.
+    public var isLocked: Bool { locked }
+
+    /// Compares two secrets in constant time (for equal lengths).
+    public static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        return lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in ConstantTime.equal(a, b) } }
+    }
+
+    /// Wipes a buffer the caller owns (for example a decrypted chunk buffer).
+    ///
+    /// The corresponding C function is `OPENSSL_cleanse`, which the compiler
+    /// cannot optimize away.
+    public static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+        OpenSSLMemory.cleanse(buffer)
+    }
+}
