@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Exit codes, documented in every `--help` and in the README.
+public enum ExitCode {
+    /// Success.
+    public static let success: Int32 = 0
+    /// A runtime failure: bad bundle, wrong key, I/O error.
+    public static let failure: Int32 = 1
+    /// A usage error: unknown option, missing argument.
+    public static let usage: Int32 = 2
+}
+
+/// Writes one-line messages to stderr as `tool: error: what (path)`.
+///
+/// Paths are written as their raw bytes, so a name that is not UTF-8 is
+/// shown as the terminal would show it.
+public struct Diagnostics: Sendable {
+    public let tool: String
+
+    public init(tool: String) { self.tool = tool }
+
+    /// `tool: error: message (path)`.
+    public func error(_ message: String, path: [UInt8]? = nil) {
+        emit("error", message, path)
+    }
+
+    /// `tool: warning: message (path)`.
+    public func warning(_ message: String, path: [UInt8]? = nil) {
+        emit("warning", message, path)
+    }
+
+    /// `hint: message`, after an error.
+    public func hint(_ message: String) {
+        write(Array("hint: \(message)\n".utf8))
+    }
+
+    /// A plain line on stderr (summaries, notices).
+    public func note(_ message: String) {
+        write(Array("\(tool): \(message)\n".utf8))
+    }
+
+    /// Reports a `BundleError` or any other error as one line.
+    public func report(_ error: Error, path: [UInt8]? = nil) {
+        if let e = error as? BundleError {
+            self.error(e.message, path: e.path ?? path)
+        } else if let u = error as? UsageError {
+            self.error(u.message)
+        } else {
+            self.error("\(error)", path: path)
+        }
+    }
+
+    private func emit(_ level: String, _ message: String, _ path: [UInt8]?) {
+        var line = Array("\(tool): \(level): \(message)".utf8)
+        if let path {
+            line += Array(" (".utf8) + path + Array(")".utf8)
+        }
+        line.append(0x0A)
+        write(line)
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                guard let base = raw.baseAddress else { return }
+                let n = Glibc.write(2, base + done, raw.count - done)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return }
+                done += n
+            }
+        }
+    }
+}
+
+/// argv as byte strings (never through `String`).
+public func rawArguments() -> [[UInt8]] {
+    var out: [[UInt8]] = []
+    for i in 1..<Int(CommandLine.argc) {
+        guard let p = CommandLine.unsafeArgv[i] else { continue }
+        out.append(Array(UnsafeRawBufferPointer(start: p, count: strlen(p))))
+    }
+    return out
+}

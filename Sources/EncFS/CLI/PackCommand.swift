@@ -1,0 +1,159 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-pack SRC_DIR BUNDLE [options]`.
+public enum PackCommand {
+    static let help = """
+    usage: encfs-pack SRC_DIR BUNDLE [key options] [--chunk-size SIZE] [--exclude GLOB]... [--quiet]
+
+    Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
+    chunks). BUNDLE appears only when complete; on failure nothing is left and
+    an existing BUNDLE is unchanged. Plaintext is never written to disk.
+
+    key options (each given secret gets its own key slot):
+      --key-file FILE          a raw 256-bit key: 64 hex characters
+      --passphrase-file FILE   a passphrase (one trailing newline is ignored)
+      environment: ENCFS_KEY (hex key) and ENCFS_PASSPHRASE, used when no key
+      option is given; with none of these and a terminal, a passphrase is
+      asked for twice without echo.
+
+    options:
+      --chunk-size SIZE        4K … 1M, a power of two (default 64K)
+      --exclude GLOB           leave out matching entries (repeatable); a GLOB
+                               with '/' matches the path below SRC_DIR, else the
+                               name; an excluded directory drops its subtree
+      --scrypt-log-n N         passphrase KDF cost, N = 2^n (14 … 22, default 17)
+      -q, --quiet              no summary line
+      -h, --help               this text
+      --                       end of options
+
+    exit codes: 0 success, 1 runtime failure, 2 usage error
+    """
+
+    static let parser = ArgumentParser(options: [
+        .init(["--key-file"], takesValue: true),
+        .init(["--passphrase-file"], takesValue: true),
+        .init(["--chunk-size"], takesValue: true),
+        .init(["--exclude"], takesValue: true),
+        .init(["--scrypt-log-n"], takesValue: true),
+        .init(["--quiet", "-q"], takesValue: false),
+        .init(["--help", "-h"], takesValue: false),
+    ])
+
+    /// Runs the command and returns its exit code.
+    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+        let diagnostics = Diagnostics(tool: "encfs-pack")
+        let args: ArgumentParser.Result
+        var options = PackOptions()
+        do {
+            args = try parser.parse(arguments)
+            if args.has("--help") {
+                print(help)
+                return ExitCode.success
+            }
+            guard args.positionals.count == 2 else {
+                throw UsageError(args.positionals.count < 2 ? "missing SRC_DIR or BUNDLE" : "too many arguments")
+            }
+            if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
+            if let cost = args.value("--scrypt-log-n") {
+                guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...22).contains(n) else {
+                    throw UsageError("--scrypt-log-n must be between 14 and 22")
+                }
+                options.scrypt.logN = n
+            }
+            options.excludes = args.values("--exclude")
+        } catch let e as UsageError {
+            diagnostics.error(e.message)
+            diagnostics.hint("see encfs-pack --help")
+            return ExitCode.usage
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.usage
+        }
+        let source = args.positionals[0]
+        let destination = args.positionals[1]
+        do {
+            options.keys = try KeySources.gather(keyFiles: args.values("--key-file"),
+                                                 passphraseFiles: args.values("--passphrase-file"), confirm: true)
+        } catch let e as KeyInputError {
+            diagnostics.error(e.message, path: e.path)
+            return ExitCode.failure
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.failure
+        }
+        var start = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        do {
+            let summary = try BundleWriter.pack(source: source, destination: destination, options: options) { message, path in
+                diagnostics.warning(message, path: path)
+            }
+            var end = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &end)
+            let seconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
+            if !args.has("--quiet") {
+                var line = "packed \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks"
+                line += " (\(formatBytes(summary.plaintextBytes))) into \(formatBytes(summary.bundleBytes))"
+                line += " in \(formatSeconds(seconds))"
+                if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
+                if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
+                var out = Array("encfs-pack: \(line) -> ".utf8) + destination
+                out.append(0x0A)
+                out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
+            }
+            return ExitCode.success
+        } catch {
+            if case BundleError.io(_, let operation, _) = error, operation == "open source directory" {
+                diagnostics.error("cannot read source directory: \((error as? BundleError)?.message ?? "")", path: source)
+            } else {
+                diagnostics.report(error, path: destination)
+            }
+            return ExitCode.failure
+        }
+    }
+
+    /// Parses `4K`, `64K`, `1M` or a byte count into log2.
+    static func parseChunkSize(_ text: [UInt8]) throws -> UInt8 {
+        var s = String(decoding: text, as: UTF8.self).uppercased()
+        var multiplier: UInt64 = 1
+        if s.hasSuffix("K") { multiplier = 1024; s.removeLast() } else if s.hasSuffix("M") { multiplier = 1 << 20; s.removeLast() }
+        guard let n = UInt64(s), n > 0, n <= (1 << 20) / multiplier || multiplier == 1, n.multipliedReportingOverflow(by: multiplier).overflow == false else {
+            throw UsageError("invalid chunk size \(String(decoding: text, as: UTF8.self)) (use 4K … 1M, a power of two)")
+        }
+        let bytes = n * multiplier
+        guard bytes.nonzeroBitCount == 1 else {
+            throw UsageError("chunk size \(String(decoding: text, as: UTF8.self)) is not a power of two")
+        }
+        let log2 = UInt8(bytes.trailingZeroBitCount)
+        guard BundleFormat.chunkSizeLog2Range.contains(log2) else {
+            throw UsageError("chunk size \(String(decoding: text, as: UTF8.self)) is outside 4K … 1M")
+        }
+        return log2
+    }
+}
+
+/// `1.5 GiB`, `12.0 KiB`, `17 B`.
+func formatBytes(_ n: UInt64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(n)
+    var unit = 0
+    while value >= 1024, unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(n) B" : "\(formatFixed(value, digits: 1)) \(units[unit])"
+}
+
+func formatSeconds(_ s: Double) -> String { "\(formatFixed(s, digits: 2)) s" }
+
+func formatFixed(_ value: Double, digits: Int) -> String {
+    var scale = 1.0
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = (value * scale).rounded()
+    let whole = Int(scaled / scale)
+    let frac = Int(scaled) - whole * Int(scale)
+    let fracText = String(frac)
+    return digits == 0 ? "\(whole)" : "\(whole).\(String(repeating: "0", count: max(0, digits - fracText.count)))\(fracText)"
+}

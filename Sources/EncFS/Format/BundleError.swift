@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Errors of the bundle format layer: opening, unlocking, reading, writing.
+///
+/// Descriptions never contain key bytes, passphrases or file contents. Paths
+/// are kept as raw bytes (file names need not be UTF-8) and rendered only
+/// when a message is printed.
+public enum BundleError: Error, Sendable {
+    /// The file does not start with the encfs magic.
+    case notABundle
+    /// The bundle's format version is not one this build reads.
+    case unsupportedVersion(UInt16)
+    /// The fixed header or a key slot is malformed (the reason says which field).
+    case corruptHeader(String)
+    /// The header's authentication code does not verify under the unwrapped key.
+    case headerAuthenticationFailed
+    /// No key slot opened with the secrets given; lists the slot kinds present.
+    case wrongKey(slotKinds: [String])
+    /// The encrypted index failed authentication or validation.
+    case corruptIndex(String)
+    /// The file's length differs from what the authenticated header records.
+    case lengthMismatch(expected: UInt64, actual: UInt64)
+    /// A chunk of an entry failed authentication (or could not be read whole).
+    case corruptChunk(entry: Int, chunk: UInt64)
+    /// No entry at that path.
+    case notFound
+    /// A path component is not a directory.
+    case notADirectory
+    /// The entry is a directory where a file was expected.
+    case isADirectory
+    /// The operation would modify a read-only bundle.
+    case readOnly
+    /// A system call failed; `errno` is the C error, `path` what it was about.
+    case io(errno: Int32, operation: String, path: [UInt8])
+    /// The source tree changed while it was being packed.
+    case sourceChanged(path: [UInt8], what: String)
+    /// A value outside the format's limits (too many entries, name too long…).
+    case limitExceeded(String)
+    /// A cryptographic primitive failed for a reason other than authentication.
+    case crypto(String)
+
+    /// The errno a FUSE reply carries for this error. The only place where
+    /// bundle errors become errno values.
+    public var errno: Int32 {
+        switch self {
+        case .notFound: return ENOENT
+        case .notADirectory: return ENOTDIR
+        case .isADirectory: return EISDIR
+        case .readOnly: return EROFS
+        case .io(let code, _, _): return code == 0 ? EIO : code
+        case .limitExceeded: return EFBIG
+        case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
+             .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto:
+            return EIO
+        }
+    }
+
+    /// A one-line, lowercase description without a final period.
+    public var message: String {
+        switch self {
+        case .notABundle: return "not an encfs bundle"
+        case .unsupportedVersion(let v): return "unsupported bundle format version \(v) (this build reads version \(BundleFormat.version))"
+        case .corruptHeader(let why): return "corrupted bundle header: \(why)"
+        case .headerAuthenticationFailed: return "bundle header failed authentication (modified or damaged)"
+        case .wrongKey(let kinds):
+            return "wrong key: no key slot opened (the bundle has \(kinds.isEmpty ? "no" : kinds.joined(separator: ", ")) slots)"
+        case .corruptIndex(let why): return "corrupted index: \(why)"
+        case .lengthMismatch(let expected, let actual):
+            return "bundle length is \(actual) bytes but its header records \(expected) (truncated or extended)"
+        case .corruptChunk(let entry, let chunk): return "chunk \(chunk) of entry \(entry) failed authentication"
+        case .notFound: return "no such file or directory"
+        case .notADirectory: return "not a directory"
+        case .isADirectory: return "is a directory"
+        case .readOnly: return "read-only bundle"
+        case .io(let code, let operation, _): return "\(operation) failed: \(String(cString: strerror(code)))"
+        case .sourceChanged(_, let what): return "source changed while packing: \(what)"
+        case .limitExceeded(let what): return "limit exceeded: \(what)"
+        case .crypto(let what): return "cryptographic failure: \(what)"
+        }
+    }
+
+    /// The path the error is about, when it has one.
+    public var path: [UInt8]? {
+        switch self {
+        case .io(_, _, let path) where !path.isEmpty: return path
+        case .sourceChanged(let path, _): return path
+        default: return nil
+        }
+    }
+
+    /// Wraps the current `errno` of a failed system call.
+    static func lastIO(_ operation: String, _ path: [UInt8] = []) -> BundleError {
+        .io(errno: Glibc.errno, operation: operation, path: path)
+    }
+}

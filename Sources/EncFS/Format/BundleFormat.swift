@@ -1,0 +1,34 @@
+/// Constants of bundle format version 1. `docs/FORMAT.md` gives the byte
+/// layout these numbers describe.
+public enum BundleFormat {
+    /// The first eight bytes of every bundle: "ENCFSBDL".
+    public static let magic: [UInt8] = Array("ENCFSBDL".utf8)
+    /// The format version this build writes and reads.
+    public static let version: UInt16 = 1
+    /// Size of the fixed part of the header, before the key slots.
+    public static let fixedHeaderSize = 64
+    /// Size of the header authentication code that ends the header.
+    public static let headerMACSize = 32
+    /// Bundle ids and file ids are 128-bit random values.
+    public static let idSize = 16
+    /// Smallest and largest chunk size, as log2: 4 KiB … 1 MiB.
+    public static let chunkSizeLog2Range: ClosedRange<UInt8> = 12...20
+    /// Default chunk size (64 KiB).
+    public static let defaultChunkSizeLog2: UInt8 = 16
+    /// At most this many key slots.
+    public static let maximumSlots = 64
+    /// Names are at most 255 bytes, as on Linux file systems.
+    public static let maximumNameLength = 255
+    /// Symlink targets are at most 4095 bytes (PATH_MAX − 1).
+    public static let maximumSymlinkLength = 4095
+    /// Entries in one bundle, root included (the record index is a u32).
+    public static let maximumEntries = Int(UInt32.max - 1)
+
+    // HKDF `info` labels: one per derived key, so no two uses share a key.
+    static let labelHeaderMAC = Array("encfs v1 header mac".utf8)
+    static let labelIndex = Array("encfs v1 index".utf8)
+    static let labelFile = Array("encfs v1 file".utf8)
+    static let labelRawKeySlot = Array("encfs v1 raw-key slot".utf8)
+    static let labelPassphraseSlot = Array("encfs v1 passphrase slot".utf8)
+    static let labelKeyID = Array("encfs v1 key id".utf8)
+}

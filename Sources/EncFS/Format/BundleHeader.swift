@@ -1,0 +1,208 @@
+import CryptCore
+
+/// The bundle header: fixed fields, key slots, and an authentication code.
+///
+/// Layout (little-endian; docs/FORMAT.md has the full table):
+/// ```
+///  0  8  magic "ENCFSBDL"
+///  8  2  format version (1)
+/// 10  2  flags (0)
+/// 12  4  header length H, from byte 0 through the MAC
+/// 16 16  bundle id (random)
+/// 32  1  chunk size log2 (12 … 20)
+/// 33  1  slot count (1 … 64)
+/// 34  6  reserved (0)
+/// 40  8  payload length: bytes after the header (chunk data, then index)
+/// 48  8  index offset, within the payload
+/// 56  8  index length (sealed: plaintext + 16-byte tag)
+/// 64  …  key slots
+/// H−32 32 HMAC-SHA256(header MAC key, bytes 0 ..< H−32)
+/// ```
+/// The MAC can be checked only after a slot has given the content key; until
+/// then every field is untrusted and only bounds-checked.
+public struct BundleHeader: Sendable {
+    /// The random 128-bit bundle id.
+    public let bundleID: [UInt8]
+    /// The chunk layout.
+    public let layout: ChunkLayout
+    /// The key slots, in stored order.
+    public let slots: [KeySlot]
+    /// Bytes after the header.
+    public let payloadLength: UInt64
+    /// Where the sealed index starts within the payload.
+    public let indexOffset: UInt64
+    /// Sealed index length.
+    public let indexLength: UInt64
+    /// The stored authentication code.
+    let mac: [UInt8]
+
+    /// Largest header this reader accepts.
+    static let maximumHeaderSize = 1 << 20
+
+    /// Header length H.
+    public var headerLength: Int {
+        BundleFormat.fixedHeaderSize + slots.reduce(0) { $0 + $1.encodedSize } + BundleFormat.headerMACSize
+    }
+
+    /// Total bundle length this header records.
+    public var bundleLength: UInt64 { UInt64(headerLength) + payloadLength }
+
+    init(bundleID: [UInt8], layout: ChunkLayout, slots: [KeySlot], payloadLength: UInt64,
+         indexOffset: UInt64, indexLength: UInt64, mac: [UInt8] = []) {
+        self.bundleID = bundleID
+        self.layout = layout
+        self.slots = slots
+        self.payloadLength = payloadLength
+        self.indexOffset = indexOffset
+        self.indexLength = indexLength
+        self.mac = mac
+    }
+
+    // MARK: - Parsing
+
+    /// How many bytes must be read to parse the header, from its first 16.
+    ///
+    /// - Throws: `BundleError.notABundle`, `.unsupportedVersion` or
+    ///   `.corruptHeader`.
+    static func headerLength(fromPrefix prefix: UnsafeRawBufferPointer) throws -> Int {
+        guard prefix.count >= 16, prefix.starts(with: BundleFormat.magic) else { throw BundleError.notABundle }
+        let version = prefix.le16(at: 8)
+        guard version == BundleFormat.version else { throw BundleError.unsupportedVersion(version) }
+        let length = Int(prefix.le32(at: 12))
+        let minimum = BundleFormat.fixedHeaderSize + 4 + BundleFormat.headerMACSize
+        guard length >= minimum, length <= maximumHeaderSize else {
+            throw BundleError.corruptHeader("header length \(length) out of range")
+        }
+        return length
+    }
+
+    /// Parses an unauthenticated header; every field is range-checked.
+    ///
+    /// - Parameter bytes: exactly the H header bytes.
+    /// - Throws: `BundleError.notABundle`, `.unsupportedVersion`, `.corruptHeader`.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) throws -> BundleHeader {
+        let length = try headerLength(fromPrefix: bytes)
+        guard bytes.count == length else { throw BundleError.corruptHeader("header is \(bytes.count) bytes, expected \(length)") }
+        var cursor = ByteCursor(bytes)
+        let truncated = BundleError.corruptHeader("header truncated")
+        _ = try cursor.take(12, orThrow: truncated) // magic, version: checked above
+        let flags = bytes.le16(at: 10)
+        guard flags == 0 else { throw BundleError.corruptHeader("unknown header flags 0x\(String(flags, radix: 16))") }
+        _ = try cursor.u32(orThrow: truncated)
+        let bundleID = Array(try cursor.take(BundleFormat.idSize, orThrow: truncated))
+        let log2 = try cursor.u8(orThrow: truncated)
+        guard BundleFormat.chunkSizeLog2Range.contains(log2) else {
+            throw BundleError.corruptHeader("chunk size 2^\(log2) out of range")
+        }
+        let slotCount = Int(try cursor.u8(orThrow: truncated))
+        guard slotCount >= 1, slotCount <= BundleFormat.maximumSlots else {
+            throw BundleError.corruptHeader("slot count \(slotCount) out of range")
+        }
+        guard try cursor.take(6, orThrow: truncated).allSatisfy({ $0 == 0 }) else {
+            throw BundleError.corruptHeader("reserved header bytes are not zero")
+        }
+        let payloadLength = try cursor.u64(orThrow: truncated)
+        let indexOffset = try cursor.u64(orThrow: truncated)
+        let indexLength = try cursor.u64(orThrow: truncated)
+        guard payloadLength <= UInt64(Int64.max) - UInt64(length),
+              indexLength >= UInt64(AESGCM.tagByteCount),
+              indexOffset <= payloadLength, indexLength == payloadLength - indexOffset else {
+            throw BundleError.corruptHeader("payload, index offset and index length disagree")
+        }
+        var slots: [KeySlot] = []
+        let slotsEnd = length - BundleFormat.headerMACSize
+        for position in 1...slotCount {
+            let kind = try cursor.u8(orThrow: truncated)
+            let reserved = try cursor.u8(orThrow: truncated)
+            let bodyLength = Int(try cursor.u16(orThrow: truncated))
+            guard reserved == 0, cursor.offset + bodyLength <= slotsEnd else {
+                throw BundleError.corruptHeader("key slot \(position) is malformed")
+            }
+            let slot = KeySlot(kindCode: kind, body: Array(try cursor.take(bodyLength, orThrow: truncated)))
+            try slot.validate(position: position)
+            slots.append(slot)
+        }
+        guard cursor.offset == slotsEnd else { throw BundleError.corruptHeader("key slots do not fill the header") }
+        let mac = Array(try cursor.take(BundleFormat.headerMACSize, orThrow: truncated))
+        return BundleHeader(bundleID: bundleID, layout: ChunkLayout(chunkSizeLog2: log2), slots: slots,
+                            payloadLength: payloadLength, indexOffset: indexOffset, indexLength: indexLength, mac: mac)
+    }
+
+    // MARK: - Serializing
+
+    /// The header bytes without the MAC.
+    func serializedBody() -> [UInt8] {
+        var out = BundleFormat.magic
+        out.appendLE(BundleFormat.version)
+        out.appendLE(UInt16(0))
+        out.appendLE(UInt32(headerLength))
+        out += bundleID
+        out.append(layout.chunkSizeLog2)
+        out.append(UInt8(slots.count))
+        out += [UInt8](repeating: 0, count: 6)
+        out.appendLE(payloadLength)
+        out.appendLE(indexOffset)
+        out.appendLE(indexLength)
+        for slot in slots {
+            out.append(slot.kindCode)
+            out.append(0)
+            out.appendLE(UInt16(slot.body.count))
+            out += slot.body
+        }
+        return out
+    }
+
+    /// The complete header, authenticated under `keys`.
+    func serialized(keys: BundleKeys) throws -> [UInt8] {
+        let body = serializedBody()
+        return body + (try Self.authenticationCode(of: body, keys: keys))
+    }
+
+    private static func authenticationCode(of body: [UInt8], keys: BundleKeys) throws -> [UInt8] {
+        do {
+            return try keys.headerMACKey.withUnsafeBytes { k in
+                try body.withUnsafeBytes { try HMACSHA256.authenticationCode(key: k, data: $0) }
+            }
+        } catch {
+            throw BundleError.crypto("header MAC failed")
+        }
+    }
+
+    // MARK: - Unlocking
+
+    /// Opens a slot with one of `materials`, then authenticates the header.
+    ///
+    /// Raw keys are tried first (cheap, matched by key id), then
+    /// passphrases (one scrypt run per passphrase slot).
+    ///
+    /// - Returns: the keys of the bundle.
+    /// - Throws: `BundleError.wrongKey` when no slot opens,
+    ///   `.headerAuthenticationFailed` when the header was modified,
+    ///   `.corruptHeader` for a damaged slot.
+    public func unlock(with materials: [KeyMaterial]) throws -> BundleKeys {
+        let ordered = materials.filter { if case .rawKey = $0 { true } else { false } }
+            + materials.filter { if case .passphrase = $0 { true } else { false } }
+        for material in ordered {
+            for (i, slot) in slots.enumerated() {
+                if let contentKey = try slot.unwrap(with: material, bundleID: bundleID, position: i + 1) {
+                    return try authenticate(contentKey: contentKey)
+                }
+            }
+        }
+        var kinds: [String] = []
+        for slot in slots where !kinds.contains(slot.kindName) { kinds.append(slot.kindName) }
+        throw BundleError.wrongKey(slotKinds: kinds)
+    }
+
+    /// Checks the MAC under a known content key (the mount daemon receives
+    /// the content key from its parent and authenticates again).
+    ///
+    /// - Throws: `BundleError.headerAuthenticationFailed`.
+    public func authenticate(contentKey: SymmetricKey) throws -> BundleKeys {
+        let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
+        let expected = try Self.authenticationCode(of: serializedBody(), keys: keys)
+        let ok = expected.withUnsafeBytes { a in mac.withUnsafeBytes { b in ConstantTime.equal(a, b) } }
+        guard ok else { throw BundleError.headerAuthenticationFailed }
+        return keys
+    }
+}

@@ -1,0 +1,213 @@
+import CryptCore
+
+/// One key slot: the content key wrapped under a key the user holds.
+///
+/// Stored as `kind (u8) ‖ reserved (u8, 0) ‖ body length (u16 LE) ‖ body`.
+/// Bodies (docs/FORMAT.md has the byte tables):
+/// - raw key (kind 1, 72 bytes): key id (8) ‖ salt (16) ‖ wrapped key (32 + 16 tag);
+///   KEK = HKDF(raw key, salt, "encfs v1 raw-key slot"); key id = first 8 bytes of
+///   HKDF(raw key, no salt, "encfs v1 key id"), so the right slot is found
+///   without trial decryption.
+/// - passphrase (kind 2, 76 bytes): log2 N (u8) ‖ 3 zero bytes ‖ r (u32 LE) ‖ p (u32 LE) ‖
+///   salt (16) ‖ wrapped key (48); KEK = scrypt(passphrase, salt, N, r, p).
+/// The wrap is AES-256-GCM with an all-zero nonce (every KEK is unique to
+/// its slot's random salt) and associated data `bundle id ‖ kind ‖ body
+/// without the wrapped key`, so the parameters cannot be changed unnoticed.
+/// Readers skip kinds they do not know: a later version can add slot kinds
+/// that older readers ignore as long as another slot opens.
+public struct KeySlot: Sendable, Equatable {
+    /// Slot kinds.
+    public enum Kind: UInt8, Sendable {
+        /// A raw 256-bit key.
+        case rawKey = 1
+        /// A passphrase through scrypt.
+        case passphrase = 2
+
+        /// The name used in messages and by `encfs-inspect`.
+        public var name: String {
+            switch self {
+            case .rawKey: return "raw-key"
+            case .passphrase: return "passphrase"
+            }
+        }
+    }
+
+    /// The kind byte as stored (may be a kind this build does not know).
+    public let kindCode: UInt8
+    /// The slot body as stored.
+    public let body: [UInt8]
+
+    static let wrappedSize = SymmetricKey.byteCount + AESGCM.tagByteCount
+    static let saltSize = 16
+    static let keyIDSize = 8
+    static let rawKeyBodySize = keyIDSize + saltSize + wrappedSize
+    static let passphraseBodySize = 12 + saltSize + wrappedSize
+
+    /// The slot's kind, or nil for a kind this build does not know.
+    public var kind: Kind? { Kind(rawValue: kindCode) }
+
+    /// The kind's name, or `unknown(N)`.
+    public var kindName: String { kind?.name ?? "unknown(\(kindCode))" }
+
+    /// Bytes the slot takes in the header.
+    var encodedSize: Int { 4 + body.count }
+
+    init(kindCode: UInt8, body: [UInt8]) {
+        self.kindCode = kindCode
+        self.body = body
+    }
+
+    /// The scrypt parameters of a passphrase slot.
+    public var scryptParameters: Scrypt.Parameters? {
+        guard kind == .passphrase, body.count == Self.passphraseBodySize else { return nil }
+        return body.withUnsafeBytes { b in Scrypt.Parameters(logN: b[0], r: b.le32(at: 4), p: b.le32(at: 8)) }
+    }
+
+    /// The key id of a raw-key slot as 16 hex digits.
+    public var keyID: [UInt8]? {
+        guard kind == .rawKey, body.count == Self.rawKeyBodySize else { return nil }
+        return Array(body[0..<Self.keyIDSize])
+    }
+
+    /// Checks the body length for known kinds.
+    func validate(position: Int) throws {
+        switch kind {
+        case .rawKey?:
+            guard body.count == Self.rawKeyBodySize else {
+                throw BundleError.corruptHeader("key slot \(position) (raw-key) has \(body.count) bytes, expected \(Self.rawKeyBodySize)")
+            }
+        case .passphrase?:
+            guard body.count == Self.passphraseBodySize else {
+                throw BundleError.corruptHeader("key slot \(position) (passphrase) has \(body.count) bytes, expected \(Self.passphraseBodySize)")
+            }
+            guard body[1] == 0, body[2] == 0, body[3] == 0 else {
+                throw BundleError.corruptHeader("key slot \(position) (passphrase) has non-zero reserved bytes")
+            }
+        case nil:
+            break
+        }
+    }
+
+    // MARK: - Making slots
+
+    /// A raw-key slot wrapping `contentKey` under `key`.
+    static func rawKey(wrapping contentKey: SymmetricKey, with key: SymmetricKey, bundleID: [UInt8]) throws -> KeySlot {
+        let salt = try randomBytes(Self.saltSize)
+        let kek = try derive(key, salt: salt, info: BundleFormat.labelRawKeySlot)
+        let prefix = try Self.keyID(of: key) + salt
+        return try seal(kind: .rawKey, prefix: prefix, contentKey: contentKey, kek: kek, bundleID: bundleID)
+    }
+
+    /// A passphrase slot wrapping `contentKey` under scrypt(`passphrase`).
+    static func passphrase(wrapping contentKey: SymmetricKey, with passphrase: SecureBytes,
+                           parameters: Scrypt.Parameters, bundleID: [UInt8]) throws -> KeySlot {
+        let salt = try randomBytes(Self.saltSize)
+        let kek = try scrypt(passphrase, salt: salt, parameters: parameters)
+        var prefix: [UInt8] = [parameters.logN, 0, 0, 0]
+        prefix.appendLE(parameters.r)
+        prefix.appendLE(parameters.p)
+        prefix += salt
+        return try seal(kind: .passphrase, prefix: prefix, contentKey: contentKey, kek: kek, bundleID: bundleID)
+    }
+
+    /// The 8-byte id of a raw key.
+    public static func keyID(of key: SymmetricKey) throws -> [UInt8] {
+        do {
+            let id = try key.withUnsafeBytes { k in
+                try BundleFormat.labelKeyID.withUnsafeBytes { info in
+                    try HKDF.deriveKey(inputKey: k, salt: UnsafeRawBufferPointer(start: nil, count: 0), info: info, outputCount: keyIDSize)
+                }
+            }
+            return id.withUnsafeBytes { Array($0) }
+        } catch {
+            throw BundleError.crypto("key id derivation failed")
+        }
+    }
+
+    // MARK: - Opening slots
+
+    /// Tries to unwrap the content key with `material`.
+    ///
+    /// - Returns: the content key, or nil when the material is of another
+    ///   kind or (for raw keys) has another key id.
+    /// - Throws: `BundleError.corruptHeader` when the slot should open with
+    ///   this material (matching key id) but does not, or has out-of-range
+    ///   parameters; nil is returned for a passphrase that does not open it,
+    ///   since a wrong passphrase cannot be told from a damaged slot.
+    func unwrap(with material: KeyMaterial, bundleID: [UInt8], position: Int) throws -> SymmetricKey? {
+        switch (kind, material) {
+        case (.rawKey?, .rawKey(let key)):
+            guard let id = keyID, try Self.keyID(of: key) == id else { return nil }
+            let salt = Array(body[Self.keyIDSize..<(Self.keyIDSize + Self.saltSize)])
+            let kek = try Self.derive(key, salt: salt, info: BundleFormat.labelRawKeySlot)
+            guard let contentKey = try open(kek: kek, bundleID: bundleID) else {
+                throw BundleError.corruptHeader("key slot \(position) (raw-key) matches the key id but fails authentication")
+            }
+            return contentKey
+        case (.passphrase?, .passphrase(let passphrase)):
+            guard let parameters = scryptParameters else { return nil }
+            do {
+                try parameters.validate()
+            } catch {
+                throw BundleError.corruptHeader("key slot \(position) (passphrase): \(error)")
+            }
+            let salt = Array(body[12..<(12 + Self.saltSize)])
+            let kek = try Self.scrypt(passphrase, salt: salt, parameters: parameters)
+            return try open(kek: kek, bundleID: bundleID)
+        default:
+            return nil
+        }
+    }
+
+    private func open(kek: SymmetricKey, bundleID: [UInt8]) throws -> SymmetricKey? {
+        let split = body.count - Self.wrappedSize
+        let aad = bundleID + [kindCode] + body[0..<split]
+        do {
+            let gcm = try AESGCM()
+            let opened = try body[split...].withUnsafeBytes { sealed in
+                try gcm.open(key: kek, nonce: Self.zeroNonce, aad: aad, sealed: sealed)
+            }
+            return try SymmetricKey(opened)
+        } catch CryptError.authenticationFailure {
+            return nil
+        } catch {
+            throw BundleError.crypto("key slot unwrap failed")
+        }
+    }
+
+    private static func seal(kind: Kind, prefix: [UInt8], contentKey: SymmetricKey, kek: SymmetricKey,
+                             bundleID: [UInt8]) throws -> KeySlot {
+        let aad = bundleID + [kind.rawValue] + prefix
+        do {
+            let wrapped = try AESGCM().seal(key: kek, nonce: zeroNonce, aad: aad, plaintext: contentKey.bytes)
+            return KeySlot(kindCode: kind.rawValue, body: prefix + wrapped)
+        } catch {
+            throw BundleError.crypto("key slot wrap failed")
+        }
+    }
+
+    private static let zeroNonce = [UInt8](repeating: 0, count: AESGCM.nonceByteCount)
+
+    private static func derive(_ key: SymmetricKey, salt: [UInt8], info: [UInt8]) throws -> SymmetricKey {
+        do { return try HKDF.deriveKey(from: key, salt: salt, info: info) } catch {
+            throw BundleError.crypto("key derivation failed")
+        }
+    }
+
+    private static func scrypt(_ passphrase: SecureBytes, salt: [UInt8], parameters: Scrypt.Parameters) throws -> SymmetricKey {
+        do {
+            let bytes = try passphrase.withUnsafeBytes { p in
+                try salt.withUnsafeBytes { s in
+                    try Scrypt.deriveKey(passphrase: p, salt: s, parameters: parameters, outputCount: SymmetricKey.byteCount)
+                }
+            }
+            return try SymmetricKey(bytes)
+        } catch {
+            throw BundleError.crypto("scrypt failed: \(error)")
+        }
+    }
+}
+
+func randomBytes(_ count: Int) throws -> [UInt8] {
+    do { return try SecureRandom.bytes(count) } catch { throw BundleError.crypto("random generator failed") }
+}

@@ -1,0 +1,270 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The decrypted, validated index: every entry of the bundle in a compact
+/// form (fixed-size records plus one string table), kept in wiping memory.
+///
+/// Plaintext layout (little-endian):
+/// ```
+///  0  8  magic "ENCFSIDX"
+///  8  4  entry count n (≥ 1; record 0 is the root directory)
+/// 12  4  reserved (0)
+/// 16  8  string table length S
+/// 24  8  creation time, seconds since the epoch
+/// 32  64·n records (see IndexEntry)
+///  …  S bytes: names and symlink targets
+/// ```
+/// Records are in breadth-first order: the children of each directory are
+/// contiguous, sorted by name bytes, and come after their parent, so lookup
+/// is a binary search and the tree cannot hold a cycle.
+public final class BundleIndex: Sendable {
+    static let magic: [UInt8] = Array("ENCFSIDX".utf8)
+    static let headerSize = 32
+
+    private let storage: SecureBytes
+    /// Number of entries, root included.
+    public let count: Int
+    /// When the bundle was packed (seconds since the epoch).
+    public let creationTime: Int64
+    private let recordsOffset = BundleIndex.headerSize
+    private let stringsOffset: Int
+    /// Number of subdirectories of each directory (for st_nlink).
+    private let subdirectoryCounts: [UInt32]
+    /// Sum of all file sizes.
+    public let totalFileBytes: UInt64
+    /// Number of regular files.
+    public let fileCount: Int
+
+    /// Validates a decrypted index against the header it came with.
+    ///
+    /// - Parameters:
+    ///   - plaintext: the decrypted index (taken over; wiped on release).
+    ///   - layout: the bundle's chunk layout.
+    ///   - dataLength: bytes of chunk data before the index (its offset).
+    /// - Throws: `BundleError.corruptIndex` naming the first violation.
+    public init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
+        storage = plaintext
+        let parsed = try plaintext.withUnsafeBytes { b in try Self.validate(b, layout: layout, dataLength: dataLength) }
+        count = parsed.count
+        creationTime = parsed.creationTime
+        stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
+        subdirectoryCounts = parsed.subdirectories
+        totalFileBytes = parsed.totalFileBytes
+        fileCount = parsed.fileCount
+    }
+
+    /// The entry at `position`.
+    ///
+    /// - Precondition: `position < count`; callers map inodes through
+    ///   ``entry(inode:)``, which checks.
+    public func entry(at position: Int) -> IndexEntry {
+        precondition(position >= 0 && position < count, "internal error: index position \(position) out of range")
+        return storage.withUnsafeBytes { b in
+            let start = recordsOffset + position * IndexEntry.recordSize
+            return IndexEntry(record: UnsafeRawBufferPointer(rebasing: b[start..<(start + IndexEntry.recordSize)]), position: position)
+        }
+    }
+
+    /// The entry for a FUSE inode number (position + 1), or nil.
+    public func entry(inode: UInt64) -> IndexEntry? {
+        guard inode >= 1, inode <= UInt64(count) else { return nil }
+        return entry(at: Int(inode - 1))
+    }
+
+    /// The root directory.
+    public var root: IndexEntry { entry(at: 0) }
+
+    /// Calls `body` with the name bytes of `entry` (valid during the call).
+    public func withName<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { b in
+            let start = stringsOffset + Int(entry.nameOffset)
+            return try body(UnsafeRawBufferPointer(rebasing: b[start..<(start + Int(entry.nameLength))]))
+        }
+    }
+
+    /// The name bytes of `entry` as a new array (not for hot paths).
+    public func name(of entry: IndexEntry) -> [UInt8] { withName(of: entry) { Array($0) } }
+
+    /// Calls `body` with the target bytes of a symlink.
+    public func withSymlinkTarget<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        precondition(entry.kind == .symlink, "internal error: target of a non-symlink")
+        return try storage.withUnsafeBytes { b in
+            let start = stringsOffset + Int(entry.first)
+            return try body(UnsafeRawBufferPointer(rebasing: b[start..<(start + Int(entry.size))]))
+        }
+    }
+
+    /// The file id of a file entry.
+    public func withFileID<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { b in
+            let start = recordsOffset + entry.position * IndexEntry.recordSize + 48
+            return try body(UnsafeRawBufferPointer(rebasing: b[start..<(start + BundleFormat.idSize)]))
+        }
+    }
+
+    /// Subdirectories of a directory entry.
+    public func subdirectoryCount(of entry: IndexEntry) -> Int { Int(subdirectoryCounts[entry.position]) }
+
+    /// Finds the child of `directory` called `name` by binary search.
+    public func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) -> IndexEntry? {
+        guard directory.kind == .directory else { return nil }
+        var low = directory.children.lowerBound
+        var high = directory.children.upperBound
+        while low < high {
+            let mid = (low + high) / 2
+            let candidate = entry(at: mid)
+            let order = withName(of: candidate) { compareBytes($0, name) }
+            if order == 0 { return candidate }
+            if order < 0 { low = mid + 1 } else { high = mid }
+        }
+        return nil
+    }
+
+    /// Resolves a '/'-separated path relative to the root (no symlinks
+    /// followed; empty components and "." are skipped).
+    ///
+    /// - Throws: `BundleError.notFound` or `.notADirectory`.
+    public func resolve(path: [UInt8]) throws -> IndexEntry {
+        var current = root
+        for component in path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            if component.elementsEqual([UInt8(ascii: ".")]) { continue }
+            if component.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
+                current = entry(at: current.parent)
+                continue
+            }
+            guard current.kind == .directory else { throw BundleError.notADirectory }
+            guard let next = Array(component).withUnsafeBytes({ lookup($0, in: current) }) else { throw BundleError.notFound }
+            current = next
+        }
+        return current
+    }
+
+    /// The path of `entry` from the root, '/'-separated, without a leading '/'.
+    public func path(of entry: IndexEntry) -> [UInt8] {
+        var parts: [[UInt8]] = []
+        var current = entry
+        while current.position != 0 {
+            parts.append(name(of: current))
+            current = self.entry(at: current.parent)
+        }
+        return Array(parts.reversed().joined(separator: [UInt8(ascii: "/")]))
+    }
+
+    // MARK: - Validation
+
+    private struct Parsed {
+        var count: Int
+        var creationTime: Int64
+        var subdirectories: [UInt32]
+        var totalFileBytes: UInt64
+        var fileCount: Int
+    }
+
+    private static func validate(_ b: UnsafeRawBufferPointer, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
+        func bad(_ why: String) -> BundleError { .corruptIndex(why) }
+        guard b.count >= headerSize, b.starts(with: magic) else { throw bad("bad index magic") }
+        let count = Int(b.le32(at: 8))
+        guard count >= 1, count <= BundleFormat.maximumEntries else { throw bad("entry count \(count)") }
+        guard b.le32(at: 12) == 0 else { throw bad("reserved bytes are not zero") }
+        let stringsLength = b.le64(at: 16)
+        let creationTime = Int64(bitPattern: b.le64(at: 24))
+        let recordsEnd = UInt64(headerSize) + UInt64(count) * UInt64(IndexEntry.recordSize)
+        guard stringsLength <= UInt64(b.count), recordsEnd + stringsLength == UInt64(b.count) else {
+            throw bad("index length \(b.count) does not match \(count) entries and \(stringsLength) string bytes")
+        }
+        let strings = UnsafeRawBufferPointer(rebasing: b[Int(recordsEnd)...])
+        var subdirectories = [UInt32](repeating: 0, count: count)
+        var fileRanges: [(start: UInt64, end: UInt64)] = []
+        var totalFileBytes: UInt64 = 0
+        var fileCount = 0
+        var childTotal = 0
+        var nextChild = 1 // breadth-first: child ranges tile 1 ..< count in order
+        for position in 0..<count {
+            let start = headerSize + position * IndexEntry.recordSize
+            let r = UnsafeRawBufferPointer(rebasing: b[start..<(start + IndexEntry.recordSize)])
+            guard let kind = IndexEntry.Kind(rawValue: r[4]) else { throw bad("entry \(position) has unknown kind \(r[4])") }
+            guard r[5] == 0, r.le16(at: 14) == 0, r.le32(at: 28) == 0 else { throw bad("entry \(position) has non-zero reserved bytes") }
+            guard r.le16(at: 6) & ~0o7777 == 0 else { throw bad("entry \(position) has invalid mode bits") }
+            guard r.le32(at: 24) < 1_000_000_000 else { throw bad("entry \(position) has invalid nanoseconds") }
+            let parent = Int(r.le32(at: 0))
+            let nameOffset = UInt64(r.le32(at: 8))
+            let nameLength = Int(r.le16(at: 12))
+            let size = r.le64(at: 32)
+            let first = r.le64(at: 40)
+            let idIsZero = r[48..<64].allSatisfy { $0 == 0 }
+            if position == 0 {
+                guard parent == 0, kind == .directory, nameLength == 0 else { throw bad("root entry is malformed") }
+            } else {
+                guard parent < position else { throw bad("entry \(position) comes before its parent") }
+                guard nameLength >= 1, nameLength <= BundleFormat.maximumNameLength,
+                      nameOffset + UInt64(nameLength) <= stringsLength else { throw bad("entry \(position) has an invalid name") }
+                let name = UnsafeRawBufferPointer(rebasing: strings[Int(nameOffset)..<(Int(nameOffset) + nameLength)])
+                guard !name.contains(0), !name.contains(UInt8(ascii: "/")),
+                      !(nameLength == 1 && name[0] == UInt8(ascii: ".")),
+                      !(nameLength == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")) else {
+                    throw bad("entry \(position) has an invalid name")
+                }
+                let parentRecord = UnsafeRawBufferPointer(rebasing: b[(headerSize + parent * IndexEntry.recordSize)...])
+                let parentFirst = parentRecord.le64(at: 40)
+                let parentSize = parentRecord.le64(at: 32)
+                guard parentRecord[4] == IndexEntry.Kind.directory.rawValue,
+                      UInt64(position) >= parentFirst, UInt64(position) - parentFirst < parentSize else {
+                    throw bad("entry \(position) is not among its parent's children")
+                }
+                if UInt64(position) > parentFirst {
+                    let previous = UnsafeRawBufferPointer(rebasing: b[(start - IndexEntry.recordSize)..<start])
+                    let prevName = UnsafeRawBufferPointer(rebasing: strings[Int(previous.le32(at: 8))..<(Int(previous.le32(at: 8)) + Int(previous.le16(at: 12)))])
+                    guard compareBytes(prevName, name) < 0 else { throw bad("entries \(position - 1) and \(position) are not in name order") }
+                }
+            }
+            switch kind {
+            case .directory:
+                guard idIsZero else { throw bad("directory \(position) has a file id") }
+                guard size <= UInt64(count) else { throw bad("directory \(position) has \(size) children") }
+                if size > 0 {
+                    guard first == UInt64(nextChild), first + size <= UInt64(count) else {
+                        throw bad("directory \(position) has an invalid child range")
+                    }
+                    nextChild += Int(size)
+                } else {
+                    guard first == 0 else { throw bad("empty directory \(position) has a child offset") }
+                }
+                childTotal += Int(size)
+                if position != 0 { subdirectories[parent] += 1 }
+            case .file:
+                guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
+                let length = layout.ciphertextSize(forPlaintextSize: size)
+                guard first <= dataLength, length <= dataLength - first else {
+                    throw bad("file \(position) lies outside the data region")
+                }
+                if length > 0 { fileRanges.append((first, first + length)) }
+                totalFileBytes &+= size
+                fileCount += 1
+            case .symlink:
+                guard idIsZero else { throw bad("symlink \(position) has a file id") }
+                guard size >= 1, size <= UInt64(BundleFormat.maximumSymlinkLength), first <= stringsLength,
+                      size <= stringsLength - first else { throw bad("symlink \(position) has an invalid target") }
+                guard !strings[Int(first)..<Int(first + size)].contains(0) else { throw bad("symlink \(position) target holds NUL") }
+            }
+        }
+        guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
+        fileRanges.sort { $0.start < $1.start }
+        for i in fileRanges.indices.dropFirst() where fileRanges[i].start < fileRanges[i - 1].end {
+            throw bad("file data ranges overlap")
+        }
+        return Parsed(count: count, creationTime: creationTime, subdirectories: subdirectories,
+                      totalFileBytes: totalFileBytes, fileCount: fileCount)
+    }
+}
+
+/// memcmp order, shorter prefix first: the order names are sorted in.
+func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+    let n = min(a.count, b.count)
+    if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {
+        let c = memcmp(pa, pb, n)
+        if c != 0 { return Int(c) }
+    }
+    return a.count - b.count
+}

@@ -1,0 +1,50 @@
+import CryptCore
+
+/// The keys derived from a bundle's content key, each for one purpose.
+///
+/// Derivation (HKDF-SHA256, salt = bundle id unless stated):
+/// - header MAC key: info "encfs v1 header mac";
+/// - index key: info "encfs v1 index";
+/// - file key: salt = the file's 16-byte random id, info "encfs v1 file" ‖ bundle id.
+public struct BundleKeys: Sendable {
+    /// The random 256-bit key every other key derives from.
+    public let contentKey: SymmetricKey
+    /// The bundle id the keys are bound to.
+    public let bundleID: [UInt8]
+    /// Authenticates the header (HMAC-SHA256).
+    public let headerMACKey: SymmetricKey
+    /// Seals the index (AES-256-GCM).
+    public let indexKey: SymmetricKey
+
+    /// Derives the header and index keys.
+    ///
+    /// - Throws: `BundleError.crypto` if a derivation fails.
+    public init(contentKey: SymmetricKey, bundleID: [UInt8]) throws {
+        self.contentKey = contentKey
+        self.bundleID = bundleID
+        do {
+            headerMACKey = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelHeaderMAC)
+            indexKey = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelIndex)
+        } catch {
+            throw BundleError.crypto("key derivation failed")
+        }
+    }
+
+    /// The key that seals the chunks of the file with id `fileID`.
+    ///
+    /// - Parameter fileID: the 16-byte file id from the file's index record.
+    /// - Throws: `BundleError.crypto` if the derivation fails.
+    public func fileKey(fileID: UnsafeRawBufferPointer) throws -> SymmetricKey {
+        do {
+            let info = BundleFormat.labelFile + bundleID
+            let bytes = try contentKey.withUnsafeBytes { k in
+                try info.withUnsafeBytes { i in
+                    try HKDF.deriveKey(inputKey: k, salt: fileID, info: i, outputCount: SymmetricKey.byteCount)
+                }
+            }
+            return try SymmetricKey(bytes)
+        } catch {
+            throw BundleError.crypto("file key derivation failed")
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import CryptCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads an unlocked bundle: the index, and file contents chunk by chunk.
+///
+/// All state is immutable except the workspace pool, which sits behind a
+/// `Mutex`; `read` may be called from many threads at once. The bundle is
+/// read with `pread` on one shared descriptor.
+public final class BundleReader: Sendable {
+    /// The authenticated header.
+    public let header: BundleHeader
+    /// The authenticated, validated index.
+    public let index: BundleIndex
+    /// Keys derived from the content key.
+    public let keys: BundleKeys
+    /// Bundle size in bytes.
+    public let bundleSize: UInt64
+    private let fd: Int32
+    private let path: [UInt8]
+    private let pool = Mutex<[ChunkWorkspace]>([])
+
+    private init(fd: Int32, path: [UInt8], header: BundleHeader, index: BundleIndex, keys: BundleKeys, size: UInt64) {
+        self.fd = fd
+        self.path = path
+        self.header = header
+        self.index = index
+        self.keys = keys
+        self.bundleSize = size
+    }
+
+    deinit { close(fd) }
+
+    /// Opens a bundle with whichever of `materials` opens a slot.
+    ///
+    /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
+    ///   corrupted header or index, length mismatch, I/O).
+    public static func open(path: [UInt8], materials: [KeyMaterial]) throws -> BundleReader {
+        try open(path: path) { header in try header.unlock(with: materials) }
+    }
+
+    /// Opens a bundle with a known content key (the mount daemon gets it
+    /// from the process that verified the user's secret).
+    public static func open(path: [UInt8], contentKey: SymmetricKey) throws -> BundleReader {
+        try open(path: path) { header in try header.authenticate(contentKey: contentKey) }
+    }
+
+    /// Reads and parses only the unauthenticated header (for tools that
+    /// show slot kinds without a key).
+    public static func readHeader(path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
+        let fd = try openBundleFile(path)
+        defer { close(fd) }
+        return try readHeader(fd: fd, path: path)
+    }
+
+    private static func openBundleFile(_ path: [UInt8]) throws -> Int32 {
+        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { throw BundleError.lastIO("open bundle", path) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            close(fd)
+            throw BundleError.lastIO("stat bundle", path)
+        }
+        guard st.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw BundleError.io(errno: EINVAL, operation: "open bundle (not a regular file)", path: path)
+        }
+        return fd
+    }
+
+    private static func readHeader(fd: Int32, path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw BundleError.lastIO("stat bundle", path) }
+        let fileSize = UInt64(max(st.st_size, 0))
+        var prefix = [UInt8](repeating: 0, count: 16)
+        let got = try prefix.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: 0, path: path) }
+        guard got == 16 else { throw BundleError.notABundle }
+        let length = try prefix.withUnsafeBytes { try BundleHeader.headerLength(fromPrefix: $0) }
+        guard UInt64(length) <= fileSize else { throw BundleError.corruptHeader("file is shorter than its header") }
+        var bytes = [UInt8](repeating: 0, count: length)
+        let n = try bytes.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: 0, path: path) }
+        guard n == length else { throw BundleError.corruptHeader("file is shorter than its header") }
+        return (try bytes.withUnsafeBytes { try BundleHeader.parse($0) }, fileSize)
+    }
+
+    private static func open(path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
+        let fd = try openBundleFile(path)
+        do {
+            let (header, fileSize) = try readHeader(fd: fd, path: path)
+            let keys = try unlock(header)
+            guard fileSize == header.bundleLength else {
+                throw BundleError.lengthMismatch(expected: header.bundleLength, actual: fileSize)
+            }
+            let index = try readIndex(fd: fd, path: path, header: header, keys: keys)
+            return BundleReader(fd: fd, path: path, header: header, index: index, keys: keys, size: fileSize)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    private static func readIndex(fd: Int32, path: [UInt8], header: BundleHeader, keys: BundleKeys) throws -> BundleIndex {
+        // Sizes were bounded by the authenticated header and the file size.
+        let sealedLength = Int(header.indexLength)
+        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: sealedLength, alignment: 16)
+        defer { sealed.deallocate() }
+        let got = try FileIO.preadFull(fd, into: sealed, at: UInt64(header.headerLength) + header.indexOffset, path: path)
+        guard got == sealedLength else { throw BundleError.corruptIndex("index is truncated") }
+        let plainLength = sealedLength - AESGCM.tagByteCount
+        let aad = IndexBuilder.associatedData(header)
+        let plaintext: SecureBytes
+        do {
+            let gcm = try AESGCM()
+            plaintext = try SecureBytes(count: plainLength) { out in
+                try IndexBuilder.zeroNonce.withUnsafeBytes { nonce in
+                    try aad.withUnsafeBytes { a in
+                        try gcm.open(key: keys.indexKey, nonce: nonce, aad: a,
+                                     ciphertext: UnsafeRawBufferPointer(rebasing: sealed[0..<plainLength]),
+                                     tag: UnsafeRawBufferPointer(rebasing: sealed[plainLength...]), into: out)
+                    }
+                }
+            }
+        } catch CryptError.authenticationFailure {
+            throw BundleError.corruptIndex("index failed authentication")
+        } catch {
+            throw BundleError.crypto("index decryption failed")
+        }
+        return try BundleIndex(plaintext: plaintext, layout: header.layout, dataLength: header.indexOffset)
+    }
+
+    // MARK: - Reading files
+
+    /// The key of a file entry's chunks (derive once per open file).
+    ///
+    /// - Throws: `BundleError.isADirectory` for non-files, `.crypto`.
+    public func fileKey(for entry: IndexEntry) throws -> SymmetricKey {
+        guard entry.kind == .file else { throw BundleError.isADirectory }
+        return try index.withFileID(of: entry) { try keys.fileKey(fileID: $0) }
+    }
+
+    /// Reads plaintext of `entry` starting at `offset` into `buffer`,
+    /// decrypting only the chunks the range covers.
+    ///
+    /// Whole chunks are decrypted straight into `buffer`; partly covered
+    /// ones into a pooled workspace, from which only the requested bytes are
+    /// copied. Nothing is released before its chunk has authenticated.
+    ///
+    /// - Parameters:
+    ///   - entry: a file entry.
+    ///   - key: its key from ``fileKey(for:)``.
+    ///   - offset: plaintext offset; at or past the end reads 0 bytes.
+    ///   - buffer: receives the bytes.
+    /// - Returns: `buffer.count`, or fewer only at end of file.
+    /// - Throws: `BundleError.corruptChunk` (the buffer is then wiped),
+    ///   `.io`.
+    public func read(_ entry: IndexEntry, key: SymmetricKey, fromOffset offset: UInt64,
+                     into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard entry.kind == .file else { throw BundleError.isADirectory }
+        let size = entry.size
+        guard offset < size, buffer.count > 0 else { return 0 }
+        let end = UInt64(buffer.count) >= size - offset ? size : offset + UInt64(buffer.count)
+        let layout = header.layout
+        let chunks = layout.chunks(coveringPlaintextOffset: offset, count: end - offset, plaintextSize: size)
+        let workspace = try takeWorkspace()
+        defer { returnWorkspace(workspace) }
+        let bodyStart = UInt64(header.headerLength) + entry.first
+        do {
+            try index.withFileID(of: entry) { fileID in
+                for chunk in chunks {
+                    let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
+                    let sealedCount = range.count + Int(ChunkLayout.overhead)
+                    let sealed = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<sealedCount])
+                    let got = try FileIO.preadFull(fd, into: sealed, at: bodyStart + layout.ciphertextOffset(ofChunk: chunk), path: path)
+                    guard got == sealedCount else { throw BundleError.corruptChunk(entry: entry.position, chunk: chunk) }
+                    let last = layout.isLastChunk(chunk, plaintextSize: size)
+                    let wanted = max(range.lowerBound, offset)..<min(range.upperBound, end)
+                    let destination = Int(wanted.lowerBound - offset)
+                    if wanted == range {
+                        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[destination..<(destination + range.count)])
+                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: chunk, last: last,
+                                                       sealed: UnsafeRawBufferPointer(sealed), into: target) else {
+                            throw BundleError.corruptChunk(entry: entry.position, chunk: chunk)
+                        }
+                    } else {
+                        let plain = UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<range.count])
+                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: chunk, last: last,
+                                                       sealed: UnsafeRawBufferPointer(sealed), into: plain) else {
+                            throw BundleError.corruptChunk(entry: entry.position, chunk: chunk)
+                        }
+                        let from = Int(wanted.lowerBound - range.lowerBound)
+                        UnsafeMutableRawBufferPointer(rebasing: buffer[destination..<(destination + wanted.count)])
+                            .copyMemory(from: UnsafeRawBufferPointer(rebasing: plain[from..<(from + wanted.count)]))
+                    }
+                }
+            }
+        } catch {
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(end - offset)]))
+            throw error
+        }
+        return Int(end - offset)
+    }
+
+    private func takeWorkspace() throws -> ChunkWorkspace {
+        if let workspace = pool.withLock({ $0.popLast() }) { return workspace }
+        return try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
+    }
+
+    private func returnWorkspace(_ workspace: ChunkWorkspace) {
+        pool.withLock { $0.append(workspace) }
+    }
+}

@@ -1,0 +1,97 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An output file that appears at its path only when complete.
+///
+/// Created with `O_TMPFILE` in the destination's directory: it has no name
+/// while it is written, so a crash or SIGKILL leaves nothing behind. On
+/// ``commit()`` it is synced, linked to a hidden temporary name with
+/// `linkat`, renamed over the destination (replacing an existing file
+/// atomically) and the directory is synced. File systems without
+/// `O_TMPFILE` fall back to a hidden named file that ``abort()`` removes.
+final class AtomicFile {
+    /// `O_TMPFILE` is a macro over `__O_TMPFILE | O_DIRECTORY` that Swift does
+    /// not import; `__O_TMPFILE` is 020000000 on every Linux architecture
+    /// Swift supports, and `O_DIRECTORY` comes from Glibc.
+    static let openTemporaryFlag: Int32 = 0o20000000 | O_DIRECTORY
+
+    let fd: Int32
+    private let destination: [UInt8]
+    private let directory: [UInt8]
+    private var namedTemporary: [UInt8]?
+    private var finished = false
+
+    /// Creates the unnamed file next to `destination`.
+    ///
+    /// - Throws: `BundleError.io` naming the destination directory.
+    init(destination: [UInt8], mode: mode_t = 0o644) throws {
+        self.destination = destination
+        if let slash = destination.lastIndex(of: 0x2F) {
+            directory = slash == 0 ? [0x2F] : Array(destination[..<slash])
+        } else {
+            directory = [0x2E]
+        }
+        var fd = directory.withCString { open($0, Self.openTemporaryFlag | O_RDWR | O_CLOEXEC, mode) }
+        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+            // No O_TMPFILE on this file system: use a hidden named file.
+            let name = try Self.temporaryName(for: destination)
+            fd = name.withCString { open($0, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode) }
+            if fd >= 0 { namedTemporary = name }
+        }
+        guard fd >= 0 else { throw BundleError.lastIO("create output file in", directory) }
+        self.fd = fd
+    }
+
+    deinit {
+        if !finished { abort() }
+    }
+
+    /// Makes the file visible at the destination path.
+    ///
+    /// - Throws: `BundleError.io`; the destination is then unchanged.
+    func commit() throws {
+        guard fsync(fd) == 0 else { throw BundleError.lastIO("sync", destination) }
+        let temporary: [UInt8]
+        if let named = namedTemporary {
+            temporary = named
+        } else {
+            temporary = try Self.temporaryName(for: destination)
+            let procPath = Array("/proc/self/fd/\(fd)".utf8)
+            let rc = procPath.withCString { p in temporary.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
+            guard rc == 0 else { throw BundleError.lastIO("link output file", destination) }
+        }
+        let renamed = temporary.withCString { t in destination.withCString { rename(t, $0) } }
+        guard renamed == 0 else {
+            let saved = errno
+            _ = temporary.withCString { unlink($0) }
+            namedTemporary = nil
+            throw BundleError.io(errno: saved, operation: "rename output file to", path: destination)
+        }
+        namedTemporary = nil
+        finished = true
+        close(fd)
+        let dirFD = directory.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        if dirFD >= 0 {
+            _ = fsync(dirFD)
+            close(dirFD)
+        }
+    }
+
+    /// Discards the file: nothing is left at any path.
+    func abort() {
+        guard !finished else { return }
+        finished = true
+        close(fd)
+        if let named = namedTemporary { _ = named.withCString { unlink($0) } }
+    }
+
+    private static func temporaryName(for destination: [UInt8]) throws -> [UInt8] {
+        let slash = destination.lastIndex(of: 0x2F)
+        let dir = slash.map { Array(destination[...$0]) } ?? []
+        let base = slash.map { Array(destination[($0 + 1)...]) } ?? destination
+        let suffix = try randomBytes(6).map { String($0, radix: 16) }.joined()
+        return dir + Array(".".utf8) + base + Array(".encfs-tmp-\(suffix)".utf8)
+    }
+}

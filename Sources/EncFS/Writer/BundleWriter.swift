@@ -1,0 +1,266 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What to pack and how.
+public struct PackOptions: Sendable {
+    /// log2 of the chunk size.
+    public var chunkSizeLog2: UInt8 = BundleFormat.defaultChunkSizeLog2
+    /// Glob patterns to leave out (see `SourceTree`).
+    public var excludes: [[UInt8]] = []
+    /// One key slot is written per secret.
+    public var keys: [KeyMaterial] = []
+    /// scrypt cost for passphrase slots.
+    public var scrypt: Scrypt.Parameters = .default
+
+    public init() {}
+}
+
+/// What a pack run did.
+public struct PackSummary: Sendable {
+    public var files = 0
+    public var directories = 0
+    public var symlinks = 0
+    public var skipped = 0
+    public var excluded = 0
+    public var plaintextBytes: UInt64 = 0
+    public var bundleBytes: UInt64 = 0
+}
+
+/// Writes a bundle from a source directory.
+///
+/// The bundle is written to an unnamed file and linked into place only when
+/// complete and synced (`AtomicFile`): on any failure nothing is left at the
+/// destination and an existing bundle stays as it was. Plaintext exists only
+/// in one chunk-sized buffer, wiped at the end.
+public enum BundleWriter {
+    /// Packs `source` into `destination`.
+    ///
+    /// - Parameters:
+    ///   - source: the source directory (path bytes).
+    ///   - destination: the bundle path (path bytes).
+    ///   - options: chunk size, excludes, keys.
+    ///   - warn: receives one message and path per skipped entry.
+    /// - Returns: counts and sizes.
+    /// - Throws: `BundleError` naming what failed and where.
+    public static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
+                            warn: (String, [UInt8]) -> Void) throws -> PackSummary {
+        guard !options.keys.isEmpty else { throw BundleError.crypto("no key given") }
+        guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
+            throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
+        }
+        let rootFD = source.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard rootFD >= 0 else { throw BundleError.lastIO("open source directory", source) }
+        defer { close(rootFD) }
+        var tree = try SourceTree(root: source, rootFD: rootFD, excludes: options.excludes, warn: warn)
+
+        let layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)
+        let bundleID = try randomBytes(BundleFormat.idSize)
+        let contentKey: SymmetricKey
+        do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }
+        let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
+        var slots: [KeySlot] = []
+        for material in options.keys {
+            switch material {
+            case .rawKey(let key):
+                slots.append(try KeySlot.rawKey(wrapping: contentKey, with: key, bundleID: bundleID))
+            case .passphrase(let passphrase):
+                slots.append(try KeySlot.passphrase(wrapping: contentKey, with: passphrase, parameters: options.scrypt, bundleID: bundleID))
+            }
+        }
+        guard slots.count <= BundleFormat.maximumSlots else { throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots") }
+        let headerLength = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: 0,
+                                        indexOffset: 0, indexLength: 0).headerLength
+
+        let output = try AtomicFile(destination: destination)
+        var summary = PackSummary()
+        var fileIDs = [UInt8](repeating: 0, count: tree.nodes.count * BundleFormat.idSize)
+        var dataOffsets = [UInt64](repeating: 0, count: tree.nodes.count)
+        let sink = try ChunkSink(fd: output.fd, startOffset: UInt64(headerLength), path: destination)
+        let encryptor = try FileEncryptor(layout: layout, keys: keys)
+        for position in tree.nodes.indices {
+            switch tree.nodes[position].kind {
+            case .directory:
+                summary.directories += 1
+            case .symlink:
+                summary.symlinks += 1
+            case .file:
+                let id = try randomBytes(BundleFormat.idSize)
+                fileIDs.replaceSubrange((position * 16)..<(position * 16 + 16), with: id)
+                dataOffsets[position] = sink.dataLength
+                let path = SourceTree.join(source, tree.nodes[position].relativePath)
+                let snapshot = try encryptor.encrypt(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
+                                                     displayPath: path, fileID: id, sink: sink)
+                tree.nodes[position].size = snapshot.size
+                tree.nodes[position].mode = snapshot.mode
+                tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
+                tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
+                summary.files += 1
+                summary.plaintextBytes += snapshot.size
+            }
+        }
+        summary.directories -= 1 // the root is not counted
+        summary.skipped = tree.skipped
+        summary.excluded = tree.excluded
+
+        // The index, sealed as one unit after the data.
+        let indexOffset = sink.dataLength
+        var plaintext = try IndexBuilder.serialize(tree.nodes, fileIDs: fileIDs, dataOffsets: dataOffsets, creationTime: Int64(time(nil)))
+        defer { plaintext.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        let indexLength = UInt64(plaintext.count + AESGCM.tagByteCount)
+        let payloadLength = indexOffset + indexLength
+        let header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
+                                  indexOffset: indexOffset, indexLength: indexLength)
+        let sealedIndex = try sealIndex(plaintext, keys: keys, aad: IndexBuilder.associatedData(header))
+        try sink.append(sealedIndex)
+        try sink.flush()
+        let headerBytes = try header.serialized(keys: keys)
+        precondition(headerBytes.count == headerLength, "internal error: header length changed")
+        try headerBytes.withUnsafeBytes { try FileIO.pwriteAll(output.fd, $0, at: 0, path: destination) }
+        summary.bundleBytes = UInt64(headerLength) + payloadLength
+        try output.commit()
+        return summary
+    }
+
+    private static func sealIndex(_ plaintext: [UInt8], keys: BundleKeys, aad: [UInt8]) throws -> [UInt8] {
+        var sealed = [UInt8](repeating: 0, count: plaintext.count + AESGCM.tagByteCount)
+        do {
+            let gcm = try AESGCM()
+            let n = plaintext.count
+            try sealed.withUnsafeMutableBytes { out in
+                try plaintext.withUnsafeBytes { p in
+                    try IndexBuilder.zeroNonce.withUnsafeBytes { nonce in
+                        try aad.withUnsafeBytes { a in
+                            try gcm.seal(key: keys.indexKey, nonce: nonce, aad: a, plaintext: p,
+                                         into: UnsafeMutableRawBufferPointer(rebasing: out[0..<n]),
+                                         tag: UnsafeMutableRawBufferPointer(rebasing: out[n...]))
+                        }
+                    }
+                }
+            }
+        } catch {
+            throw BundleError.crypto("index encryption failed")
+        }
+        return sealed
+    }
+}
+
+/// Buffers sealed chunks and writes them sequentially.
+final class ChunkSink {
+    private let fd: Int32
+    private let path: [UInt8]
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var used = 0
+    private var written: UInt64
+    private let start: UInt64
+    static let capacity = 4 << 20
+
+    init(fd: Int32, startOffset: UInt64, path: [UInt8]) throws {
+        self.fd = fd
+        self.path = path
+        start = startOffset
+        written = startOffset
+        buffer = .allocate(byteCount: Self.capacity, alignment: 4096)
+        guard lseek(fd, off_t(startOffset), SEEK_SET) == off_t(startOffset) else { throw BundleError.lastIO("seek", path) }
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Bytes of payload produced so far (buffered included).
+    var dataLength: UInt64 { written + UInt64(used) - start }
+
+    /// Hands out `count` bytes of buffer space for `body` to fill.
+    func withSpace(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
+        if count > Self.capacity - used { try flush() }
+        precondition(count <= Self.capacity, "internal error: chunk larger than the write buffer")
+        try body(UnsafeMutableRawBufferPointer(rebasing: buffer[used..<(used + count)]))
+        used += count
+    }
+
+    func append(_ bytes: [UInt8]) throws {
+        try flush()
+        try bytes.withUnsafeBytes { try FileIO.writeAll(fd, $0, path: path) }
+        written += UInt64(bytes.count)
+    }
+
+    func flush() throws {
+        guard used > 0 else { return }
+        try FileIO.writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<used]), path: path)
+        written += UInt64(used)
+        used = 0
+    }
+}
+
+/// Encrypts one source file at a time, chunk by chunk, from a consistent
+/// snapshot: the size read must match `fstat` at open, the file must not
+/// grow past it, and its size and mtime must not change while it is read.
+final class FileEncryptor {
+    struct Snapshot {
+        var size: UInt64
+        var mode: UInt16
+        var mtimeSeconds: Int64
+        var mtimeNanoseconds: UInt32
+    }
+
+    private let layout: ChunkLayout
+    private let keys: BundleKeys
+    private let codec: ChunkCodec
+    private let plaintext: UnsafeMutableRawBufferPointer
+
+    init(layout: ChunkLayout, keys: BundleKeys) throws {
+        self.layout = layout
+        self.keys = keys
+        codec = try ChunkCodec(bundleID: keys.bundleID)
+        plaintext = .allocate(byteCount: Int(layout.chunkSize) + 1, alignment: 4096)
+        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit {
+        SecureBytes.wipe(plaintext)
+        plaintext.deallocate()
+    }
+
+    func encrypt(relativePath: [UInt8], rootFD: Int32, displayPath: [UInt8], fileID: [UInt8], sink: ChunkSink) throws -> Snapshot {
+        let fd = relativePath.withCString { openat(rootFD, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        guard fd >= 0 else {
+            if errno == ENOENT { throw BundleError.sourceChanged(path: displayPath, what: "file was removed") }
+            throw BundleError.lastIO("open", displayPath)
+        }
+        defer { close(fd) }
+        var before = stat()
+        guard fstat(fd, &before) == 0 else { throw BundleError.lastIO("stat", displayPath) }
+        guard before.st_mode & S_IFMT == S_IFREG else {
+            throw BundleError.sourceChanged(path: displayPath, what: "no longer a regular file")
+        }
+        let size = UInt64(max(before.st_size, 0))
+        guard layout.isValidPlaintextSize(size) else { throw BundleError.limitExceeded("file larger than \(layout.maximumPlaintextSize) bytes") }
+        let fileKey = try fileID.withUnsafeBytes { try keys.fileKey(fileID: $0) }
+        let chunks = layout.chunkCount(forPlaintextSize: size)
+        var chunk: UInt64 = 0
+        try fileID.withUnsafeBytes { id in
+            while chunk < chunks {
+                let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
+                let want = Int(range.count)
+                let got = try FileIO.readFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want]), path: displayPath)
+                guard got == want else { throw BundleError.sourceChanged(path: displayPath, what: "file shrank while it was read") }
+                let last = chunk + 1 == chunks
+                try sink.withSpace(want + AESGCM.tagByteCount) { space in
+                    try codec.seal(key: fileKey, fileID: id, chunk: chunk, last: last,
+                                   plaintext: UnsafeRawBufferPointer(rebasing: plaintext[0..<want]), into: space)
+                }
+                chunk += 1
+            }
+        }
+        // One more byte must not exist, and size and mtime must be unchanged.
+        let extra = try FileIO.readFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<1]), path: displayPath)
+        var after = stat()
+        guard fstat(fd, &after) == 0 else { throw BundleError.lastIO("stat", displayPath) }
+        guard extra == 0, after.st_size == before.st_size, after.st_mtim.tv_sec == before.st_mtim.tv_sec,
+              after.st_mtim.tv_nsec == before.st_mtim.tv_nsec else {
+            throw BundleError.sourceChanged(path: displayPath, what: "file was modified while it was read")
+        }
+        return Snapshot(size: size, mode: UInt16(before.st_mode & 0o7777), mtimeSeconds: Int64(before.st_mtim.tv_sec),
+                        mtimeNanoseconds: UInt32(before.st_mtim.tv_nsec))
+    }
+}
