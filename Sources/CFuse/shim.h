@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <errno.h>
 
 // fuse_session_loop_mt is a function-like macro that picks a versioned

@@ -1,1 +1,6 @@
-print("todo")
+import EncFS
+#if canImport(Glibc)
+import Glibc
+#endif
+
+exit(MountCommand.run(rawArguments()))

@@ -24,7 +24,7 @@ public enum PackCommand {
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree
-      --scrypt-log-n N         passphrase KDF cost, N = 2^n (14 … 22, default 17)
+      --scrypt-log-n N         passphrase KDF cost, N = 2^n (14 … 20, default 17)
       -q, --quiet              no summary line
       -h, --help               this text
       --                       end of options
@@ -58,8 +58,8 @@ public enum PackCommand {
             }
             if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
             if let cost = args.value("--scrypt-log-n") {
-                guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...22).contains(n) else {
-                    throw UsageError("--scrypt-log-n must be between 14 and 22")
+                guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
+                    throw UsageError("--scrypt-log-n must be between 14 and 20")
                 }
                 options.scrypt.logN = n
             }

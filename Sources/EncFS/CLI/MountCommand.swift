@@ -1,0 +1,312 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-mount BUNDLE MOUNTPOINT [options]`.
+///
+/// The key and the index are verified before anything is mounted. Without
+/// `-f`, the command re-executes itself as a daemon (fork after the Swift
+/// runtime has started threads is unsafe), hands it the content key over a
+/// pipe (never argv or the environment), and returns once the daemon reports
+/// that the mount is up, or prints the daemon's error.
+public enum MountCommand {
+    static let help = """
+    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [-f] [-o FUSE_OPTION,...] [--log-file FILE]
+
+    Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
+    chunks it covers, in memory. Unmount with: fusermount3 -u MOUNTPOINT
+
+    key options (any one that opens a key slot is enough):
+      --key-file FILE          a raw 256-bit key: 64 hex characters
+      --passphrase-file FILE   a passphrase (one trailing newline is ignored)
+      environment: ENCFS_KEY (hex key) and ENCFS_PASSPHRASE, used when no key
+      option is given; with none of these and a terminal, a passphrase is
+      asked for without echo. Both variables are removed from the daemon's
+      environment once read.
+
+    options:
+      -f, --foreground         stay in the foreground, log to stderr, unmount
+                               cleanly on SIGINT or SIGTERM
+      -o OPTIONS               extra FUSE mount options, e.g. allow_other
+      --log-file FILE          in the background, append log lines to FILE
+                               (default: syslog, facility daemon)
+      -h, --help               this text
+      --                       end of options
+
+    exit codes: 0 mounted (or, with -f, unmounted cleanly), 1 runtime failure
+    (wrong key, damaged bundle, mountpoint problem), 2 usage error
+    """
+
+    static let parser = ArgumentParser(options: [
+        .init(["--key-file"], takesValue: true),
+        .init(["--passphrase-file"], takesValue: true),
+        .init(["--foreground", "-f"], takesValue: false),
+        .init(["-o"], takesValue: true),
+        .init(["--log-file"], takesValue: true),
+        .init(["--help", "-h"], takesValue: false),
+        .init([daemonFlag], takesValue: false),
+    ])
+
+    /// Internal: marks the re-executed daemon. It reads the content key from
+    /// fd 3 and reports readiness on fd 4.
+    static let daemonFlag = "--internal-daemon-child"
+    static let keyFD: Int32 = 3
+    static let statusFD: Int32 = 4
+
+    /// Runs the command and returns its exit code.
+    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+        let diagnostics = Diagnostics(tool: "encfs-mount")
+        let args: ArgumentParser.Result
+        do {
+            args = try parser.parse(arguments)
+            if args.has("--help") {
+                print(help)
+                return ExitCode.success
+            }
+            guard args.positionals.count == 2 else {
+                throw UsageError(args.positionals.count < 2 ? "missing BUNDLE or MOUNTPOINT" : "too many arguments")
+            }
+        } catch {
+            diagnostics.report(error)
+            diagnostics.hint("see encfs-mount --help")
+            return ExitCode.usage
+        }
+        let extraOptions = args.values("-o").flatMap { String(decoding: $0, as: UTF8.self).split(separator: ",").map(String.init) }
+        if let bad = extraOptions.first(where: { $0 == "rw" || $0.hasPrefix("fsname=") || $0.hasPrefix("max_read=") }) {
+            diagnostics.error("option -o \(bad) is not allowed (the mount is read-only and sets its own)")
+            return ExitCode.usage
+        }
+        if args.has(daemonFlag) {
+            return runDaemon(bundle: args.positionals[0], mountpoint: args.positionals[1], extraOptions: extraOptions,
+                             logFile: args.value("--log-file"))
+        }
+        let bundle = args.positionals[0]
+        let mountpoint = args.positionals[1]
+        // Core dumps off before any secret is read.
+        MountSession.disableCoreDumps()
+        let reader: BundleReader
+        do {
+            let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
+                                                  passphraseFiles: args.values("--passphrase-file"), confirm: false)
+            reader = try BundleReader.open(path: bundle, materials: materials)
+        } catch let e as KeyInputError {
+            diagnostics.error(e.message, path: e.path)
+            return ExitCode.failure
+        } catch {
+            diagnostics.report(error, path: bundle)
+            return ExitCode.failure
+        }
+        do {
+            try checkMountpoint(mountpoint)
+        } catch {
+            diagnostics.report(error, path: mountpoint)
+            return ExitCode.failure
+        }
+        if args.has("--foreground") {
+            let logger: MountLogger
+            if let logFile = args.value("--log-file") {
+                guard let fd = openLog(logFile) else {
+                    diagnostics.error("cannot open log file", path: logFile)
+                    return ExitCode.failure
+                }
+                logger = MountLogger(sink: .file(fd))
+            } else {
+                logger = MountLogger(sink: .standardError)
+            }
+            warnIfUnlocked(logger)
+            do {
+                let session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
+                                               extraOptions: extraOptions, logger: logger)
+                try session.mount()
+                try session.run()
+                return ExitCode.success
+            } catch {
+                diagnostics.report(error, path: mountpoint)
+                return ExitCode.failure
+            }
+        }
+        return spawnDaemon(reader: reader, bundle: bundle, mountpoint: mountpoint, extraOptions: extraOptions,
+                           logFile: args.value("--log-file"), diagnostics: diagnostics)
+    }
+
+    // MARK: - Parent side
+
+    private static func spawnDaemon(reader: BundleReader, bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String],
+                                    logFile: [UInt8]?, diagnostics: Diagnostics) -> Int32 {
+        guard let absoluteBundle = realPath(bundle), let absoluteMountpoint = realPath(mountpoint) else {
+            diagnostics.error("cannot resolve path", path: bundle)
+            return ExitCode.failure
+        }
+        var absoluteLog: [UInt8]?
+        if let logFile {
+            guard let fd = openLog(logFile) else {
+                diagnostics.error("cannot open log file", path: logFile)
+                return ExitCode.failure
+            }
+            close(fd)
+            absoluteLog = realPath(logFile)
+        }
+        guard let keyPipe = makePipe(), let statusPipe = makePipe() else {
+            diagnostics.error("cannot create pipe: \(String(cString: strerror(errno)))")
+            return ExitCode.failure
+        }
+        var childArgs: [[UInt8]] = [Array("encfs-mount".utf8), Array(daemonFlag.utf8), absoluteBundle, absoluteMountpoint]
+        for option in extraOptions { childArgs += [Array("-o".utf8), Array(option.utf8)] }
+        if let absoluteLog { childArgs += [Array("--log-file".utf8), absoluteLog] }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, keyPipe.read, keyFD)
+        posix_spawn_file_actions_adddup2(&actions, statusPipe.write, statusFD)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // POSIX_SPAWN_SETSID (glibc ≥ 2.26) is a macro Swift does not import.
+        let spawnSetSID: Int16 = 0x80
+        posix_spawnattr_setflags(&attributes, spawnSetSID)
+
+        var pid: pid_t = 0
+        let cArgs = childArgs.map { arg -> UnsafeMutablePointer<CChar>? in arg.withCString { strdup($0) } }
+        defer { cArgs.forEach { free($0) } }
+        let rc = (cArgs + [nil]).withUnsafeBufferPointer { argv -> Int32 in
+            guard let base = argv.baseAddress else { return EINVAL }
+            return posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, base, environ)
+        }
+        close(keyPipe.read)
+        close(statusPipe.write)
+        guard rc == 0 else {
+            close(keyPipe.write)
+            close(statusPipe.read)
+            diagnostics.error("cannot start the mount daemon: \(String(cString: strerror(rc)))")
+            return ExitCode.failure
+        }
+        // Hand over the content key, then wait for the verdict.
+        reader.keys.contentKey.withUnsafeBytes { key in
+            _ = write(keyPipe.write, key.baseAddress, key.count)
+        }
+        close(keyPipe.write)
+        var status: [UInt8] = []
+        var byte: UInt8 = 0
+        while status.count < 4096 {
+            let n = read(statusPipe.read, &byte, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            status.append(byte)
+        }
+        close(statusPipe.read)
+        if status.first == UInt8(ascii: "0") {
+            // Mounted; make sure it also serves: statfs waits for the FUSE
+            // handshake and fails with ENOTCONN if the daemon died.
+            if MountSession.isServing(absoluteMountpoint) { return ExitCode.success }
+            diagnostics.error("the mount daemon stopped right after mounting (see its log)", path: mountpoint)
+            return ExitCode.failure
+        }
+        var childStatus: Int32 = 0
+        while waitpid(pid, &childStatus, 0) < 0 && errno == EINTR {}
+        if status.first == UInt8(ascii: "1") {
+            var line = Array("encfs-mount: error: ".utf8) + status.dropFirst()
+            if line.last != 0x0A { line.append(0x0A) }
+            line.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+        } else {
+            diagnostics.error("the mount daemon exited before the mount was ready", path: mountpoint)
+        }
+        return ExitCode.failure
+    }
+
+    // MARK: - Daemon side
+
+    private static func runDaemon(bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String], logFile: [UInt8]?) -> Int32 {
+        MountSession.disableCoreDumps()
+        func fail(_ message: String, path: [UInt8]?) -> Int32 {
+            var line = Array("1\(message)".utf8)
+            if let path { line += Array(" (".utf8) + path + Array(")".utf8) }
+            line.withUnsafeBytes { _ = write(statusFD, $0.baseAddress, $0.count) }
+            close(statusFD)
+            return ExitCode.failure
+        }
+        let key: SymmetricKey
+        do {
+            let raw = try SecureBytes(count: SymmetricKey.byteCount) { (out: UnsafeMutableRawBufferPointer) throws in
+                let n = try FileIO.readFull(keyFD, into: out, path: [])
+                guard n == SymmetricKey.byteCount else { throw KeyInputError("no key received from the parent process") }
+            }
+            key = try SymmetricKey(raw)
+        } catch {
+            close(keyFD)
+            return fail("no key received from the parent process", path: nil)
+        }
+        close(keyFD)
+        let logger: MountLogger
+        if let logFile, let fd = openLog(logFile) {
+            logger = MountLogger(sink: .file(fd))
+        } else {
+            logger = MountLogger(sink: .syslog)
+        }
+        warnIfUnlocked(logger)
+        _ = chdir("/")
+        do {
+            let reader = try BundleReader.open(path: bundle, contentKey: key)
+            let session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
+                                           extraOptions: extraOptions, logger: logger)
+            try session.mount()
+            _ = "0".withCString { write(statusFD, $0, 1) }
+            close(statusFD)
+            logger.log("info", "serving", path: mountpoint)
+            try session.run()
+            logger.log("info", "unmounted", path: mountpoint)
+            return ExitCode.success
+        } catch let e as BundleError {
+            return fail(e.message, path: e.path ?? mountpoint)
+        } catch {
+            return fail("\(error)", path: mountpoint)
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func checkMountpoint(_ path: [UInt8]) throws {
+        var st = stat()
+        guard path.withCString({ stat($0, &st) }) == 0 else {
+            throw BundleError.io(errno: errno, operation: "mountpoint problem: cannot access mountpoint", path: path)
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw BundleError.io(errno: ENOTDIR, operation: "mountpoint problem: mountpoint is not a directory", path: path)
+        }
+    }
+
+    private static func warnIfUnlocked(_ logger: MountLogger) {
+        if SecureMemoryStatus.lockFailures > 0 {
+            logger.log("warning", "could not lock key memory (RLIMIT_MEMLOCK); it may be swapped out")
+        }
+    }
+
+    private static func openLog(_ path: [UInt8]) -> Int32? {
+        let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600) }
+        return fd >= 0 ? fd : nil
+    }
+
+    private static func realPath(_ path: [UInt8]) -> [UInt8]? {
+        path.withCString { p -> [UInt8]? in
+            guard let resolved = realpath(p, nil) else { return nil }
+            defer { free(resolved) }
+            return Array(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
+        }
+    }
+
+    /// A pipe whose ends sit above the fds the child expects, close-on-exec.
+    private static func makePipe() -> (read: Int32, write: Int32)? {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return nil }
+        let r = fcntl(fds[0], F_DUPFD_CLOEXEC, 10)
+        let w = fcntl(fds[1], F_DUPFD_CLOEXEC, 10)
+        close(fds[0])
+        close(fds[1])
+        guard r >= 0, w >= 0 else { return nil }
+        return (r, w)
+    }
+}

@@ -1,0 +1,229 @@
+import CFuse
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The low-level FUSE callbacks: thin `@convention(c)` thunks that recover
+/// the `MountContext`, call the reader, catch everything and reply.
+///
+/// Inode = index position + 1 (the root is 1 = FUSE_ROOT_ID); the tree is
+/// built once at mount, so `forget` has nothing to do. Every modifying
+/// operation replies EROFS (the mount is also `ro`, so the kernel usually
+/// answers first).
+enum FUSEOperations {
+    /// Wires every operation into one table.
+    static func assignOperations() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, conn in
+            guard let conn else { return }
+            // Immutable content: cache symlinks, let readdirplus fill the
+            // attribute cache, keep reads asynchronous.
+            conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS)
+            conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ)
+            conn.pointee.want &= ~UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
+            conn.pointee.max_readahead = UInt32(MountContext.maximumRead)
+            // Must equal the max_read mount option (MountSession.baseOptions).
+            conn.pointee.max_read = UInt32(MountContext.maximumRead)
+            conn.pointee.time_gran = 1
+        }
+        ops.lookup = { req, parent, name in
+            guard let context = mountContext(req), let name else { return replyError(req, ENOENT) }
+            guard let directory = context.reader.index.entry(inode: parent) else { return replyError(req, ENOENT) }
+            guard directory.kind == .directory else { return replyError(req, ENOTDIR) }
+            let raw = UnsafeRawBufferPointer(start: name, count: strlen(name))
+            guard let child = context.reader.index.lookup(raw, in: directory) else {
+                // Cache the negative answer as long as positive ones.
+                var e = fuse_entry_param()
+                e.ino = 0
+                e.entry_timeout = MountContext.cacheTimeout
+                _ = fuse_reply_entry(req, &e)
+                return
+            }
+            var e = context.entryParameters(of: child)
+            _ = fuse_reply_entry(req, &e)
+        }
+        ops.forget = { req, _, _ in fuse_reply_none(req) }
+        ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
+        ops.getattr = { req, ino, _ in
+            guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            var st = context.attributes(of: entry)
+            _ = fuse_reply_attr(req, &st, MountContext.cacheTimeout)
+        }
+        ops.readlink = { req, ino in
+            guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            guard entry.kind == .symlink else { return replyError(req, EINVAL) }
+            context.reader.index.withSymlinkTarget(of: entry) { target in
+                var bytes = [UInt8](target)
+                bytes.append(0)
+                bytes.withUnsafeBufferPointer { b in
+                    b.withMemoryRebound(to: CChar.self) { _ = fuse_reply_readlink(req, $0.baseAddress) }
+                }
+            }
+        }
+        ops.open = { req, ino, fi in
+            guard let context = mountContext(req), let fi, let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            guard entry.kind == .file else { return replyError(req, entry.kind == .directory ? EISDIR : ELOOP) }
+            guard fi.pointee.flags & O_ACCMODE == O_RDONLY, fi.pointee.flags & (O_TRUNC | O_CREAT) == 0 else { return replyError(req, EROFS) }
+            do {
+                let open = OpenFile(entry: entry, key: try context.reader.fileKey(for: entry))
+                fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(open).toOpaque()))
+                cfuse_fi_set_keep_cache(fi)
+                cfuse_fi_set_noflush(fi)
+                if fuse_reply_open(req, fi) != 0, let raw = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) {
+                    // The open was interrupted: release here, no release call follows.
+                    Unmanaged<OpenFile>.fromOpaque(raw).release()
+                }
+            } catch {
+                replyError(req, errnoOf(error))
+            }
+        }
+        ops.read = { req, _, size, offset, fi in
+            guard let context = mountContext(req), let fi, let open = openFileOf(fi) else { return replyError(req, EBADF) }
+            guard offset >= 0 else { return replyError(req, EINVAL) }
+            let buffer = size <= MountContext.maximumRead ? context.takeBuffer() : ReplyBuffer(capacity: size)
+            defer { context.returnBuffer(buffer) }
+            do {
+                let n = try context.reader.read(open.entry, key: open.key, fromOffset: UInt64(offset),
+                                                into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<size]))
+                _ = fuse_reply_buf(req, buffer.bytes.baseAddress, n)
+            } catch {
+                if case BundleError.corruptChunk(_, let chunk) = error {
+                    context.logger.log("error", "chunk \(chunk) failed authentication, returning EIO",
+                                       path: context.reader.index.path(of: open.entry))
+                } else {
+                    context.logger.log("error", "read failed: \((error as? BundleError)?.message ?? "\(error)")",
+                                       path: context.reader.index.path(of: open.entry))
+                }
+                replyError(req, errnoOf(error))
+            }
+        }
+        ops.release = { req, _, fi in
+            if let fi, let raw = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) {
+                Unmanaged<OpenFile>.fromOpaque(raw).release()
+                fi.pointee.fh = 0
+            }
+            replyError(req, 0)
+        }
+        ops.opendir = { req, ino, fi in
+            guard let context = mountContext(req), let fi, let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            guard entry.kind == .directory else { return replyError(req, ENOTDIR) }
+            guard fi.pointee.flags & O_ACCMODE == O_RDONLY else { return replyError(req, EROFS) }
+            cfuse_fi_set_cache_readdir(fi)
+            cfuse_fi_set_keep_cache(fi)
+            _ = fuse_reply_open(req, fi)
+        }
+        ops.readdir = { req, ino, size, offset, _ in listDirectory(req, ino, size, offset, plus: false) }
+        ops.readdirplus = { req, ino, size, offset, _ in listDirectory(req, ino, size, offset, plus: true) }
+        ops.releasedir = { req, _, _ in replyError(req, 0) }
+        ops.statfs = { req, _ in
+            guard let context = mountContext(req) else { return replyError(req, EIO) }
+            var sv = statvfs()
+            sv.f_bsize = 4096
+            sv.f_frsize = 4096
+            sv.f_blocks = fsblkcnt_t((context.reader.bundleSize + 4095) / 4096)
+            sv.f_bfree = 0
+            sv.f_bavail = 0
+            sv.f_files = fsfilcnt_t(context.reader.index.count)
+            sv.f_ffree = 0
+            sv.f_favail = 0
+            sv.f_namemax = UInt(BundleFormat.maximumNameLength)
+            sv.f_flag = UInt(ST_RDONLY)
+            _ = fuse_reply_statfs(req, &sv)
+        }
+        ops.access = { req, ino, _ in
+            // Permission bits are checked by the kernel (default_permissions);
+            // writes are refused by the read-only mount.
+            guard let context = mountContext(req), context.reader.index.entry(inode: ino) != nil else { return replyError(req, ENOENT) }
+            replyError(req, 0)
+        }
+        ops.getxattr = { req, _, _, _ in replyError(req, ENODATA) }
+        ops.listxattr = { req, _, size in
+            if size == 0 { _ = fuse_reply_xattr(req, 0) } else { _ = fuse_reply_buf(req, nil, 0) }
+        }
+        // Everything that would modify the tree.
+        ops.setattr = { req, _, _, _, _ in replyError(req, EROFS) }
+        ops.mknod = { req, _, _, _, _ in replyError(req, EROFS) }
+        ops.mkdir = { req, _, _, _ in replyError(req, EROFS) }
+        ops.unlink = { req, _, _ in replyError(req, EROFS) }
+        ops.rmdir = { req, _, _ in replyError(req, EROFS) }
+        ops.symlink = { req, _, _, _ in replyError(req, EROFS) }
+        ops.rename = { req, _, _, _, _, _ in replyError(req, EROFS) }
+        ops.link = { req, _, _, _ in replyError(req, EROFS) }
+        ops.write = { req, _, _, _, _, _ in replyError(req, EROFS) }
+        ops.create = { req, _, _, _, _ in replyError(req, EROFS) }
+        ops.setxattr = { req, _, _, _, _, _ in replyError(req, EROFS) }
+        ops.removexattr = { req, _, _ in replyError(req, EROFS) }
+        ops.fallocate = { req, _, _, _, _, _ in replyError(req, EROFS) }
+        return ops
+    }
+}
+
+// MARK: - Helpers (file-level so the thunks capture nothing)
+
+private func mountContext(_ req: fuse_req_t?) -> MountContext? {
+    guard let req, let raw = fuse_req_userdata(req) else { return nil }
+    return Unmanaged<MountContext>.fromOpaque(raw).takeUnretainedValue()
+}
+
+private func openFileOf(_ fi: UnsafeMutablePointer<fuse_file_info>) -> OpenFile? {
+    guard let raw = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) else { return nil }
+    return Unmanaged<OpenFile>.fromOpaque(raw).takeUnretainedValue()
+}
+
+private func replyError(_ req: fuse_req_t?, _ code: Int32) {
+    _ = fuse_reply_err(req, code)
+}
+
+/// The one translation from errors to errno.
+private func errnoOf(_ error: Error) -> Int32 {
+    (error as? BundleError)?.errno ?? EIO
+}
+
+/// readdir and readdirplus: offset 0 starts, 1 = ".", 2 = "..", 3 + k = child k.
+private func listDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, plus: Bool) {
+    guard let context = mountContext(req), let directory = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+    guard directory.kind == .directory else { return replyError(req, ENOTDIR) }
+    guard offset >= 0 else { return replyError(req, EINVAL) }
+    let index = context.reader.index
+    let capacity = min(size, 1 << 20)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 1), alignment: 8)
+    defer { buffer.deallocate() }
+    guard let base = buffer.baseAddress?.assumingMemoryBound(to: CChar.self) else { return replyError(req, EIO) }
+    var used = 0
+    let children = directory.children
+    let total = 2 + children.count
+    var position = Int(min(offset, off_t(total)))
+    while position < total {
+        let entry: IndexEntry
+        var name: [UInt8]
+        switch position {
+        case 0:
+            entry = directory
+            name = [0x2E]
+        case 1:
+            entry = index.entry(at: directory.parent)
+            name = [0x2E, 0x2E]
+        default:
+            entry = index.entry(at: children.lowerBound + position - 2)
+            name = index.name(of: entry)
+        }
+        name.append(0)
+        let remaining = capacity - used
+        let added: Int = name.withUnsafeBufferPointer { n in
+            n.withMemoryRebound(to: CChar.self) { cname in
+                if plus {
+                    var e = context.entryParameters(of: entry)
+                    return fuse_add_direntry_plus(req, base + used, remaining, cname.baseAddress, &e, off_t(position + 1))
+                } else {
+                    var st = context.attributes(of: entry)
+                    return fuse_add_direntry(req, base + used, remaining, cname.baseAddress, &st, off_t(position + 1))
+                }
+            }
+        }
+        if added > remaining { break }
+        used += added
+        position += 1
+    }
+    _ = fuse_reply_buf(req, base, used)
+}

@@ -1,0 +1,110 @@
+import CFuse
+import CryptCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything the FUSE callbacks need, reached through `fuse_req_userdata`.
+///
+/// Immutable apart from the reply-buffer pool (behind a `Mutex`): callbacks
+/// run concurrently on libfuse's worker threads. No globals, so two mounts
+/// can live in one process.
+final class MountContext: Sendable {
+    let reader: BundleReader
+    let logger: MountLogger
+    let uid: uid_t
+    let gid: gid_t
+    /// Timeouts for entries and attributes: the content never changes.
+    static let cacheTimeout = Double.greatestFiniteMagnitude
+    /// Largest read the kernel sends (max_read); reply buffers hold this much.
+    static let maximumRead = 1 << 20
+    private let buffers = Mutex<[ReplyBuffer]>([])
+
+    init(reader: BundleReader, logger: MountLogger) {
+        self.reader = reader
+        self.logger = logger
+        uid = getuid()
+        gid = getgid()
+    }
+
+    /// The stat of `entry` as a read-only ext4 would report it.
+    func attributes(of entry: IndexEntry) -> stat {
+        var st = stat()
+        st.st_ino = ino_t(entry.position + 1)
+        st.st_uid = uid
+        st.st_gid = gid
+        st.st_blksize = 4096
+        let perm = mode_t(entry.mode)
+        switch entry.kind {
+        case .directory:
+            st.st_mode = S_IFDIR | perm
+            st.st_nlink = nlink_t(2 + reader.index.subdirectoryCount(of: entry))
+            st.st_size = 4096
+            st.st_blocks = 8
+        case .file:
+            st.st_mode = S_IFREG | perm
+            st.st_nlink = 1
+            st.st_size = off_t(entry.size)
+            // Allocated size as ext4 reports a non-sparse file: 4 KiB blocks.
+            st.st_blocks = blkcnt_t((entry.size + 4095) / 4096 * 8)
+        case .symlink:
+            st.st_mode = S_IFLNK | perm
+            st.st_nlink = 1
+            st.st_size = off_t(entry.size)
+            st.st_blocks = 0
+        }
+        let time = timespec(tv_sec: Int(entry.mtimeSeconds), tv_nsec: Int(entry.mtimeNanoseconds))
+        st.st_mtim = time
+        st.st_atim = time
+        st.st_ctim = time
+        return st
+    }
+
+    /// The reply for a lookup of `entry`.
+    func entryParameters(of entry: IndexEntry) -> fuse_entry_param {
+        var e = fuse_entry_param()
+        e.ino = fuse_ino_t(entry.position + 1)
+        e.generation = 1
+        e.attr = attributes(of: entry)
+        e.attr_timeout = Self.cacheTimeout
+        e.entry_timeout = Self.cacheTimeout
+        return e
+    }
+
+    func takeBuffer() -> ReplyBuffer {
+        if let buffer = buffers.withLock({ $0.popLast() }) { return buffer }
+        return ReplyBuffer(capacity: Self.maximumRead)
+    }
+
+    func returnBuffer(_ buffer: ReplyBuffer) {
+        buffers.withLock { $0.append(buffer) }
+    }
+}
+
+/// A pooled reply buffer for reads; wiped when freed.
+final class ReplyBuffer: @unchecked Sendable {
+    // @unchecked: used by one thread at a time; moves only through the pool.
+    let bytes: UnsafeMutableRawBufferPointer
+
+    init(capacity: Int) {
+        bytes = .allocate(byteCount: capacity, alignment: 4096)
+        bytes.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit {
+        SecureBytes.wipe(bytes)
+        bytes.deallocate()
+    }
+}
+
+/// One open file: its entry and its derived key, held in `fi->fh`.
+final class OpenFile: Sendable {
+    let entry: IndexEntry
+    let key: SymmetricKey
+
+    init(entry: IndexEntry, key: SymmetricKey) {
+        self.entry = entry
+        self.key = key
+    }
+}

@@ -1,0 +1,109 @@
+import CFuse
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One FUSE mount of a bundle: session setup, the multithreaded loop, and
+/// a clean unmount.
+///
+/// The session holds the `MountContext` retained for its whole life and
+/// hands it to libfuse as `userdata`; callbacks recover it with
+/// `fuse_req_userdata`.
+public final class MountSession {
+    private let context: MountContext
+    private let mountpoint: [UInt8]
+    private var session: OpaquePointer?
+    private var ops: fuse_lowlevel_ops
+    private var mounted = false
+
+    /// Options always passed to the kernel: read-only, permission checks by
+    /// the kernel from the stored mode bits, and 1 MiB reads.
+    static let baseOptions = ["ro", "default_permissions", "max_read=\(MountContext.maximumRead)", "subtype=encfs"]
+
+    /// Prepares a session.
+    ///
+    /// - Parameters:
+    ///   - reader: the opened bundle.
+    ///   - bundlePath: shown as the file system source (`fsname`).
+    ///   - mountpoint: an existing directory.
+    ///   - extraOptions: `-o` options from the user (comma-separated parts).
+    ///   - logger: where errors are logged.
+    /// - Throws: `BundleError.io` when libfuse rejects the options.
+    public init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String], logger: MountLogger) throws {
+        context = MountContext(reader: reader, logger: logger)
+        self.mountpoint = mountpoint
+        ops = FUSEOperations.assignOperations()
+        // fsname must not contain commas (the option separator).
+        let fsname = String(decoding: bundlePath.map { $0 == UInt8(ascii: ",") ? UInt8(ascii: "_") : $0 }, as: UTF8.self)
+        let options = (Self.baseOptions + ["fsname=encfs:\(fsname)"] + extraOptions).joined(separator: ",")
+        let argv = ["encfs-mount", "-o", options]
+        var cStrings = argv.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        let created: OpaquePointer? = cStrings.withUnsafeMutableBufferPointer { buffer in
+            var args = fuse_args(argc: Int32(buffer.count), argv: buffer.baseAddress, allocated: 0)
+            defer { fuse_opt_free_args(&args) }
+            return fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,
+                                    Unmanaged.passUnretained(context).toOpaque())
+        }
+        guard let created else {
+            throw BundleError.io(errno: EINVAL, operation: "create FUSE session (check -o options)", path: [])
+        }
+        session = created
+    }
+
+    deinit {
+        if let session {
+            if mounted { fuse_session_unmount(session) }
+            fuse_session_destroy(session)
+        }
+    }
+
+    /// Mounts at the mountpoint; requests queue in the kernel until ``run()``.
+    ///
+    /// - Throws: `BundleError.io` naming the mountpoint.
+    public func mount() throws {
+        guard let session else { return }
+        let rc = mountpoint.withCString { fuse_session_mount(session, $0) }
+        guard rc == 0 else { throw BundleError.io(errno: EIO, operation: "mount", path: mountpoint) }
+        mounted = true
+    }
+
+    /// Serves requests until unmounted or until SIGINT, SIGTERM or SIGHUP,
+    /// then unmounts.
+    ///
+    /// - Throws: `BundleError.io` when the loop fails.
+    public func run() throws {
+        guard let session else { return }
+        guard fuse_set_signal_handlers(session) == 0 else {
+            throw BundleError.io(errno: EIO, operation: "install signal handlers", path: [])
+        }
+        defer { fuse_remove_signal_handlers(session) }
+        guard let config = fuse_loop_cfg_create() else { throw BundleError.io(errno: ENOMEM, operation: "create FUSE loop", path: []) }
+        defer { fuse_loop_cfg_destroy(config) }
+        fuse_loop_cfg_set_clone_fd(config, 0)
+        fuse_loop_cfg_set_idle_threads(config, 10)
+        fuse_loop_cfg_set_max_threads(config, 16)
+        let rc = cfuse_session_loop_mt(session, config)
+        fuse_session_unmount(session)
+        mounted = false
+        guard rc == 0 || rc == -EINTR || rc == -ENODEV else {
+            throw BundleError.io(errno: -rc, operation: "serve FUSE requests", path: mountpoint)
+        }
+    }
+
+    /// Turns off core dumps for this process: `prctl(PR_SET_DUMPABLE, 0)`
+    /// (which also keeps other users' ptrace out) and `RLIMIT_CORE` 0.
+    public static func disableCoreDumps() {
+        _ = cfuse_disable_dumpable()
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
+    }
+
+    /// Whether a FUSE file system answers at `mountpoint`: `statfs` waits
+    /// for the FUSE handshake and fails (ENOTCONN) if the daemon died.
+    public static func isServing(_ mountpoint: [UInt8]) -> Bool {
+        var fs = statfs()
+        let fuseSuperMagic = 0x65735546 // FUSE_SUPER_MAGIC
+        return mountpoint.withCString { statfs($0, &fs) } == 0 && fs.f_type == fuseSuperMagic
+    }
+}
