@@ -13,7 +13,10 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     private let locked: Bool
 
     /// The number of secret bytes.
-    public var count: Int { storage.count }
+    ///
+    /// Not `storage.count`: the allocation is at least one byte (so an empty
+    /// secret still has a valid base address), which is capacity, not content.
+    public var count: Int { _count }
 
     /// Allocates `count` bytes and lets `initializer` fill them.
     ///

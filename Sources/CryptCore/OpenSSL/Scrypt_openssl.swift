@@ -21,17 +21,36 @@ public enum Scrypt {
         /// (128 MiB, roughly 0.3–0.5 s on a current x86 core).
         public static let `default` = Parameters(logN: 17, r: 8, p: 1)
 
-        /// The memory one derivation needs, 128 · N · r bytes (plus p · 128 · r).
+        /// The memory one derivation needs: 128 · r · (N + 2) bytes for V, X
+        /// and T, plus 128 · r · p for B. This is OpenSSL's own accounting
+        /// (`EVP_PBE_scrypt` refuses to run when it exceeds `maxmem`), not
+        /// the textbook 128 · N · r, which falls short by 256 · r.
+        ///
+        /// Saturates at `UInt64.max` instead of overflowing: the parameters
+        /// may come from a corrupt or hostile key slot.
         public var memoryBytes: UInt64 {
-            (UInt64(128) << UInt64(logN)) * UInt64(r) + UInt64(128) * UInt64(r) * UInt64(p)
+            guard logN < 64 else { return .max }
+            let (nPlus2, o1) = (UInt64(1) << UInt64(logN)).addingReportingOverflow(2)
+            let (perR, o2) = nPlus2.multipliedReportingOverflow(by: 128)
+            let (v, o3) = perR.multipliedReportingOverflow(by: UInt64(r))
+            // 128 · r < 2^39 and p < 2^32, so B fits in 64 bits.
+            let (total, o4) = v.addingReportingOverflow(UInt64(128) * UInt64(r) * UInt64(p))
+            return o1 || o2 || o3 || o4 ? .max : total
         }
 
         /// Refuses parameters that would make opening a bundle a denial of
-        /// service: memory above 2 GiB, N outside 2^1…2^30, r·p ≥ 2^30.
+        /// service, or that OpenSSL would refuse later with an opaque error:
+        /// memory above 2 GiB, N outside 2^1…2^30, r·p ≥ 2^30, and (RFC 7914
+        /// section 2) N ≥ 2^(16·r), which only bites for r = 1.
+        ///
+        /// - Throws: `CryptError.invalidParameter`.
         public func validate() throws {
             guard logN >= 1, logN <= 30 else { throw CryptError.invalidParameter("scrypt log2(N) = \(logN)") }
             guard r >= 1, p >= 1, UInt64(r) * UInt64(p) < (1 << 30) else {
                 throw CryptError.invalidParameter("scrypt r = \(r), p = \(p)")
+            }
+            guard UInt64(logN) < 16 * UInt64(r) else {
+                throw CryptError.invalidParameter("scrypt log2(N) = \(logN) needs r > \(r)")
             }
             guard memoryBytes <= Scrypt.maximumMemory else {
                 throw CryptError.invalidParameter("scrypt needs \(memoryBytes >> 20) MiB, more than the \(Scrypt.maximumMemory >> 20) MiB limit")
