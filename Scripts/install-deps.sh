@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what encfs needs to build and test on Debian 12: the FUSE and
+# OpenSSL development packages, the fuse3 runtime (fusermount3), and the
+# tools the tests read the mount with. Installs only what is missing.
+set -euo pipefail
+
+packages=(libfuse3-dev fuse3 libssl-dev pkg-config python3 sqlite3 xxd file)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! command -v swift >/dev/null 2>&1; then
+  if [ -x /opt/swift/usr/bin/swift ]; then
+    echo "note: add /opt/swift/usr/bin to PATH" >&2
+  else
+    echo "error: the Swift 6 toolchain is not installed (swift.org)" >&2
+    exit 1
+  fi
+fi
+[ -e /dev/fuse ] || { echo "error: /dev/fuse is missing (load the fuse module: modprobe fuse)" >&2; exit 1; }
