@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "encfs-pack", targets: ["encfs-pack"]),
         .executable(name: "encfs-mount", targets: ["encfs-mount"]),
+        .executable(name: "encfs-inspect", targets: ["encfs-inspect"]),
         .library(name: "EncFS", targets: ["EncFS"]),
     ],
     targets: [
@@ -20,6 +21,7 @@ let package = Package(
         .target(name: "EncFS", dependencies: ["CryptCore", "CFuse"]),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFS"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFS"]),
+        .executableTarget(name: "encfs-inspect", dependencies: ["EncFS"]),
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFS", "CryptCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "MountTests", dependencies: ["EncFS"]),

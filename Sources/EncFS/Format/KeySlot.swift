@@ -69,6 +69,19 @@ public struct KeySlot: Sendable, Equatable {
         return Array(body[0..<Self.keyIDSize])
     }
 
+    /// A short, stable name for the slot, 16 hex digits: the key id of a
+    /// raw-key slot, the first 8 bytes of the salt of a passphrase slot,
+    /// the first 8 body bytes otherwise. `encfs-inspect` lists it and
+    /// `rekey --remove` takes it.
+    public var fingerprint: String {
+        let bytes: ArraySlice<UInt8>
+        switch kind {
+        case .passphrase?: bytes = body.count >= 20 ? body[12..<20] : body[...]
+        default: bytes = body.prefix(8)
+        }
+        return bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
     /// Checks the body length for known kinds.
     func validate(position: Int) throws {
         switch kind {

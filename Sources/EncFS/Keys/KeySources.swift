@@ -37,24 +37,15 @@ public enum KeySources {
     ///   - confirm: ask for a prompted passphrase twice (when packing).
     /// - Returns: at least one secret.
     /// - Throws: `KeyInputError` when a source is unusable or none is given.
-    public static func gather(keyFiles: [[UInt8]], passphraseFiles: [[UInt8]], confirm: Bool) throws -> [KeyMaterial] {
+    ///   - optional: return no secret (instead of prompting or failing) when
+    ///     none is given, for commands that work without a key.
+    public static func gather(keyFiles: [[UInt8]], passphraseFiles: [[UInt8]], confirm: Bool,
+                              optional: Bool = false) throws -> [KeyMaterial] {
         let envKey = takeEnvironment(keyVariable)
         let envPassphrase = takeEnvironment(passphraseVariable)
         var materials: [KeyMaterial] = []
-        for path in keyFiles {
-            let contents: SecureBytes
-            do { contents = try FileIO.readSecretFile(path, limit: 4096) } catch let e as BundleError {
-                throw KeyInputError("cannot read key file: \(e.message)", path: path)
-            }
-            materials.append(.rawKey(try parseHexKey(contents, what: "key file", path: path)))
-        }
-        for path in passphraseFiles {
-            let contents: SecureBytes
-            do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
-                throw KeyInputError("cannot read passphrase file: \(e.message)", path: path)
-            }
-            materials.append(.passphrase(try passphrase(fromFile: contents, path: path)))
-        }
+        for path in keyFiles { materials.append(.rawKey(try readKeyFile(path))) }
+        for path in passphraseFiles { materials.append(.passphrase(try readPassphraseFile(path))) }
         if materials.isEmpty {
             if let envKey { materials.append(.rawKey(try parseHexKey(envKey, what: keyVariable, path: nil))) }
             if let envPassphrase {
@@ -62,6 +53,7 @@ public enum KeySources {
                 materials.append(.passphrase(envPassphrase))
             }
         }
+        if materials.isEmpty, optional { return [] }
         if materials.isEmpty, isatty(0) == 1 {
             materials.append(.passphrase(try prompt(confirm: confirm)))
         }
@@ -69,6 +61,28 @@ public enum KeySources {
             throw KeyInputError("no key given: use --key-file, --passphrase-file, \(keyVariable) or \(passphraseVariable)")
         }
         return materials
+    }
+
+    /// Reads a key file: 64 hex characters, surrounding whitespace ignored.
+    ///
+    /// - Throws: `KeyInputError` naming the file, never its contents.
+    public static func readKeyFile(_ path: [UInt8]) throws -> SymmetricKey {
+        let contents: SecureBytes
+        do { contents = try FileIO.readSecretFile(path, limit: 4096) } catch let e as BundleError {
+            throw KeyInputError("cannot read key file: \(e.message)", path: path)
+        }
+        return try parseHexKey(contents, what: "key file", path: path)
+    }
+
+    /// Reads a passphrase file, less one trailing newline.
+    ///
+    /// - Throws: `KeyInputError` naming the file.
+    public static func readPassphraseFile(_ path: [UInt8]) throws -> SecureBytes {
+        let contents: SecureBytes
+        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+            throw KeyInputError("cannot read passphrase file: \(e.message)", path: path)
+        }
+        return try passphrase(fromFile: contents, path: path)
     }
 
     /// Copies an environment variable into wiping storage, overwrites the

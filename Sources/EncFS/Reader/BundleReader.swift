@@ -202,6 +202,30 @@ public final class BundleReader: Sendable {
         return Int(end - offset)
     }
 
+    /// Copies the payload (chunk data and sealed index) byte for byte to
+    /// `output` at `offset`, 1 MiB at a time. (`copy_file_range` would keep
+    /// the copy in the kernel, but Glibc only declares it under _GNU_SOURCE,
+    /// which Swift's Glibc module does not set.)
+    ///
+    /// - Throws: `BundleError.io`.
+    func copyPayload(to output: Int32, at offset: UInt64, path: [UInt8]) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        var source = UInt64(header.headerLength)
+        var destination = offset
+        var remaining = header.payloadLength
+        while remaining > 0 {
+            let want = Int(min(remaining, UInt64(buffer.count)))
+            let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
+            let got = try FileIO.preadFull(fd, into: chunk, at: source, path: path)
+            guard got == want else { throw BundleError.lengthMismatch(expected: header.bundleLength, actual: source + UInt64(got)) }
+            try FileIO.pwriteAll(output, UnsafeRawBufferPointer(chunk), at: destination, path: path)
+            source += UInt64(want)
+            destination += UInt64(want)
+            remaining -= UInt64(want)
+        }
+    }
+
     private func takeWorkspace() throws -> ChunkWorkspace {
         if let workspace = pool.withLock({ $0.popLast() }) { return workspace }
         return try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)

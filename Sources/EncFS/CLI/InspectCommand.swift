@@ -1,0 +1,391 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-inspect info|ls|cat|verify|rekey …`: looks inside a bundle file
+/// without FUSE.
+public enum InspectCommand {
+    static let help = """
+    usage: encfs-inspect COMMAND BUNDLE [args] [key options]
+
+    commands:
+      info BUNDLE [--json]          format version, chunk size, key slots and
+                                    their fingerprints, size; with a key also
+                                    counts, total plaintext size, creation time
+      ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root)
+      cat BUNDLE PATH               write a file's plaintext to stdout, chunk by
+                                    chunk, in bounded memory
+      verify BUNDLE                 authenticate the header, the index and every
+                                    chunk; exit 1 listing each damaged file and
+                                    chunk range
+      rekey BUNDLE [--add-key-file F]... [--add-passphrase-file F]...
+                   [--remove FINGERPRINT]... [--scrypt-log-n N]
+                                    change key slots without re-encrypting;
+                                    refuses to remove the last slot
+
+    key options (to open the bundle): --key-file FILE, --passphrase-file FILE,
+    or ENCFS_KEY / ENCFS_PASSPHRASE; otherwise a passphrase prompt on a
+    terminal (`info` never prompts: without a key it shows the header only).
+
+    exit codes: 0 success, 1 runtime failure (or damage found by verify),
+    2 usage error
+    """
+
+    static let parser = ArgumentParser(options: [
+        .init(["--key-file"], takesValue: true),
+        .init(["--passphrase-file"], takesValue: true),
+        .init(["--json"], takesValue: false),
+        .init(["-l"], takesValue: false),
+        .init(["-R"], takesValue: false),
+        .init(["--add-key-file"], takesValue: true),
+        .init(["--add-passphrase-file"], takesValue: true),
+        .init(["--add-recipient"], takesValue: true),
+        .init(["--remove"], takesValue: true),
+        .init(["--scrypt-log-n"], takesValue: true),
+        .init(["--help", "-h"], takesValue: false),
+    ])
+
+    /// Runs the command and returns its exit code.
+    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+        let diagnostics = Diagnostics(tool: "encfs-inspect")
+        let args: ArgumentParser.Result
+        do {
+            args = try parser.parse(arguments)
+        } catch {
+            diagnostics.report(error)
+            diagnostics.hint("see encfs-inspect --help")
+            return ExitCode.usage
+        }
+        if args.has("--help") {
+            print(help)
+            return ExitCode.success
+        }
+        guard let command = args.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) else {
+            diagnostics.error("missing command")
+            diagnostics.hint("see encfs-inspect --help")
+            return ExitCode.usage
+        }
+        let rest = Array(args.positionals.dropFirst())
+        let expected: ClosedRange<Int>
+        switch command {
+        case "info", "verify", "rekey": expected = 1...1
+        case "ls": expected = 1...2
+        case "cat": expected = 2...2
+        default:
+            diagnostics.error("unknown command \(command)")
+            diagnostics.hint("commands: info, ls, cat, verify, rekey")
+            return ExitCode.usage
+        }
+        guard expected.contains(rest.count) else {
+            diagnostics.error(rest.count < expected.lowerBound ? "missing argument for \(command)" : "too many arguments for \(command)")
+            diagnostics.hint("see encfs-inspect --help")
+            return ExitCode.usage
+        }
+        let bundle = rest[0]
+        do {
+            switch command {
+            case "info": return try info(bundle, args: args)
+            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args)
+            case "cat": return try cat(bundle, path: rest[1], args: args)
+            case "verify": return try verify(bundle, args: args, diagnostics: diagnostics)
+            default: return try rekey(bundle, args: args, diagnostics: diagnostics)
+            }
+        } catch let e as KeyInputError {
+            diagnostics.error(e.message, path: e.path)
+            return ExitCode.failure
+        } catch let e as UsageError {
+            diagnostics.error(e.message)
+            return ExitCode.usage
+        } catch let e as BundleError {
+            diagnostics.error(e.message, path: e.path ?? bundle)
+            return ExitCode.failure
+        } catch {
+            diagnostics.report(error, path: bundle)
+            return ExitCode.failure
+        }
+    }
+
+    private static func open(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> BundleReader {
+        let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
+                                              passphraseFiles: args.values("--passphrase-file"), confirm: false)
+        return try BundleReader.open(path: bundle, materials: materials)
+    }
+
+    // MARK: - info
+
+    private static func info(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
+        let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
+                                              passphraseFiles: args.values("--passphrase-file"), confirm: false, optional: true)
+        let header: BundleHeader
+        let size: UInt64
+        var reader: BundleReader?
+        if materials.isEmpty {
+            (header, size) = try BundleReader.readHeader(path: bundle)
+        } else {
+            let opened = try BundleReader.open(path: bundle, materials: materials)
+            reader = opened
+            header = opened.header
+            size = opened.bundleSize
+        }
+        var counts = (files: 0, directories: 0, symlinks: 0)
+        if let index = reader?.index {
+            for position in 0..<index.count {
+                switch index.entry(at: position).kind {
+                case .file: counts.files += 1
+                case .directory: counts.directories += 1
+                case .symlink: counts.symlinks += 1
+                }
+            }
+            counts.directories -= 1 // the root
+        }
+        let out = OutputStream()
+        if args.has("--json") {
+            var fields: [String] = [
+                "\"format_version\": \(BundleFormat.version)",
+                "\"chunk_size\": \(header.layout.chunkSize)",
+                "\"bundle_size\": \(size)",
+                "\"verified\": \(reader != nil)",
+                "\"slots\": [" + header.slots.map { "{\"kind\": \"\($0.kindName)\", \"fingerprint\": \"\($0.fingerprint)\"}" }
+                    .joined(separator: ", ") + "]",
+            ]
+            if let reader {
+                fields += [
+                    "\"files\": \(counts.files)", "\"directories\": \(counts.directories)", "\"symlinks\": \(counts.symlinks)",
+                    "\"plaintext_bytes\": \(reader.index.totalFileBytes)",
+                    "\"created\": \"\(isoTime(reader.index.creationTime, nanoseconds: nil))\"",
+                ]
+            }
+            out.line("{" + fields.joined(separator: ", ") + "}")
+            return ExitCode.success
+        }
+        out.line("format version: \(BundleFormat.version)")
+        out.line("chunk size:     \(header.layout.chunkSize) (\(formatBytes(header.layout.chunkSize)))")
+        out.line("bundle size:    \(size) (\(formatBytes(size)))")
+        out.line("key slots:      \(header.slots.count)")
+        for slot in header.slots {
+            var line = "  \(slot.kindName + String(repeating: " ", count: max(0, 12 - slot.kindName.count))) \(slot.fingerprint)"
+            if let p = slot.scryptParameters { line += "  scrypt N=2^\(p.logN) r=\(p.r) p=\(p.p)" }
+            out.line(line)
+        }
+        if let reader {
+            out.line("files:          \(counts.files)")
+            out.line("directories:    \(counts.directories)")
+            out.line("symlinks:       \(counts.symlinks)")
+            out.line("plaintext:      \(reader.index.totalFileBytes) (\(formatBytes(reader.index.totalFileBytes)))")
+            out.line("created:        \(isoTime(reader.index.creationTime, nanoseconds: nil))")
+        } else {
+            out.line("(no key given: header fields shown unverified; give a key for contents)")
+        }
+        return ExitCode.success
+    }
+
+    // MARK: - ls
+
+    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
+        let reader = try open(bundle, args: args)
+        let index = reader.index
+        let start = try index.resolve(path: path)
+        let out = OutputStream()
+        let long = args.has("-l")
+        func describe(_ entry: IndexEntry, name: [UInt8]) {
+            if long {
+                let size = entry.kind == .directory ? 4096 : entry.size
+                out.write(modeString(entry) + " " + String(size).leftPadded(to: 12) + " "
+                          + isoTime(entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds) + " ")
+            }
+            out.write(name)
+            if long, entry.kind == .symlink {
+                out.write(" -> ")
+                index.withSymlinkTarget(of: entry) { out.write($0) }
+            }
+            out.write([0x0A])
+        }
+        guard start.kind == .directory else {
+            describe(start, name: path)
+            return ExitCode.success
+        }
+        if args.has("-R") {
+            var queue = [start]
+            var first = true
+            while !queue.isEmpty {
+                let dir = queue.removeFirst()
+                if !first { out.write([0x0A]) }
+                first = false
+                let dirPath = index.path(of: dir)
+                out.write(dirPath.isEmpty ? Array(".".utf8) : Array("./".utf8) + dirPath)
+                out.write(Array(":\n".utf8))
+                for position in dir.children {
+                    let child = index.entry(at: position)
+                    describe(child, name: index.name(of: child))
+                    if child.kind == .directory { queue.append(child) }
+                }
+            }
+        } else {
+            for position in start.children {
+                let child = index.entry(at: position)
+                describe(child, name: index.name(of: child))
+            }
+        }
+        return ExitCode.success
+    }
+
+    // MARK: - cat
+
+    private static func cat(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
+        let reader = try open(bundle, args: args)
+        var entry = try reader.index.resolve(path: path)
+        var hops = 0
+        while entry.kind == .symlink {
+            // Follow links that stay inside the bundle, as a shell would.
+            hops += 1
+            guard hops <= 40 else { throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path) }
+            let target = reader.index.withSymlinkTarget(of: entry) { Array($0) }
+            guard target.first != UInt8(ascii: "/") else {
+                throw BundleError.io(errno: ENOENT, operation: "follow symlink (it points outside the bundle)", path: path)
+            }
+            let parentPath = reader.index.path(of: reader.index.entry(at: entry.parent))
+            entry = try reader.index.resolve(path: parentPath + [0x2F] + target)
+        }
+        guard entry.kind == .file else { throw BundleError.isADirectory }
+        let key = try reader.fileKey(for: entry)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(reader.header.layout.chunkSize) * 16, alignment: 4096)
+        defer {
+            SecureBytes.wipe(buffer)
+            buffer.deallocate()
+        }
+        let out = OutputStream()
+        var offset: UInt64 = 0
+        while offset < entry.size {
+            let n = try reader.read(entry, key: key, fromOffset: offset, into: buffer)
+            guard n > 0 else { break }
+            try out.writeDirect(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            offset += UInt64(n)
+        }
+        return ExitCode.success
+    }
+
+    // MARK: - verify
+
+    private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, diagnostics: Diagnostics) throws -> Int32 {
+        let reader = try open(bundle, args: args)
+        let index = reader.index
+        let layout = reader.header.layout
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
+        defer {
+            SecureBytes.wipe(buffer)
+            buffer.deallocate()
+        }
+        let out = OutputStream()
+        var damagedFiles = 0
+        var totalChunks: UInt64 = 0
+        var damagedChunks: UInt64 = 0
+        for position in 0..<index.count {
+            let entry = index.entry(at: position)
+            guard entry.kind == .file else { continue }
+            let key = try reader.fileKey(for: entry)
+            var bad: [UInt64] = []
+            let chunks = layout.chunkCount(forPlaintextSize: entry.size)
+            for chunk in 0..<chunks {
+                do {
+                    _ = try reader.read(entry, key: key, fromOffset: chunk * layout.chunkSize, into: buffer)
+                } catch BundleError.corruptChunk {
+                    bad.append(chunk)
+                }
+            }
+            totalChunks += chunks
+            guard !bad.isEmpty else { continue }
+            damagedFiles += 1
+            damagedChunks += UInt64(bad.count)
+            out.write("damaged: ")
+            out.write(index.path(of: entry))
+            out.line(" (chunks \(ranges(bad)) of \(chunks))")
+        }
+        out.line("verified \(index.fileCount) files, \(totalChunks) chunks: "
+                 + (damagedFiles == 0 ? "intact" : "\(damagedChunks) damaged chunks in \(damagedFiles) files"))
+        out.flush()
+        return damagedFiles == 0 ? ExitCode.success : ExitCode.failure
+    }
+
+    /// `0-3, 7, 9-10`.
+    static func ranges(_ sorted: [UInt64]) -> String {
+        var parts: [String] = []
+        var i = 0
+        while i < sorted.count {
+            var j = i
+            while j + 1 < sorted.count, sorted[j + 1] == sorted[j] + 1 { j += 1 }
+            parts.append(i == j ? "\(sorted[i])" : "\(sorted[i])-\(sorted[j])")
+            i = j + 1
+        }
+        return parts.joined(separator: ", ")
+    }
+
+    // MARK: - rekey
+
+    private static func rekey(_ bundle: [UInt8], args: ArgumentParser.Result, diagnostics: Diagnostics) throws -> Int32 {
+        var changes = BundleRekeyer.Changes()
+        if let cost = args.value("--scrypt-log-n") {
+            guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
+                throw UsageError("--scrypt-log-n must be between 14 and 20")
+            }
+            changes.scrypt.logN = n
+        }
+        changes.remove = args.values("--remove").map { String(decoding: $0, as: UTF8.self) }
+        for path in args.values("--add-key-file") { changes.addKeys.append(.rawKey(try KeySources.readKeyFile(path))) }
+        for path in args.values("--add-passphrase-file") {
+            changes.addKeys.append(.passphrase(try KeySources.readPassphraseFile(path)))
+        }
+        changes.addSlots = try recipientSlots(args.values("--add-recipient"))
+        guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addSlots.isEmpty else {
+            throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient or --remove")
+        }
+        let reader = try open(bundle, args: args)
+        let outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)
+        let out = OutputStream()
+        out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
+        for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
+        return ExitCode.success
+    }
+
+    /// Recipient slots need the recipients' public keys; added with
+    /// public-key support.
+    static func recipientSlots(_ paths: [[UInt8]]) throws -> [KeySlot] {
+        guard paths.isEmpty else { throw UsageError("--add-recipient is not supported by this build") }
+        return []
+    }
+
+    // MARK: - Formatting
+
+    static func modeString(_ entry: IndexEntry) -> String {
+        let type: Character = entry.kind == .directory ? "d" : entry.kind == .symlink ? "l" : "-"
+        var s = String(type)
+        let m = Int(entry.mode)
+        let bits: [(Int, Character)] = [(0o400, "r"), (0o200, "w"), (0o100, "x"), (0o040, "r"), (0o020, "w"), (0o010, "x"),
+                                         (0o004, "r"), (0o002, "w"), (0o001, "x")]
+        for (i, (bit, char)) in bits.enumerated() {
+            var c: Character = m & bit != 0 ? char : "-"
+            if i == 2, m & 0o4000 != 0 { c = c == "x" ? "s" : "S" }
+            if i == 5, m & 0o2000 != 0 { c = c == "x" ? "s" : "S" }
+            if i == 8, m & 0o1000 != 0 { c = c == "x" ? "t" : "T" }
+            s.append(c)
+        }
+        return s
+    }
+
+    static func isoTime(_ seconds: Int64, nanoseconds: UInt32?) -> String {
+        var t = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        func pad(_ v: Int32, _ width: Int) -> String { String(v).leftPadded(to: width, with: "0") }
+        var s = "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
+        s += " \(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))"
+        if let nanoseconds { s += "." + String(nanoseconds).leftPadded(to: 9, with: "0") }
+        return s + (nanoseconds == nil ? "Z" : "")
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int, with pad: Character = " ") -> String {
+        count >= width ? self : String(repeating: pad, count: width - count) + self
+    }
+}

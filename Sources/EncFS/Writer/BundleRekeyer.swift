@@ -1,0 +1,90 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Changes the key slots of a bundle without re-encrypting anything.
+///
+/// The content key stays the same, so only the header changes; because the
+/// header's length changes with its slots, the new bundle is written as the
+/// new header followed by a byte-identical copy of the payload, then
+/// renamed over the old file. Atomic: a failure or crash leaves the old
+/// bundle as it was.
+///
+/// Limit: removing a slot stops that secret from opening *this file*; a copy
+/// of the old file still opens with it, and it shares the content key.
+/// Re-pack to revoke a secret for good.
+public enum BundleRekeyer {
+    /// What to change.
+    public struct Changes: Sendable {
+        /// New raw-key or passphrase slots.
+        public var addKeys: [KeyMaterial] = []
+        /// Fingerprints (``KeySlot/fingerprint``) of slots to remove.
+        public var remove: [String] = []
+        /// scrypt cost for new passphrase slots.
+        public var scrypt: Scrypt.Parameters = .default
+        /// Slots made by the caller (for example recipient slots), already
+        /// wrapping the content key.
+        public var addSlots: [KeySlot] = []
+
+        public init() {}
+    }
+
+    /// What changed.
+    public struct Outcome: Sendable {
+        public var added: Int
+        public var removed: Int
+        public var slots: [KeySlot]
+    }
+
+    /// Rewrites the header of the bundle `reader` has open at `path`.
+    ///
+    /// - Throws: `BundleError.limitExceeded` when a fingerprint matches no
+    ///   slot or the last slot would go; `.io` on write failures (the old
+    ///   bundle is then untouched).
+    public static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
+        let header = reader.header
+        let contentKey = reader.keys.contentKey
+        var slots = header.slots
+        var removed = 0
+        for fingerprint in changes.remove {
+            let wanted = fingerprint.lowercased()
+            let before = slots.count
+            slots.removeAll { $0.fingerprint == wanted }
+            guard slots.count < before else {
+                throw BundleError.limitExceeded("no key slot has fingerprint \(fingerprint)")
+            }
+            removed += before - slots.count
+        }
+        var added = 0
+        for material in changes.addKeys {
+            switch material {
+            case .rawKey(let key):
+                slots.append(try KeySlot.rawKey(wrapping: contentKey, with: key, bundleID: header.bundleID))
+            case .passphrase(let passphrase):
+                slots.append(try KeySlot.passphrase(wrapping: contentKey, with: passphrase, parameters: changes.scrypt,
+                                                    bundleID: header.bundleID))
+            }
+            added += 1
+        }
+        slots += changes.addSlots
+        added += changes.addSlots.count
+        guard !slots.isEmpty else { throw BundleError.limitExceeded("refusing to remove the last key slot") }
+        guard slots.count <= BundleFormat.maximumSlots else {
+            throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots")
+        }
+        let newHeader = BundleHeader(bundleID: header.bundleID, layout: header.layout, slots: slots,
+                                     payloadLength: header.payloadLength, indexOffset: header.indexOffset,
+                                     indexLength: header.indexLength)
+        let bytes = try newHeader.serialized(keys: reader.keys)
+
+        var st = stat()
+        guard path.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", path) }
+        let output = try AtomicFile(destination: path, mode: st.st_mode & 0o7777)
+        _ = fchmod(output.fd, st.st_mode & 0o7777)
+        try bytes.withUnsafeBytes { try FileIO.writeAll(output.fd, $0, path: path) }
+        try reader.copyPayload(to: output.fd, at: UInt64(bytes.count), path: path)
+        try output.commit()
+        return Outcome(added: added, removed: removed, slots: slots)
+    }
+}
