@@ -2,9 +2,10 @@
 """Cross-checks the CryptCore test vectors against an independent implementation.
 
 The JSON files in Tests/CryptCoreTests/Vectors/ are transcribed from published
-sources (GCM spec, Wycheproof, RFC 5869, RFC 7914, RFC 4231). This script
-recomputes every vector with the Python `cryptography` package (and hashlib for
-scrypt) so a transcription error is caught before the Swift tests trust it.
+sources (GCM spec, Wycheproof, RFC 5869, RFC 7914, RFC 4231, RFC 7748,
+FIPS 180-2). This script recomputes every vector with the Python `cryptography`
+package (and hashlib for scrypt and SHA-256) so a transcription error is caught
+before the Swift tests trust it.
 
 Usage: python3 Scripts/verify-crypt-vectors.py   (pip install cryptography)
 Exit status 0 when every vector matches, 1 otherwise.
@@ -17,6 +18,7 @@ import sys
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -100,10 +102,46 @@ def check_hmac():
             fail(v["name"], f"got {got.hex()}")
 
 
+def check_x25519():
+    global checked
+    for v in load("x25519-rfc7748.json"):
+        checked += 1
+        key = X25519PrivateKey.from_private_bytes(h(v["privateKey"]))
+        if "publicKey" in v and key.public_key().public_bytes_raw() != h(v["publicKey"]):
+            fail(v["name"], f"public key is {key.public_key().public_bytes_raw().hex()}")
+        got = key.exchange(X25519PublicKey.from_public_bytes(h(v["peerPublicKey"])))
+        if got != h(v["sharedSecret"]):
+            fail(v["name"], f"got {got.hex()}")
+
+
+def check_x25519_low_order():
+    global checked
+    key = X25519PrivateKey.generate()
+    for v in load("x25519-low-order.json"):
+        checked += 1
+        try:
+            key.exchange(X25519PublicKey.from_public_bytes(h(v["publicKey"])))
+            fail(v["name"], "gives a non-zero shared secret")
+        except ValueError:
+            pass
+
+
+def check_sha256():
+    global checked
+    for v in load("sha256-nist.json"):
+        checked += 1
+        got = hashlib.sha256(h(v["message"])).digest()
+        if got != h(v["digest"]):
+            fail(v["name"], f"got {got.hex()}")
+
+
 check_gcm("aes-256-gcm-spec.json")
 check_gcm("aes-256-gcm-wycheproof.json")
 check_hkdf()
 check_scrypt()
 check_hmac()
+check_x25519()
+check_x25519_low_order()
+check_sha256()
 print(f"verify-crypt-vectors: {checked - failures} passed, {failures} failed")
 sys.exit(1 if failures else 0)

@@ -2,8 +2,11 @@
 #define ENCFS_COPENSSL_SHIM_H
 
 // Only libcrypto is used: AES-256-GCM through EVP, HKDF and scrypt through
-// EVP_KDF, HMAC-SHA256 through EVP_MAC, randomness, and OPENSSL_cleanse.
-// OpenSSL 3 is required (EVP_CIPHER_fetch, EVP_KDF, EVP_MAC).
+// EVP_KDF, HMAC-SHA256 through EVP_MAC, SHA-256 through EVP_Digest, X25519
+// and RSA-OAEP through EVP_PKEY (keys read and written as PEM), randomness,
+// and OPENSSL_cleanse. OpenSSL 3 is required (EVP_CIPHER_fetch, EVP_KDF,
+// EVP_MAC, the *_ex PEM readers).
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -11,11 +14,27 @@
 #include <openssl/kdf.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
 
 // OSSL_PARAM constructors are functions, but the key names are macros that
 // expand to string literals; Swift imports those as constants already. The
-// GCM control codes are plain integer macros and import too. Nothing else
-// needs a shim here.
+// GCM control codes and RSA padding modes are plain integer macros and import
+// too. The RSA EVP_PKEY_CTX setters are real functions since OpenSSL 3.0.
+
+// OPENSSL_malloc and OPENSSL_free are function-like macros (they pass
+// __FILE__ and __LINE__ to CRYPTO_malloc/CRYPTO_free), which Swift cannot
+// import. EVP_PKEY_CTX_set0_rsa_oaep_label takes ownership of a buffer that
+// OpenSSL later releases with OPENSSL_free, so the label must come from
+// OPENSSL_malloc; these two wrappers make that possible from Swift.
+static inline void *encfs_OPENSSL_malloc(size_t num) {
+    return OPENSSL_malloc(num);
+}
+
+static inline void encfs_OPENSSL_free(void *addr) {
+    OPENSSL_free(addr);
+}
 
 #endif

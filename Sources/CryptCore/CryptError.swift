@@ -3,7 +3,10 @@
 /// Messages never contain key bytes or plaintext; at most a length.
 public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
     /// An AEAD tag did not verify: wrong key, wrong associated data, or the
-    /// ciphertext or tag was modified. No plaintext was released.
+    /// ciphertext or tag was modified. Also raised when RSA-OAEP decryption
+    /// fails (wrong key, wrong label, modified ciphertext); every such
+    /// failure gives this one case, so callers cannot become a padding oracle.
+    /// No plaintext was released.
     case authenticationFailure
     /// A key had the wrong length (the length is given, never the bytes).
     case invalidKeySize(Int)
@@ -11,6 +14,11 @@ public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidBufferSize(what: String, expected: Int, actual: Int)
     /// A KDF parameter is out of the range this build accepts.
     case invalidParameter(String)
+    /// A public or private key was refused: malformed PEM, the wrong kind of
+    /// key, an unsupported algorithm, a too-short RSA modulus, an encrypted
+    /// private key, or an X25519 peer that makes the shared secret all zero.
+    /// The message names the reason, never key bytes.
+    case invalidKey(String)
     /// The system random generator failed.
     case randomFailure
     /// OpenSSL reported an error; `code` is the first entry of its error queue.
@@ -23,6 +31,7 @@ public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidBufferSize(let what, let expected, let actual):
             return "invalid \(what) size (expected \(expected) bytes, got \(actual))"
         case .invalidParameter(let what): return "invalid parameter: \(what)"
+        case .invalidKey(let why): return "invalid key: \(why)"
         case .randomFailure: return "random generator failed"
         case .openSSL(let function, let code): return "OpenSSL \(function) failed (error 0x\(String(code, radix: 16)))"
         }

@@ -54,6 +54,31 @@ enum TestVectors {
         let mac: Hex
     }
 
+    /// An X25519 vector: `privateKey` (a scalar, clamped by X25519 itself)
+    /// with `peerPublicKey` gives `sharedSecret`; `publicKey`, when present,
+    /// is the private key's own public key.
+    struct X25519: Decodable {
+        let name: String
+        let privateKey: Hex
+        let publicKey: Hex?
+        let peerPublicKey: Hex
+        let sharedSecret: Hex
+    }
+
+    /// A low-order X25519 public key: every private key gives an all-zero
+    /// shared secret with it, so key agreement must refuse it.
+    struct X25519LowOrder: Decodable {
+        let name: String
+        let publicKey: Hex
+    }
+
+    /// A SHA-256 vector.
+    struct SHA256: Decodable {
+        let name: String
+        let message: Hex
+        let digest: Hex
+    }
+
     /// Bytes written in the data files as a lowercase or uppercase hex string.
     struct Hex: Decodable, CustomStringConvertible {
         let bytes: [UInt8]

@@ -1,0 +1,31 @@
+internal import COpenSSL
+
+/// SHA-256 (FIPS 180-4), for public values such as key fingerprints.
+public enum SHA256 {
+    /// The digest size in bytes.
+    public static let byteCount = 32
+
+    /// The SHA-256 digest of `data`. The corresponding C function is
+    /// `EVP_Digest`, with the digest fetched once per process.
+    ///
+    /// Does not throw: with a fetched digest, `EVP_Digest` can only fail to
+    /// allocate its context, which is treated like any other allocation
+    /// failure in Swift.
+    ///
+    /// - Returns: 32 bytes.
+    public static func hash(_ data: UnsafeRawBufferPointer) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: byteCount)
+        var length: UInt32 = 0
+        var empty: UInt8 = 0 // a valid pointer for empty input
+        let ok = withUnsafeMutablePointer(to: &empty) { dummy in
+            digest.withUnsafeMutableBufferPointer { out in
+                EVP_Digest(data.baseAddress ?? UnsafeRawPointer(dummy), data.count, out.baseAddress, &length,
+                           Digests.sha256.pointer, nil)
+            }
+        }
+        guard ok == 1, length == UInt32(byteCount) else {
+            preconditionFailure("internal error: EVP_Digest(SHA-256) failed")
+        }
+        return digest
+    }
+}
