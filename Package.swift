@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "encfs-pack", targets: ["encfs-pack"]),
         .executable(name: "encfs-mount", targets: ["encfs-mount"]),
         .executable(name: "encfs-inspect", targets: ["encfs-inspect"]),
+        .executable(name: "encfs-keygen", targets: ["encfs-keygen"]),
         .library(name: "EncFS", targets: ["EncFS"]),
     ],
     targets: [
@@ -22,6 +23,7 @@ let package = Package(
         .executableTarget(name: "encfs-pack", dependencies: ["EncFS"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFS"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFS"]),
+        .executableTarget(name: "encfs-keygen", dependencies: ["EncFS"]),
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFS", "CryptCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "MountTests", dependencies: ["EncFS"]),

@@ -19,14 +19,15 @@ public enum InspectCommand {
       verify BUNDLE                 authenticate the header, the index and every
                                     chunk; exit 1 listing each damaged file and
                                     chunk range
-      rekey BUNDLE [--add-key-file F]... [--add-passphrase-file F]...
-                   [--remove FINGERPRINT]... [--scrypt-log-n N]
+      rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
+                   [--add-passphrase-file F]... [--remove FINGERPRINT]...
+                   [--scrypt-log-n N]
                                     change key slots without re-encrypting;
                                     refuses to remove the last slot
 
     key options (to open the bundle): --key-file FILE, --passphrase-file FILE,
-    or ENCFS_KEY / ENCFS_PASSPHRASE; otherwise a passphrase prompt on a
-    terminal (`info` never prompts: without a key it shows the header only).
+    --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
+    otherwise a passphrase prompt on a terminal (`info` never prompts: without a key it shows the header only).
 
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
     2 usage error
@@ -35,6 +36,7 @@ public enum InspectCommand {
     static let parser = ArgumentParser(options: [
         .init(["--key-file"], takesValue: true),
         .init(["--passphrase-file"], takesValue: true),
+        .init(["--identity"], takesValue: true),
         .init(["--json"], takesValue: false),
         .init(["-l"], takesValue: false),
         .init(["-R"], takesValue: false),
@@ -108,7 +110,8 @@ public enum InspectCommand {
 
     private static func open(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> BundleReader {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                              passphraseFiles: args.values("--passphrase-file"), confirm: false)
+                                              passphraseFiles: args.values("--passphrase-file"),
+                                              identityFiles: args.values("--identity"), confirm: false)
         return try BundleReader.open(path: bundle, materials: materials)
     }
 
@@ -116,7 +119,8 @@ public enum InspectCommand {
 
     private static func info(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                              passphraseFiles: args.values("--passphrase-file"), confirm: false, optional: true)
+                                              passphraseFiles: args.values("--passphrase-file"),
+                                              identityFiles: args.values("--identity"), confirm: false, optional: true)
         let header: BundleHeader
         let size: UInt64
         var reader: BundleReader?
@@ -335,8 +339,8 @@ public enum InspectCommand {
         for path in args.values("--add-passphrase-file") {
             changes.addKeys.append(.passphrase(try KeySources.readPassphraseFile(path)))
         }
-        changes.addSlots = try recipientSlots(args.values("--add-recipient"))
-        guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addSlots.isEmpty else {
+        changes.addRecipients = try args.values("--add-recipient").map { try KeySources.readRecipientFile($0) }
+        guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addRecipients.isEmpty else {
             throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient or --remove")
         }
         let reader = try open(bundle, args: args)
@@ -345,13 +349,6 @@ public enum InspectCommand {
         out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
         for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
         return ExitCode.success
-    }
-
-    /// Recipient slots need the recipients' public keys; added with
-    /// public-key support.
-    static func recipientSlots(_ paths: [[UInt8]]) throws -> [KeySlot] {
-        guard paths.isEmpty else { throw UsageError("--add-recipient is not supported by this build") }
-        return []
     }
 
     // MARK: - Formatting

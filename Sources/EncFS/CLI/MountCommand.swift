@@ -20,10 +20,12 @@ public enum MountCommand {
     key options (any one that opens a key slot is enough):
       --key-file FILE          a raw 256-bit key: 64 hex characters
       --passphrase-file FILE   a passphrase (one trailing newline is ignored)
-      environment: ENCFS_KEY (hex key) and ENCFS_PASSPHRASE, used when no key
-      option is given; with none of these and a terminal, a passphrase is
-      asked for without echo. Both variables are removed from the daemon's
-      environment once read.
+      --identity FILE          a private key (PEM: X25519 from encfs-keygen or
+                               openssl, or RSA ≥ 2048 bits) for recipient slots
+      environment: ENCFS_KEY (hex key), ENCFS_PASSPHRASE and ENCFS_IDENTITY (a
+      path), used when no key option is given; with none of these and a
+      terminal, a passphrase is asked for without echo. ENCFS_KEY and
+      ENCFS_PASSPHRASE are removed from the daemon's environment once read.
 
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
@@ -41,6 +43,7 @@ public enum MountCommand {
     static let parser = ArgumentParser(options: [
         .init(["--key-file"], takesValue: true),
         .init(["--passphrase-file"], takesValue: true),
+        .init(["--identity"], takesValue: true),
         .init(["--foreground", "-f"], takesValue: false),
         .init(["-o"], takesValue: true),
         .init(["--log-file"], takesValue: true),
@@ -88,7 +91,8 @@ public enum MountCommand {
         let reader: BundleReader
         do {
             let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                                  passphraseFiles: args.values("--passphrase-file"), confirm: false)
+                                                  passphraseFiles: args.values("--passphrase-file"),
+                                                  identityFiles: args.values("--identity"), confirm: false)
             reader = try BundleReader.open(path: bundle, materials: materials)
         } catch let e as KeyInputError {
             diagnostics.error(e.message, path: e.path)

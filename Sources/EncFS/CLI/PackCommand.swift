@@ -6,15 +6,19 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 public enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [key options] [--chunk-size SIZE] [--exclude GLOB]... [--quiet]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--chunk-size SIZE] [--exclude GLOB]... [--quiet]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
     an existing BUNDLE is unchanged. Plaintext is never written to disk.
 
-    key options (each given secret gets its own key slot):
+    key options (each one gets its own key slot; any mix, repeatable):
+      --recipient PUBFILE      a public key (PEM, X25519 from encfs-keygen or
+                               openssl, or RSA ≥ 2048 bits): packing to
+                               recipients only needs no secret at all
       --key-file FILE          a raw 256-bit key: 64 hex characters
       --passphrase-file FILE   a passphrase (one trailing newline is ignored)
+      --identity FILE          a private key; its public half becomes a recipient
       environment: ENCFS_KEY (hex key) and ENCFS_PASSPHRASE, used when no key
       option is given; with none of these and a terminal, a passphrase is
       asked for twice without echo.
@@ -35,6 +39,8 @@ public enum PackCommand {
     static let parser = ArgumentParser(options: [
         .init(["--key-file"], takesValue: true),
         .init(["--passphrase-file"], takesValue: true),
+        .init(["--recipient"], takesValue: true),
+        .init(["--identity"], takesValue: true),
         .init(["--chunk-size"], takesValue: true),
         .init(["--exclude"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
@@ -75,8 +81,12 @@ public enum PackCommand {
         let source = args.positionals[0]
         let destination = args.positionals[1]
         do {
+            options.recipients = try args.values("--recipient").map { try KeySources.readRecipientFile($0) }
+            // With recipients, no secret is needed: never prompt then.
             options.keys = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                                 passphraseFiles: args.values("--passphrase-file"), confirm: true)
+                                                 passphraseFiles: args.values("--passphrase-file"),
+                                                 identityFiles: args.values("--identity"), confirm: true,
+                                                 optional: !options.recipients.isEmpty)
         } catch let e as KeyInputError {
             diagnostics.error(e.message, path: e.path)
             return ExitCode.failure

@@ -31,4 +31,6 @@ public enum BundleFormat {
     static let labelRawKeySlot = Array("encfs v1 raw-key slot".utf8)
     static let labelPassphraseSlot = Array("encfs v1 passphrase slot".utf8)
     static let labelKeyID = Array("encfs v1 key id".utf8)
+    static let labelX25519Slot = Array("encfs v1 x25519 slot".utf8)
+    static let labelRSASlot = Array("encfs v1 rsa slot".utf8)
 }

@@ -180,7 +180,9 @@ public struct BundleHeader: Sendable {
     ///   `.headerAuthenticationFailed` when the header was modified,
     ///   `.corruptHeader` for a damaged slot.
     public func unlock(with materials: [KeyMaterial]) throws -> BundleKeys {
-        let ordered = materials.filter { if case .rawKey = $0 { true } else { false } }
+        // Cheap secrets first: raw keys and identities are matched by id;
+        // each passphrase costs one scrypt run per passphrase slot.
+        let ordered = materials.filter { if case .passphrase = $0 { false } else { true } }
             + materials.filter { if case .passphrase = $0 { true } else { false } }
         for material in ordered {
             for (i, slot) in slots.enumerated() {

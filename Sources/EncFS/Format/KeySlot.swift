@@ -10,6 +10,14 @@ import CryptCore
 ///   without trial decryption.
 /// - passphrase (kind 2, 76 bytes): log2 N (u8) ‖ 3 zero bytes ‖ r (u32 LE) ‖ p (u32 LE) ‖
 ///   salt (16) ‖ wrapped key (48); KEK = scrypt(passphrase, salt, N, r, p).
+/// - X25519 recipient (kind 3, 88 bytes): fingerprint (8) ‖ ephemeral public key (32) ‖
+///   wrapped key (48); KEK = HKDF(X25519(ephemeral, recipient), salt = ephemeral ‖
+///   recipient public key, "encfs v1 x25519 slot"), as age does.
+/// - RSA recipient (kind 4, 8 + modulus bytes): fingerprint (8) ‖ RSA-OAEP-SHA256
+///   ciphertext of the content key, label "encfs v1 rsa slot" ‖ bundle id.
+/// A recipient's fingerprint is the first 8 bytes of SHA-256 over its
+/// DER SubjectPublicKeyInfo, so the right slot is found without trial
+/// decryption.
 /// The wrap is AES-256-GCM with an all-zero nonce (every KEK is unique to
 /// its slot's random salt) and associated data `bundle id ‖ kind ‖ body
 /// without the wrapped key`, so the parameters cannot be changed unnoticed.
@@ -22,12 +30,18 @@ public struct KeySlot: Sendable, Equatable {
         case rawKey = 1
         /// A passphrase through scrypt.
         case passphrase = 2
+        /// An X25519 recipient (public key); opened with its identity.
+        case x25519 = 3
+        /// An RSA recipient (OAEP, SHA-256); opened with its private key.
+        case rsa = 4
 
         /// The name used in messages and by `encfs-inspect`.
         public var name: String {
             switch self {
             case .rawKey: return "raw-key"
             case .passphrase: return "passphrase"
+            case .x25519: return "x25519"
+            case .rsa: return "rsa"
             }
         }
     }
@@ -42,6 +56,9 @@ public struct KeySlot: Sendable, Equatable {
     static let keyIDSize = 8
     static let rawKeyBodySize = keyIDSize + saltSize + wrappedSize
     static let passphraseBodySize = 12 + saltSize + wrappedSize
+    static let fingerprintSize = 8
+    static let x25519BodySize = fingerprintSize + AsymmetricKeyKind.x25519ByteCount + wrappedSize
+    static let rsaBodySizes = (fingerprintSize + AsymmetricKeyKind.minimumRSABits / 8)...(fingerprintSize + AsymmetricKeyKind.maximumRSABits / 8)
 
     /// The slot's kind, or nil for a kind this build does not know.
     public var kind: Kind? { Kind(rawValue: kindCode) }
@@ -65,7 +82,7 @@ public struct KeySlot: Sendable, Equatable {
 
     /// The key id of a raw-key slot as 16 hex digits.
     public var keyID: [UInt8]? {
-        guard kind == .rawKey, body.count == Self.rawKeyBodySize else { return nil }
+        guard kind == .rawKey || kind == .x25519 || kind == .rsa, body.count >= Self.keyIDSize else { return nil }
         return Array(body[0..<Self.keyIDSize])
     }
 
@@ -96,12 +113,34 @@ public struct KeySlot: Sendable, Equatable {
             guard body[1] == 0, body[2] == 0, body[3] == 0 else {
                 throw BundleError.corruptHeader("key slot \(position) (passphrase) has non-zero reserved bytes")
             }
+        case .x25519?:
+            guard body.count == Self.x25519BodySize else {
+                throw BundleError.corruptHeader("key slot \(position) (x25519) has \(body.count) bytes, expected \(Self.x25519BodySize)")
+            }
+        case .rsa?:
+            guard Self.rsaBodySizes.contains(body.count) else {
+                throw BundleError.corruptHeader("key slot \(position) (rsa) has \(body.count) bytes")
+            }
         case nil:
             break
         }
     }
 
     // MARK: - Making slots
+
+    /// A slot that `material` will open: raw-key, passphrase, or a
+    /// recipient slot for an identity's public half.
+    static func make(for material: KeyMaterial, wrapping contentKey: SymmetricKey, bundleID: [UInt8],
+                     scrypt: Scrypt.Parameters) throws -> KeySlot {
+        switch material {
+        case .rawKey(let key):
+            return try rawKey(wrapping: contentKey, with: key, bundleID: bundleID)
+        case .passphrase(let passphrase):
+            return try self.passphrase(wrapping: contentKey, with: passphrase, parameters: scrypt, bundleID: bundleID)
+        case .identity(let identity):
+            return try recipient(wrapping: contentKey, to: identity.publicKey, bundleID: bundleID)
+        }
+    }
 
     /// A raw-key slot wrapping `contentKey` under `key`.
     static func rawKey(wrapping contentKey: SymmetricKey, with key: SymmetricKey, bundleID: [UInt8]) throws -> KeySlot {
@@ -121,6 +160,59 @@ public struct KeySlot: Sendable, Equatable {
         prefix.appendLE(parameters.p)
         prefix += salt
         return try seal(kind: .passphrase, prefix: prefix, contentKey: contentKey, kek: kek, bundleID: bundleID)
+    }
+
+    /// A recipient slot wrapping `contentKey` to `recipient`'s public key.
+    static func recipient(wrapping contentKey: SymmetricKey, to recipient: PublicKey, bundleID: [UInt8]) throws -> KeySlot {
+        let fingerprint = try Self.fingerprint(of: recipient)
+        do {
+            switch recipient.kind {
+            case .x25519:
+                guard let recipientRaw = recipient.x25519Raw else { throw BundleError.crypto("recipient has no X25519 key") }
+                let ephemeral = try PrivateKey.generateX25519()
+                guard let ephemeralRaw = ephemeral.publicKey.x25519Raw else { throw BundleError.crypto("X25519 key generation failed") }
+                let kek = try x25519KEK(secret: ephemeral.x25519SharedSecret(with: recipient), ephemeral: ephemeralRaw,
+                                        recipient: recipientRaw)
+                return try seal(kind: .x25519, prefix: fingerprint + ephemeralRaw, contentKey: contentKey, kek: kek, bundleID: bundleID)
+            case .rsa:
+                let ciphertext = try contentKey.withUnsafeBytes { key in
+                    try recipient.rsaOAEPEncrypt(key, label: BundleFormat.labelRSASlot + bundleID)
+                }
+                return KeySlot(kindCode: Kind.rsa.rawValue, body: fingerprint + ciphertext)
+            }
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError.crypto("recipient slot: \(error)")
+        }
+    }
+
+    /// A recipient's fingerprint: the first 8 bytes of SHA-256 over its DER
+    /// SubjectPublicKeyInfo.
+    public static func fingerprint(of key: PublicKey) throws -> [UInt8] {
+        do {
+            let der = try key.subjectPublicKeyInfoDER()
+            return Array(der.withUnsafeBytes { SHA256.hash($0) }.prefix(fingerprintSize))
+        } catch {
+            throw BundleError.crypto("cannot encode public key: \(error)")
+        }
+    }
+
+    /// The fingerprint as 16 hex digits.
+    public static func hexFingerprint(of key: PublicKey) throws -> String {
+        try fingerprint(of: key).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    private static func x25519KEK(secret: SecureBytes, ephemeral: [UInt8], recipient: [UInt8]) throws -> SymmetricKey {
+        let salt = ephemeral + recipient
+        let bytes = try secret.withUnsafeBytes { s in
+            try salt.withUnsafeBytes { salt in
+                try BundleFormat.labelX25519Slot.withUnsafeBytes { info in
+                    try HKDF.deriveKey(inputKey: s, salt: salt, info: info, outputCount: SymmetricKey.byteCount)
+                }
+            }
+        }
+        return try SymmetricKey(bytes)
     }
 
     /// The 8-byte id of a raw key.
@@ -167,6 +259,31 @@ public struct KeySlot: Sendable, Equatable {
             let salt = Array(body[12..<(12 + Self.saltSize)])
             let kek = try Self.scrypt(passphrase, salt: salt, parameters: parameters)
             return try open(kek: kek, bundleID: bundleID)
+        case (.x25519?, .identity(let identity)):
+            guard identity.kind == .x25519, let id = keyID, try Self.fingerprint(of: identity.publicKey) == id,
+                  let recipientRaw = identity.publicKey.x25519Raw else { return nil }
+            let ephemeral = Array(body[Self.fingerprintSize..<(Self.fingerprintSize + AsymmetricKeyKind.x25519ByteCount)])
+            let kek: SymmetricKey
+            do {
+                let secret = try ephemeral.withUnsafeBytes { try identity.x25519SharedSecret(withPeer: $0) }
+                kek = try Self.x25519KEK(secret: secret, ephemeral: ephemeral, recipient: recipientRaw)
+            } catch {
+                throw BundleError.corruptHeader("key slot \(position) (x25519) has an invalid ephemeral key")
+            }
+            guard let contentKey = try open(kek: kek, bundleID: bundleID) else {
+                throw BundleError.corruptHeader("key slot \(position) (x25519) matches the identity but fails authentication")
+            }
+            return contentKey
+        case (.rsa?, .identity(let identity)):
+            guard case .rsa = identity.kind, let id = keyID, try Self.fingerprint(of: identity.publicKey) == id else { return nil }
+            do {
+                let opened = try body[Self.fingerprintSize...].withUnsafeBytes {
+                    try identity.rsaOAEPDecrypt($0, label: BundleFormat.labelRSASlot + bundleID)
+                }
+                return try SymmetricKey(opened)
+            } catch {
+                throw BundleError.corruptHeader("key slot \(position) (rsa) matches the identity but does not open")
+            }
         default:
             return nil
         }

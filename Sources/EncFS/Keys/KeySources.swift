@@ -28,6 +28,8 @@ public enum KeySources {
     public static let keyVariable = "ENCFS_KEY"
     /// Environment variable holding a passphrase.
     public static let passphraseVariable = "ENCFS_PASSPHRASE"
+    /// Environment variable naming an identity file (a path, not a secret).
+    public static let identityVariable = "ENCFS_IDENTITY"
 
     /// Gathers the secrets.
     ///
@@ -39,18 +41,24 @@ public enum KeySources {
     /// - Throws: `KeyInputError` when a source is unusable or none is given.
     ///   - optional: return no secret (instead of prompting or failing) when
     ///     none is given, for commands that work without a key.
-    public static func gather(keyFiles: [[UInt8]], passphraseFiles: [[UInt8]], confirm: Bool,
-                              optional: Bool = false) throws -> [KeyMaterial] {
+    ///   - identityFiles: paths of private keys (PEM) for recipient slots.
+    public static func gather(keyFiles: [[UInt8]], passphraseFiles: [[UInt8]], identityFiles: [[UInt8]] = [],
+                              confirm: Bool, optional: Bool = false) throws -> [KeyMaterial] {
         let envKey = takeEnvironment(keyVariable)
         let envPassphrase = takeEnvironment(passphraseVariable)
         var materials: [KeyMaterial] = []
         for path in keyFiles { materials.append(.rawKey(try readKeyFile(path))) }
         for path in passphraseFiles { materials.append(.passphrase(try readPassphraseFile(path))) }
+        for path in identityFiles { materials.append(.identity(try readIdentityFile(path))) }
         if materials.isEmpty {
             if let envKey { materials.append(.rawKey(try parseHexKey(envKey, what: keyVariable, path: nil))) }
             if let envPassphrase {
                 guard envPassphrase.count > 0 else { throw KeyInputError("\(passphraseVariable) is empty") }
                 materials.append(.passphrase(envPassphrase))
+            }
+            if let identity = getenv(identityVariable), identity.pointee != 0 {
+                let path = Array(UnsafeRawBufferPointer(start: identity, count: strlen(identity)))
+                materials.append(.identity(try readIdentityFile(path)))
             }
         }
         if materials.isEmpty, optional { return [] }
@@ -58,7 +66,7 @@ public enum KeySources {
             materials.append(.passphrase(try prompt(confirm: confirm)))
         }
         guard !materials.isEmpty else {
-            throw KeyInputError("no key given: use --key-file, --passphrase-file, \(keyVariable) or \(passphraseVariable)")
+            throw KeyInputError("no key given: use --key-file, --passphrase-file, --identity, \(keyVariable), \(passphraseVariable) or \(identityVariable)")
         }
         return materials
     }
@@ -83,6 +91,36 @@ public enum KeySources {
             throw KeyInputError("cannot read passphrase file: \(e.message)", path: path)
         }
         return try passphrase(fromFile: contents, path: path)
+    }
+
+    /// Reads an identity: an X25519 or RSA private key in PEM (PKCS#8).
+    ///
+    /// - Throws: `KeyInputError` naming the file and what is wrong with it.
+    public static func readIdentityFile(_ path: [UInt8]) throws -> PrivateKey {
+        let contents: SecureBytes
+        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+            throw KeyInputError("cannot read identity file: \(e.message)", path: path)
+        }
+        do {
+            return try contents.withUnsafeBytes { try PrivateKey(pem: $0) }
+        } catch let e as CryptError {
+            throw KeyInputError("unusable identity file: \(e.description)", path: path)
+        }
+    }
+
+    /// Reads a recipient: an X25519 or RSA public key in PEM.
+    ///
+    /// - Throws: `KeyInputError` naming the file and what is wrong with it.
+    public static func readRecipientFile(_ path: [UInt8]) throws -> PublicKey {
+        let contents: SecureBytes
+        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+            throw KeyInputError("cannot read recipient file: \(e.message)", path: path)
+        }
+        do {
+            return try contents.withUnsafeBytes { try PublicKey(pem: $0) }
+        } catch let e as CryptError {
+            throw KeyInputError("unusable recipient file: \(e.description)", path: path)
+        }
     }
 
     /// Copies an environment variable into wiping storage, overwrites the

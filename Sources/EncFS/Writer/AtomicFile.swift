@@ -51,8 +51,14 @@ final class AtomicFile {
     /// Makes the file visible at the destination path.
     ///
     /// - Throws: `BundleError.io`; the destination is then unchanged.
-    func commit() throws {
+    /// - Parameter replacing: when false, fail with EEXIST instead of
+    ///   replacing an existing file (checked atomically by `linkat`).
+    func commit(replacing: Bool = true) throws {
         guard fsync(fd) == 0 else { throw BundleError.lastIO("sync", destination) }
+        if !replacing {
+            try commitWithoutReplacing()
+            return
+        }
         let temporary: [UInt8]
         if let named = namedTemporary {
             temporary = named
@@ -72,6 +78,26 @@ final class AtomicFile {
         namedTemporary = nil
         finished = true
         close(fd)
+        syncDirectory()
+    }
+
+    private func commitWithoutReplacing() throws {
+        if let named = namedTemporary {
+            let rc = named.withCString { t in destination.withCString { link(t, $0) } }
+            guard rc == 0 else { throw BundleError.lastIO("create", destination) }
+            _ = named.withCString { unlink($0) }
+            namedTemporary = nil
+        } else {
+            let procPath = Array("/proc/self/fd/\(fd)".utf8)
+            let rc = procPath.withCString { p in destination.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
+            guard rc == 0 else { throw BundleError.lastIO("create", destination) }
+        }
+        finished = true
+        close(fd)
+        syncDirectory()
+    }
+
+    private func syncDirectory() {
         let dirFD = directory.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         if dirFD >= 0 {
             _ = fsync(dirFD)

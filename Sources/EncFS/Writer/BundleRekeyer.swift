@@ -23,9 +23,8 @@ public enum BundleRekeyer {
         public var remove: [String] = []
         /// scrypt cost for new passphrase slots.
         public var scrypt: Scrypt.Parameters = .default
-        /// Slots made by the caller (for example recipient slots), already
-        /// wrapping the content key.
-        public var addSlots: [KeySlot] = []
+        /// New recipient slots.
+        public var addRecipients: [PublicKey] = []
 
         public init() {}
     }
@@ -58,17 +57,13 @@ public enum BundleRekeyer {
         }
         var added = 0
         for material in changes.addKeys {
-            switch material {
-            case .rawKey(let key):
-                slots.append(try KeySlot.rawKey(wrapping: contentKey, with: key, bundleID: header.bundleID))
-            case .passphrase(let passphrase):
-                slots.append(try KeySlot.passphrase(wrapping: contentKey, with: passphrase, parameters: changes.scrypt,
-                                                    bundleID: header.bundleID))
-            }
+            slots.append(try KeySlot.make(for: material, wrapping: contentKey, bundleID: header.bundleID, scrypt: changes.scrypt))
             added += 1
         }
-        slots += changes.addSlots
-        added += changes.addSlots.count
+        for recipient in changes.addRecipients {
+            slots.append(try KeySlot.recipient(wrapping: contentKey, to: recipient, bundleID: header.bundleID))
+            added += 1
+        }
         guard !slots.isEmpty else { throw BundleError.limitExceeded("refusing to remove the last key slot") }
         guard slots.count <= BundleFormat.maximumSlots else {
             throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots")

@@ -11,6 +11,9 @@ public struct PackOptions: Sendable {
     public var excludes: [[UInt8]] = []
     /// One key slot is written per secret.
     public var keys: [KeyMaterial] = []
+    /// One key slot per recipient public key (X25519 or RSA): packing to
+    /// recipients needs no secret at all.
+    public var recipients: [PublicKey] = []
     /// scrypt cost for passphrase slots.
     public var scrypt: Scrypt.Parameters = .default
 
@@ -46,7 +49,7 @@ public enum BundleWriter {
     /// - Throws: `BundleError` naming what failed and where.
     public static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
-        guard !options.keys.isEmpty else { throw BundleError.crypto("no key given") }
+        guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.crypto("no key or recipient given") }
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
             throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
         }
@@ -60,15 +63,10 @@ public enum BundleWriter {
         let contentKey: SymmetricKey
         do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }
         let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
-        var slots: [KeySlot] = []
-        for material in options.keys {
-            switch material {
-            case .rawKey(let key):
-                slots.append(try KeySlot.rawKey(wrapping: contentKey, with: key, bundleID: bundleID))
-            case .passphrase(let passphrase):
-                slots.append(try KeySlot.passphrase(wrapping: contentKey, with: passphrase, parameters: options.scrypt, bundleID: bundleID))
-            }
+        var slots = try options.keys.map {
+            try KeySlot.make(for: $0, wrapping: contentKey, bundleID: bundleID, scrypt: options.scrypt)
         }
+        slots += try options.recipients.map { try KeySlot.recipient(wrapping: contentKey, to: $0, bundleID: bundleID) }
         guard slots.count <= BundleFormat.maximumSlots else { throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots") }
         let headerLength = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: 0,
                                         indexOffset: 0, indexLength: 0).headerLength

@@ -1,0 +1,120 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-keygen [-o FILE] [--symmetric] [--force]`.
+public enum KeygenCommand {
+    static let help = """
+    usage: encfs-keygen [-o FILE] [--force]
+           encfs-keygen --symmetric [-o FILE] [--force]
+
+    Makes an X25519 identity: the private key (PEM PKCS#8) goes to FILE with
+    mode 0600, its recipient (public key, PEM) to FILE.pub and to stdout with
+    its fingerprint. Give the recipient to `encfs-pack --recipient` (in CI, it
+    is not a secret) and keep the identity on the hosts that mount:
+    `encfs-mount --identity FILE`. Keys made by `openssl genpkey -algorithm
+    X25519` (or RSA, 2048 bits or more) and `openssl pkey -pubout` work too.
+    Without -o the private key is written to stdout.
+
+    --symmetric writes a fresh 256-bit key as 64 hex characters (mode 0600),
+    for --key-file.
+
+    options:
+      -o, --output FILE   where to write the private key
+      --symmetric         make a raw key instead of an identity
+      --force             replace existing files
+      -h, --help          this text
+
+    exit codes: 0 success, 1 runtime failure (e.g. FILE exists), 2 usage error
+    """
+
+    static let parser = ArgumentParser(options: [
+        .init(["--output", "-o"], takesValue: true),
+        .init(["--symmetric"], takesValue: false),
+        .init(["--force"], takesValue: false),
+        .init(["--help", "-h"], takesValue: false),
+    ])
+
+    /// Runs the command and returns its exit code.
+    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+        let diagnostics = Diagnostics(tool: "encfs-keygen")
+        let args: ArgumentParser.Result
+        do {
+            args = try parser.parse(arguments)
+            guard args.positionals.isEmpty else { throw UsageError("unexpected argument \(String(decoding: args.positionals[0], as: UTF8.self))") }
+        } catch {
+            diagnostics.report(error)
+            diagnostics.hint("see encfs-keygen --help")
+            return ExitCode.usage
+        }
+        if args.has("--help") {
+            print(help)
+            return ExitCode.success
+        }
+        let output = args.value("--output")
+        let force = args.has("--force")
+        do {
+            if args.has("--symmetric") {
+                let key = try SecureBytes.random(count: SymmetricKey.byteCount)
+                let hex = SecureBytes(count: 65) { (out: UnsafeMutableRawBufferPointer) in
+                    let digits = Array("0123456789abcdef".utf8)
+                    key.withUnsafeBytes { k in
+                        for (i, b) in k.enumerated() {
+                            out[2 * i] = digits[Int(b >> 4)]
+                            out[2 * i + 1] = digits[Int(b & 15)]
+                        }
+                    }
+                    out[64] = 0x0A
+                }
+                try hex.withUnsafeBytes { try emit($0, to: output, mode: 0o600, force: force) }
+                return ExitCode.success
+            }
+            let identity = try PrivateKey.generateX25519()
+            let privatePEM = try identity.pemPKCS8()
+            let publicPEM = try identity.publicKey.pem()
+            let fingerprint = try KeySlot.hexFingerprint(of: identity.publicKey)
+            if let output {
+                let pubPath = output + Array(".pub".utf8)
+                if !force {
+                    // Refuse before writing either file, so none is half made.
+                    for path in [output, pubPath] where path.withCString({ access($0, F_OK) }) == 0 {
+                        throw KeyInputError("refusing to overwrite an existing file (use --force)", path: path)
+                    }
+                }
+                try privatePEM.withUnsafeBytes { try emit($0, to: output, mode: 0o600, force: force) }
+                try publicPEM.withUnsafeBytes { try emit($0, to: pubPath, mode: 0o644, force: force) }
+                let out = OutputStream()
+                out.write(publicPEM)
+                out.line("# recipient fingerprint: \(fingerprint)")
+            } else {
+                try privatePEM.withUnsafeBytes { try emit($0, to: nil, mode: 0o600, force: force) }
+                var note = Array("encfs-keygen: recipient (fingerprint \(fingerprint)):\n".utf8) + publicPEM
+                if note.last != 0x0A { note.append(0x0A) }
+                note.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+            }
+            return ExitCode.success
+        } catch let e as KeyInputError {
+            diagnostics.error(e.message, path: e.path)
+        } catch {
+            diagnostics.report(error, path: output)
+        }
+        return ExitCode.failure
+    }
+
+    /// Writes `bytes` to `path` atomically with `mode` (or to stdout).
+    private static func emit(_ bytes: UnsafeRawBufferPointer, to path: [UInt8]?, mode: mode_t, force: Bool) throws {
+        guard let path else {
+            try FileIO.writeAll(1, bytes, path: Array("stdout".utf8))
+            return
+        }
+        let file = try AtomicFile(destination: path, mode: mode)
+        _ = fchmod(file.fd, mode)
+        try FileIO.writeAll(file.fd, bytes, path: path)
+        do {
+            try file.commit(replacing: force)
+        } catch BundleError.io(let code, _, _) where code == EEXIST {
+            throw KeyInputError("refusing to overwrite an existing file (use --force)", path: path)
+        }
+    }
+}

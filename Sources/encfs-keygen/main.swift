@@ -1,0 +1,6 @@
+import EncFS
+#if canImport(Glibc)
+import Glibc
+#endif
+
+exit(KeygenCommand.run(rawArguments()))
