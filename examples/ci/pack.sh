@@ -1,0 +1,9 @@
+#!/bin/sh
+# CI step: pack the resources to the hosts' public keys. Needs no secret:
+# the CI job can leak nothing that decrypts the bundle.
+#   examples/ci/pack.sh RESOURCES_DIR OUT_BUNDLE RECIPIENT.pub...
+set -eu
+src=$1 out=$2
+shift 2
+set -- $(for r in "$@"; do printf -- '--recipient %s ' "$r"; done)
+exec "${ENCFS_BIN:+$ENCFS_BIN/}encfs-pack" "$src" "$out" "$@"
