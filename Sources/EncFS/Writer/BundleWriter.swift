@@ -225,6 +225,8 @@ final class FileEncryptor {
         let fd = relativePath.withCString { openat(rootFD, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else {
             if errno == ENOENT { throw BundleError.sourceChanged(path: displayPath, what: "file was removed") }
+            // O_NOFOLLOW refuses a symlink with ELOOP: the walk saw a regular file here.
+            if errno == ELOOP { throw BundleError.sourceChanged(path: displayPath, what: "file was replaced by a symlink") }
             throw BundleError.lastIO("open", displayPath)
         }
         defer { close(fd) }
