@@ -32,6 +32,26 @@ enum FileTree {
         guard target.withCPath({ t in path.withCPath { symlink(t, $0) } }) == 0 else { throw POSIXFailure("symlink", path) }
     }
 
+    /// Creates a Unix-domain socket file at `path` (a special file the
+    /// packer skips with a warning; the tests use that warning as a hook
+    /// that runs in the middle of the walk).
+    static func makeSocket(_ path: [UInt8]) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXFailure("socket", path) }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard path.count < capacity else { throw POSIXFailure("socket path too long", path) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.enumerated() { raw[i] = b }
+        }
+        let rc = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw POSIXFailure("bind", path) }
+    }
+
     static func setMode(_ path: [UInt8], _ mode: mode_t) throws {
         guard path.withCPath({ chmod($0, mode) }) == 0 else { throw POSIXFailure("chmod", path) }
     }
