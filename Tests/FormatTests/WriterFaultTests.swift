@@ -116,6 +116,58 @@ final class WriterFaultTests: XCTestCase {
         XCTAssertEqual(try FileTree.list(out), [])
     }
 
+    /// Regression: files are reopened by their path from the source root, and
+    /// `openat` follows a directory on that path that was swapped for a
+    /// symlink after the walk; the packer then read a file from outside the
+    /// source tree into the bundle. The file must be the inode the walk saw.
+    func testPack_DirectorySwappedForSymlinkBeforeRead_FailsSourceChanged() throws {
+        let outside = tmp.appending("outside")
+        try FileTree.makeDirectory(outside)
+        try FileTree.writeFile(join(outside, bytes("f")), bytes("not part of the source\n"))
+        try FileTree.makeDirectory(join(source, bytes("sub")))
+        try FileTree.writeFile(join(source, bytes("sub/f")), bytes("inside\n"))
+        XCTAssertThrowsBundleError(.sourceChanged(path: join(source, bytes("sub/f")))) {
+            try pack(to: join(out, bytes("b.bundle"))) {
+                try swapForSymlink(join(source, bytes("sub")), to: outside)
+            }
+        }
+        XCTAssertEqual(try FileTree.list(out), [])
+    }
+
+    /// The same for a directory the walk has yet to list.
+    func testPack_DirectorySwappedForSymlinkBeforeListing_FailsSourceChanged() throws {
+        let outside = tmp.appending("outside")
+        try FileTree.makeDirectory(outside)
+        try FileTree.makeDirectory(join(outside, bytes("b")))
+        try FileTree.writeFile(join(outside, bytes("b/f")), bytes("not part of the source\n"))
+        try FileTree.makeDirectory(join(source, bytes("a")))
+        try FileTree.makeDirectory(join(source, bytes("a/b")))
+        try FileTree.writeFile(join(source, bytes("a/b/f")), bytes("inside\n"))
+        XCTAssertThrowsBundleError(.sourceChanged(path: join(source, bytes("a/b")))) {
+            try pack(to: join(out, bytes("b.bundle"))) {
+                try swapForSymlink(join(source, bytes("a")), to: outside)
+            }
+        }
+        XCTAssertEqual(try FileTree.list(out), [])
+    }
+
+    /// A file renamed over the walked one (as editors save) is another file.
+    func testPack_FileReplacedByRename_FailsSourceChanged() throws {
+        XCTAssertThrowsBundleError(.sourceChanged(path: victim)) {
+            try pack(to: join(out, bytes("b.bundle"))) {
+                let replacement = join(source, bytes("replacement"))
+                try FileTree.writeFile(replacement, bytes("new\n"))
+                guard replacement.withCPath({ r in victim.withCPath { rename(r, $0) } }) == 0 else { throw POSIXFailure("rename", victim) }
+            }
+        }
+    }
+
+    private func swapForSymlink(_ directory: [UInt8], to target: [UInt8]) throws {
+        let aside = directory + bytes(".aside")
+        guard directory.withCPath({ d in aside.withCPath { rename(d, $0) } }) == 0 else { throw POSIXFailure("rename", directory) }
+        try FileTree.makeSymlink(directory, target: target)
+    }
+
     /// The snapshot of a file is taken when it is opened for encryption, not
     /// during the walk (`FileEncryptor`): a file that shrank in between is
     /// packed as it is at open, with its size at open. (Pinned so that a
