@@ -72,6 +72,13 @@ final class TamperTests: XCTestCase {
         return path
     }
 
+    /// An unmodified copy of the bundle.
+    private func untamperedCopy() throws -> [UInt8] {
+        let path = tmp.appending("copy.bundle")
+        try FileTree.writeFile(path, fixture.bundle)
+        return path
+    }
+
     private func openWithKey(_ path: [UInt8]) throws -> BundleReader {
         try BundleReader.open(path: path, materials: [.rawKey(Self.key)])
     }
@@ -80,7 +87,7 @@ final class TamperTests: XCTestCase {
         try BundleReader.open(path: path, materials: [.passphrase(Self.passphrase)])
     }
 
-    /// The entry and IndexEntry of a fixture file in `reader`.
+    /// The entry of a fixture file in `reader` (at the position packed).
     private func file(_ name: String, in reader: BundleReader) throws -> IndexEntry {
         let entry = try reader.entry(bytes(name))
         XCTAssertEqual(entry.position, fixture.files[name]?.position)
@@ -100,7 +107,7 @@ final class TamperTests: XCTestCase {
     // MARK: - Fixed header
 
     func testOpen_UntamperedCopy_Opens() throws {
-        let reader = try openWithKey(tmp.appending("copy.bundle").withOriginal(fixture.bundle))
+        let reader = try openWithKey(try untamperedCopy())
         for (name, file) in fixture.files { XCTAssertEqual(try reader.contents(of: bytes(name)), file.contents, name) }
     }
 
@@ -372,14 +379,14 @@ final class TamperTests: XCTestCase {
     // MARK: - Not a bundle
 
     func testOpen_WrongKey_FailsWrongKey() throws {
-        let path = tmp.appending("copy.bundle").withOriginal(fixture.bundle)
+        let path = try untamperedCopy()
         XCTAssertThrowsBundleError(.wrongKey(slotKinds: Self.slotKinds)) {
             try BundleReader.open(path: path, materials: [.rawKey(TestSecrets.key(8))])
         }
     }
 
     func testOpen_WrongPassphrase_FailsWrongKey() throws {
-        let path = tmp.appending("copy.bundle").withOriginal(fixture.bundle)
+        let path = try untamperedCopy()
         XCTAssertThrowsBundleError(.wrongKey(slotKinds: Self.slotKinds)) {
             try BundleReader.open(path: path, materials: [.passphrase(TestSecrets.passphrase("tamper test passphrasE"))])
         }
@@ -418,13 +425,5 @@ final class TamperTests: XCTestCase {
     func testOpen_NotARegularFile_FailsIO() throws {
         XCTAssertThrowsBundleError(.io(errno: EINVAL)) { try openWithKey(tmp.path) }
         XCTAssertThrowsBundleError(.io(errno: ENOENT)) { try openWithKey(tmp.appending("missing.bundle")) }
-    }
-}
-
-private extension Array where Element == UInt8 {
-    /// Writes `contents` to this path and returns the path (test setup).
-    func withOriginal(_ contents: [UInt8]) -> [UInt8] {
-        do { try FileTree.writeFile(self, contents) } catch { XCTFail("\(error)") }
-        return self
     }
 }

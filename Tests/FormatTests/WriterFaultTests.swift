@@ -44,6 +44,7 @@ final class WriterFaultTests: XCTestCase {
 
     /// Packs with `change` run in the middle of the walk (from the socket's
     /// warning), after the victim was recorded.
+    @discardableResult
     private func pack(to destination: [UInt8], changingTheTreeWith change: () throws -> Void) throws -> PackSummary {
         var hooked = 0
         defer { XCTAssertEqual(hooked, 1, "the walk hook ran \(hooked) times") }
