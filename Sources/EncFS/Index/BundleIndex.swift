@@ -195,7 +195,7 @@ public final class BundleIndex: Sendable {
             let first = r.le64(at: 40)
             let idIsZero = r[48..<64].allSatisfy { $0 == 0 }
             if position == 0 {
-                guard parent == 0, kind == .directory, nameLength == 0 else { throw bad("root entry is malformed") }
+                guard parent == 0, kind == .directory, nameLength == 0, nameOffset == 0 else { throw bad("root entry is malformed") }
             } else {
                 guard parent < position else { throw bad("entry \(position) comes before its parent") }
                 guard nameLength >= 1, nameLength <= BundleFormat.maximumNameLength,

@@ -89,7 +89,8 @@ public enum BundleWriter {
                 dataOffsets[position] = sink.dataLength
                 let path = SourceTree.join(source, tree.nodes[position].relativePath)
                 let snapshot = try encryptor.encrypt(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
-                                                     displayPath: path, fileID: id, sink: sink)
+                                                     displayPath: path, fileID: id, sink: sink,
+                                                     identity: (tree.nodes[position].device, tree.nodes[position].inode))
                 tree.nodes[position].size = snapshot.size
                 tree.nodes[position].mode = snapshot.mode
                 tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
@@ -219,10 +220,16 @@ final class FileEncryptor {
         plaintext.deallocate()
     }
 
-    func encrypt(relativePath: [UInt8], rootFD: Int32, displayPath: [UInt8], fileID: [UInt8], sink: ChunkSink) throws -> Snapshot {
+    /// - Parameter identity: device and inode the walk saw at this path; a
+    ///   different file there now (even through a swapped-in symlinked
+    ///   directory) is a source change.
+    func encrypt(relativePath: [UInt8], rootFD: Int32, displayPath: [UInt8], fileID: [UInt8], sink: ChunkSink,
+                 identity: (device: UInt64, inode: UInt64)) throws -> Snapshot {
         let fd = relativePath.withCString { openat(rootFD, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else {
             if errno == ENOENT { throw BundleError.sourceChanged(path: displayPath, what: "file was removed") }
+            // O_NOFOLLOW refuses a symlink with ELOOP: the walk saw a regular file here.
+            if errno == ELOOP { throw BundleError.sourceChanged(path: displayPath, what: "file was replaced by a symlink") }
             throw BundleError.lastIO("open", displayPath)
         }
         defer { close(fd) }
@@ -230,6 +237,9 @@ final class FileEncryptor {
         guard fstat(fd, &before) == 0 else { throw BundleError.lastIO("stat", displayPath) }
         guard before.st_mode & S_IFMT == S_IFREG else {
             throw BundleError.sourceChanged(path: displayPath, what: "no longer a regular file")
+        }
+        guard UInt64(before.st_dev) == identity.device, UInt64(before.st_ino) == identity.inode else {
+            throw BundleError.sourceChanged(path: displayPath, what: "file was replaced")
         }
         let size = UInt64(max(before.st_size, 0))
         guard layout.isValidPlaintextSize(size) else { throw BundleError.limitExceeded("file larger than \(layout.maximumPlaintextSize) bytes") }

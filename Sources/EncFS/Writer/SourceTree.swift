@@ -20,6 +20,12 @@ struct SourceTree {
         var firstChild: Int = 0
         var childCount: Int = 0
         var symlinkTarget: [UInt8] = []
+        /// Device and inode seen by the walk. Paths are reopened from the
+        /// root later, and `openat` follows a directory that was swapped for
+        /// a symlink in between: checking the identity keeps every open
+        /// inside the tree that was walked.
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
     }
 
     /// Nodes in breadth-first order; node 0 is the source directory itself.
@@ -44,7 +50,7 @@ struct SourceTree {
         guard fstat(rootFD, &st) == 0 else { throw BundleError.lastIO("stat", root) }
         nodes.append(Node(name: [], relativePath: [], kind: .directory, mode: UInt16(st.st_mode & 0o7777),
                           mtimeSeconds: Int64(st.st_mtim.tv_sec), mtimeNanoseconds: UInt32(st.st_mtim.tv_nsec),
-                          size: 0, parent: 0))
+                          size: 0, parent: 0, device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
         var next = 0
         while next < nodes.count {
             defer { next += 1 }
@@ -65,6 +71,12 @@ struct SourceTree {
         let displayPath = Self.join(root, dirPath)
         let fd = dirPath.isEmpty ? dup(rootFD) : dirPath.withCString { openat(rootFD, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { throw BundleError.lastIO("open directory", displayPath) }
+        var opened = stat()
+        guard fstat(fd, &opened) == 0,
+              UInt64(opened.st_dev) == nodes[position].device, UInt64(opened.st_ino) == nodes[position].inode else {
+            close(fd)
+            throw BundleError.sourceChanged(path: displayPath, what: "directory was replaced")
+        }
         guard let dir = fdopendir(fd) else {
             close(fd)
             throw BundleError.lastIO("open directory", displayPath)
@@ -93,7 +105,8 @@ struct SourceTree {
             guard rc == 0 else { throw BundleError.lastIO("stat", Self.join(root, relative)) }
             var node = Node(name: name, relativePath: relative, kind: .file, mode: UInt16(st.st_mode & 0o7777),
                             mtimeSeconds: Int64(st.st_mtim.tv_sec), mtimeNanoseconds: UInt32(st.st_mtim.tv_nsec),
-                            size: UInt64(max(st.st_size, 0)), parent: position)
+                            size: UInt64(max(st.st_size, 0)), parent: position,
+                            device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
             switch st.st_mode & S_IFMT {
             case S_IFREG:
                 node.kind = .file

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Regenerates Tests/FormatTests/Fixtures/v1/: the frozen golden bundle of
+# format version 1, its manifest, and broken copies of it.
+#
+# Usage: Scripts/make-format-fixtures.sh
+#
+# Run it only when the fixtures themselves must change (a new format version
+# gets a new directory, v2/, and v1/ stays as it is: old bundles must keep
+# opening). Every run makes a different golden.bundle (new random bundle id,
+# content key, salts and file ids) from the same tree, so manifest.json is the
+# same every time and broken/expected.json changes only in its lengths.
+#
+# Needs: swift (to build encfs-pack), python3 (standard library only), and a
+# file system that keeps nanosecond mtimes.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="$root/Tests/FormatTests/Fixtures/v1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+swift build --package-path "$root" --product encfs-pack >&2
+pack="$(swift build --package-path "$root" --show-bin-path)/encfs-pack"
+
+mkdir -p "$out/broken"
+rm -f "$out"/golden.* "$out"/manifest.json "$out"/broken/*
+
+# The secrets are test values, committed on purpose.
+printf '%s\n' 8f4e2c1a9b7d6e5f00112233445566778899aabbccddeeff0f1e2d3c4b5a6978 > "$out/golden.key"
+printf '%s\n' 'golden bundle v1 test passphrase' > "$out/golden.passphrase"
+
+# 1. The source tree and its manifest (entries in index order: breadth-first,
+#    siblings sorted by name bytes).
+python3 - "$work/tree" "$out/manifest.json" <<'PY'
+import hashlib, json, os, sys
+
+tree, manifest_path = sys.argv[1].encode(), sys.argv[2]
+
+def pattern(n, seed):
+    return bytes((i * 7 + seed + i // 251) % 256 for i in range(n))
+
+# (path, kind, mode, mtime in ns, content or symlink target)
+entries = [
+    (b"a-multichunk.bin", "file", 0o644, 1_700_000_001_123_456_789, pattern(4096 + 904, 1)),
+    (b"dir", "directory", 0o750, 1_700_000_002_000_000_001, None),
+    (b"empty", "file", 0o600, 1_700_000_003_999_999_999, b""),
+    (b"exec.sh", "file", 0o755, 1_700_000_004_500_000_000, b"#!/bin/sh\necho golden\n"),
+    (b"hello.txt", "file", 0o644, 1_700_000_005_000_000_005, b"hello, world\n"),
+    (b"link", "symlink", 0o777, 1_700_000_006_600_000_000, b"hello.txt"),
+    (b"dir/nested.txt", "file", 0o640, 1_700_000_007_070_000_000, b"nested file\n"),
+    (b"dir/\xff\xfe-not-utf8.bin", "file", 0o600, 1_700_000_008_000_800_000, pattern(100, 2)),
+]
+root_mode, root_mtime = 0o755, 1_700_000_000_100_000_000
+
+os.mkdir(tree)
+for path, kind, mode, _, data in entries:
+    full = os.path.join(tree, path)
+    if kind == "directory":
+        os.mkdir(full)
+    elif kind == "symlink":
+        os.symlink(data, full)
+    else:
+        with open(full, "wb") as f:
+            f.write(data)
+    if kind != "symlink":
+        os.chmod(full, mode)
+os.chmod(tree, root_mode)
+# mtimes last: creating an entry changes its directory's mtime.
+for path, kind, mode, mtime, data in reversed(entries):
+    os.utime(os.path.join(tree, path), ns=(mtime, mtime), follow_symlinks=False)
+os.utime(tree, ns=(root_mtime, root_mtime))
+
+def describe(path, kind, mode, mtime, data):
+    e = {"path": path.decode("utf-8", "backslashreplace"), "pathHex": path.hex(), "kind": kind,
+         "mode": "%04o" % mode, "mtime": mtime // 10**9, "mtimeNanoseconds": mtime % 10**9}
+    if kind == "file":
+        e["size"] = len(data)
+        e["sha256"] = hashlib.sha256(data).hexdigest()
+    elif kind == "symlink":
+        e["targetHex"] = data.hex()
+    return e
+
+by_parent = {}
+for e in entries:
+    parent = e[0].rpartition(b"/")[0]
+    by_parent.setdefault(parent, []).append(e)
+order, queue = [], [b""]
+while queue:
+    directory = queue.pop(0)
+    for e in sorted(by_parent.get(directory, []), key=lambda e: e[0].rpartition(b"/")[2]):
+        order.append(e)
+        if e[1] == "directory":
+            queue.append(e[0])
+
+manifest = {
+    "about": "Expected contents of golden.bundle, made by Scripts/make-format-fixtures.sh. "
+             "Entries are in index order (breadth-first, siblings by name bytes); the first is the root.",
+    "formatVersion": 1,
+    "chunkSizeLog2": 12,
+    "slots": [{"kind": "raw-key"}, {"kind": "passphrase", "logN": 14, "r": 8, "p": 1}],
+    "entries": [describe(b"", "directory", root_mode, root_mtime, None)] + [describe(*e) for e in order],
+}
+with open(manifest_path, "w") as f:
+    json.dump(manifest, f, indent=2)
+    f.write("\n")
+PY
+
+# 2. The golden bundle: a raw-key slot, then a passphrase slot at N = 2^14.
+"$pack" "$work/tree" "$out/golden.bundle" --key-file "$out/golden.key" \
+    --passphrase-file "$out/golden.passphrase" --chunk-size 4K --scrypt-log-n 14 --quiet
+
+# 3. Broken copies, each with the error opening (or reading) it must give.
+python3 - "$out/golden.bundle" "$out/broken" <<'PY'
+import json, os, random, sys
+
+golden_path, broken = sys.argv[1], sys.argv[2]
+golden = open(golden_path, "rb").read()
+n = len(golden)
+le = lambda at, size: int.from_bytes(golden[at:at + size], "little")
+H = le(12, 4)                       # header length
+raw_slot_body = 64 + 4              # slot 1 is the raw-key slot
+index_start = H + le(48, 8)         # index offset within the payload
+chunk_1 = H + 0 + (4096 + 16)       # a-multichunk.bin: first file, payload offset 0
+
+def flip(at, mask=0x01):
+    b = bytearray(golden)
+    b[at] ^= mask
+    return bytes(b)
+
+def setbytes(at, value):
+    b = bytearray(golden)
+    b[at:at + len(value)] = value
+    return bytes(b)
+
+cases = [
+    ("empty.bundle", b"", {"error": "notABundle"}, "an empty file"),
+    ("garbage.bundle", random.Random(1).randbytes(512), {"error": "notABundle"}, "512 random bytes"),
+    ("bad-magic.bundle", flip(0, 0x20), {"error": "notABundle"}, "magic starts with 'e'"),
+    ("version-99.bundle", setbytes(8, (99).to_bytes(2, "little")), {"error": "unsupportedVersion", "version": 99},
+     "format version 99"),
+    ("reserved-byte.bundle", setbytes(34, b"\x01"), {"error": "corruptHeader"}, "reserved header byte 34 set"),
+    ("flipped-wrapped-key.bundle", flip(raw_slot_body + 8 + 16 + 5), {"error": "corruptHeader"},
+     "a byte of the raw-key slot's wrapped key: the key id matches, the unwrap fails"),
+    ("flipped-header-mac.bundle", flip(H - 1), {"error": "headerAuthenticationFailed"}, "last byte of the header MAC"),
+    ("flipped-index-byte.bundle", flip(index_start + 40), {"error": "corruptIndex"}, "a byte of the sealed index"),
+    ("flipped-chunk-byte.bundle", flip(chunk_1 + 10),
+     {"error": "corruptChunk", "read": "a-multichunk.bin", "entry": 1, "chunk": 1},
+     "a byte of chunk 1 of a-multichunk.bin: opens, reading that chunk fails"),
+    ("truncated.bundle", golden[:-1], {"error": "lengthMismatch", "expected": n, "actual": n - 1}, "last byte cut"),
+    ("truncated-middle.bundle", golden[:H + (n - H) // 2],
+     {"error": "lengthMismatch", "expected": n, "actual": H + (n - H) // 2}, "cut in the middle of the payload"),
+    ("appended-byte.bundle", golden + b"\x00", {"error": "lengthMismatch", "expected": n, "actual": n + 1},
+     "one zero byte appended"),
+]
+table = []
+for name, data, expected, what in cases:
+    with open(os.path.join(broken, name), "wb") as f:
+        f.write(data)
+    table.append(dict(file=name, what=what, **expected))
+with open(os.path.join(broken, "expected.json"), "w") as f:
+    json.dump({"about": "Copies of ../golden.bundle, each opened with ../golden.key; 'error' is the BundleError "
+                        "case expected (from opening, or from reading 'read' when given). "
+                        "Made by Scripts/make-format-fixtures.sh.",
+               "cases": table}, f, indent=2)
+    f.write("\n")
+PY
+
+ls -l "$out" "$out/broken" >&2

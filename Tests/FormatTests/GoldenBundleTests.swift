@@ -1,0 +1,195 @@
+import CryptCore
+@testable import EncFS
+import Foundation
+import XCTest
+
+/// A bundle written by an earlier build must keep opening: `Fixtures/v1/`
+/// holds a frozen format-v1 bundle (made by Scripts/make-format-fixtures.sh
+/// with encfs-pack), its key, its passphrase and a manifest of what it
+/// holds, plus broken copies, each with the error it must give.
+final class GoldenBundleTests: XCTestCase {
+    struct Manifest: Decodable {
+        struct Slot: Decodable {
+            let kind: String
+            let logN: UInt8?
+            let r: UInt32?
+            let p: UInt32?
+        }
+
+        struct Entry: Decodable {
+            let path: String
+            let pathHex: String
+            let kind: String
+            let mode: String
+            let mtime: Int64
+            let mtimeNanoseconds: UInt32
+            let size: UInt64?
+            let sha256: String?
+            let targetHex: String?
+        }
+
+        let formatVersion: UInt16
+        let chunkSizeLog2: UInt8
+        let slots: [Slot]
+        let entries: [Entry]
+    }
+
+    struct BrokenCase: Decodable {
+        let file: String
+        let what: String
+        let error: String
+        let version: UInt16?
+        let expected: UInt64?
+        let actual: UInt64?
+        let read: String?
+        let entry: Int?
+        let chunk: UInt64?
+    }
+
+    struct BrokenTable: Decodable {
+        let cases: [BrokenCase]
+    }
+
+    // MARK: - Fixtures
+
+    /// `Fixtures/v1/<name>` in the test bundle, as a byte path.
+    private func fixture(_ name: String) throws -> [UInt8] {
+        let base = try XCTUnwrap(Bundle.module.resourceURL, "test bundle has no resources")
+        let url = base.appendingPathComponent("Fixtures/v1").appendingPathComponent(name)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: url.path), "missing fixture Fixtures/v1/\(name)")
+        return Array(url.path.utf8)
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
+        try JSONDecoder().decode(type, from: Data(FileTree.readFile(fixture(name))))
+    }
+
+    private func goldenKey() throws -> KeyMaterial {
+        let text = String(decoding: try FileTree.readFile(fixture("golden.key")), as: UTF8.self)
+        let raw = try XCTUnwrap([UInt8](hex: text.trimmingCharacters(in: .whitespacesAndNewlines)), "golden.key is not hex")
+        return .rawKey(try raw.withUnsafeBytes { try SymmetricKey(copying: $0) })
+    }
+
+    /// The passphrase file less its one trailing newline (as encfs-pack reads it).
+    private func goldenPassphrase() throws -> KeyMaterial {
+        var text = try FileTree.readFile(fixture("golden.passphrase"))
+        if text.last == 0x0A { text.removeLast() }
+        return .passphrase(SecureBytes(copying: text))
+    }
+
+    // MARK: - Golden bundle
+
+    func testOpen_GoldenBundleWithKey_MatchesManifest() throws {
+        try checkGolden(with: goldenKey())
+    }
+
+    func testOpen_GoldenBundleWithPassphrase_MatchesManifest() throws {
+        try checkGolden(with: goldenPassphrase())
+    }
+
+    /// Slot kinds and costs as frozen, readable without a key.
+    func testReadHeader_GoldenBundle_MatchesManifest() throws {
+        let manifest = try decode(Manifest.self, "manifest.json")
+        let (header, size) = try BundleReader.readHeader(path: fixture("golden.bundle"))
+        XCTAssertEqual(manifest.formatVersion, BundleFormat.version)
+        XCTAssertEqual(header.layout.chunkSizeLog2, manifest.chunkSizeLog2)
+        XCTAssertEqual(header.bundleLength, size)
+        XCTAssertEqual(header.slots.map(\.kindName), manifest.slots.map(\.kind))
+        for (slot, expected) in zip(header.slots, manifest.slots) where expected.kind == "passphrase" {
+            XCTAssertEqual(slot.scryptParameters, Scrypt.Parameters(logN: try XCTUnwrap(expected.logN), r: try XCTUnwrap(expected.r),
+                                                                    p: try XCTUnwrap(expected.p)))
+        }
+    }
+
+    private func checkGolden(with material: KeyMaterial, file: StaticString = #filePath, line: UInt = #line) throws {
+        let manifest = try decode(Manifest.self, "manifest.json")
+        let reader = try BundleReader.open(path: fixture("golden.bundle"), materials: [material])
+        XCTAssertEqual(reader.header.layout.chunkSizeLog2, manifest.chunkSizeLog2, file: file, line: line)
+        XCTAssertEqual(reader.index.count, manifest.entries.count, "entry count", file: file, line: line)
+        for (position, expected) in manifest.entries.enumerated() where position < reader.index.count {
+            let path = try XCTUnwrap([UInt8](hex: expected.pathHex))
+            let what = "\(expected.path) (index position \(position))"
+            let entry = reader.index.entry(at: position)
+            XCTAssertEqual(reader.index.path(of: entry), path, "\(what): index order", file: file, line: line)
+            XCTAssertEqual(try reader.entry(path).position, position, "\(what): lookup", file: file, line: line)
+            XCTAssertEqual(entry.mode, UInt16(expected.mode, radix: 8), "\(what): mode", file: file, line: line)
+            XCTAssertEqual(entry.mtimeSeconds, expected.mtime, "\(what): mtime", file: file, line: line)
+            XCTAssertEqual(entry.mtimeNanoseconds, expected.mtimeNanoseconds, "\(what): mtime nanoseconds", file: file, line: line)
+            switch expected.kind {
+            case "file":
+                XCTAssertEqual(entry.kind, .file, what, file: file, line: line)
+                XCTAssertEqual(entry.size, expected.size, "\(what): size", file: file, line: line)
+                let contents = try reader.contents(of: entry)
+                XCTAssertEqual(SHA256.hash(contents).hexString, expected.sha256, "\(what): contents", file: file, line: line)
+            case "directory":
+                XCTAssertEqual(entry.kind, .directory, what, file: file, line: line)
+                let children = manifest.entries.filter { e in
+                    let p = [UInt8](hex: e.pathHex) ?? []
+                    return !p.isEmpty && Array(p[..<(p.lastIndex(of: 0x2F) ?? 0)]) == path
+                }
+                XCTAssertEqual(entry.children.map { reader.index.name(of: reader.index.entry(at: $0)).hexString },
+                               children.map { e in
+                                   let p = [UInt8](hex: e.pathHex) ?? []
+                                   return Array(p[(p.lastIndex(of: 0x2F).map { $0 + 1 } ?? 0)...]).hexString
+                               }, "\(what): listing", file: file, line: line)
+            case "symlink":
+                XCTAssertEqual(entry.kind, .symlink, what, file: file, line: line)
+                XCTAssertEqual(reader.index.withSymlinkTarget(of: entry) { Array($0) }.hexString, expected.targetHex,
+                               "\(what): target", file: file, line: line)
+            default:
+                XCTFail("\(what): unknown kind \(expected.kind) in the manifest", file: file, line: line)
+            }
+        }
+    }
+
+    // MARK: - Broken fixtures
+
+    func testOpen_BrokenFixtures_FailWithTheirErrors() throws {
+        let table = try decode(BrokenTable.self, "broken/expected.json")
+        let key = try goldenKey()
+        // Every file in broken/ has a row, and every row a file.
+        let directory = try fixture("broken")
+        let files = try FileTree.list(directory).map { String(decoding: $0, as: UTF8.self) }.filter { $0 != "expected.json" }
+        XCTAssertEqual(files.sorted(), table.cases.map(\.file).sorted(), "broken/ and expected.json disagree")
+        XCTAssertGreaterThanOrEqual(table.cases.count, 10)
+
+        for row in table.cases {
+            let path = try fixture("broken/\(row.file)")
+            let what = "\(row.file) (\(row.what))"
+            let expected: ExpectedBundleError
+            switch row.error {
+            case "notABundle": expected = .notABundle
+            case "unsupportedVersion": expected = .unsupportedVersion(try XCTUnwrap(row.version, what))
+            case "corruptHeader": expected = .corruptHeader
+            case "headerAuthenticationFailed": expected = .headerAuthenticationFailed
+            case "corruptIndex": expected = .corruptIndex
+            case "lengthMismatch":
+                expected = .lengthMismatch(expected: try XCTUnwrap(row.expected, what), actual: try XCTUnwrap(row.actual, what))
+            case "corruptChunk": expected = .corruptChunk(entry: try XCTUnwrap(row.entry, what), chunk: try XCTUnwrap(row.chunk, what))
+            default:
+                XCTFail("\(what): unknown error \(row.error) in expected.json")
+                continue
+            }
+            if let read = row.read {
+                // Opens; reading the named file fails, and the other files still read.
+                let reader = try BundleReader.open(path: path, materials: [key])
+                let entry = try reader.entry(bytes(read))
+                XCTAssertThrowsBundleError(expected, what) { try reader.contents(of: entry) }
+                XCTAssertEqual(try reader.contents(of: bytes("hello.txt")), bytes("hello, world\n"), what)
+            } else {
+                XCTAssertThrowsBundleError(expected, what) { try BundleReader.open(path: path, materials: [key]) }
+            }
+        }
+    }
+
+    // MARK: - The test's own SHA-256
+
+    func testSHA256_FIPSExamples() {
+        XCTAssertEqual(SHA256.hash([]).hexString, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        XCTAssertEqual(SHA256.hash(bytes("abc")).hexString, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(SHA256.hash(bytes("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")).hexString,
+                       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        XCTAssertEqual(SHA256.hash([UInt8](repeating: 0x61, count: 1000)).hexString,
+                       "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
+    }
+}

@@ -1,0 +1,89 @@
+@testable import EncFS
+import XCTest
+
+/// A `BundleError` with its free-text reasons dropped, so tests can compare
+/// the case and the values that matter (chunk index, version, lengths,
+/// errno) with `==`. Built by an exhaustive switch: a new `BundleError` case
+/// does not compile here until the tests know about it.
+enum ExpectedBundleError: Equatable, CustomStringConvertible {
+    case notABundle
+    case unsupportedVersion(UInt16)
+    case corruptHeader
+    case headerAuthenticationFailed
+    case wrongKey(slotKinds: [String])
+    case corruptIndex
+    case lengthMismatch(expected: UInt64, actual: UInt64)
+    case corruptChunk(entry: Int, chunk: UInt64)
+    case notFound
+    case notADirectory
+    case isADirectory
+    case readOnly
+    case io(errno: Int32)
+    case sourceChanged(path: [UInt8])
+    case limitExceeded
+    case crypto
+
+    init(_ error: BundleError) {
+        switch error {
+        case .notABundle: self = .notABundle
+        case .unsupportedVersion(let v): self = .unsupportedVersion(v)
+        case .corruptHeader: self = .corruptHeader
+        case .headerAuthenticationFailed: self = .headerAuthenticationFailed
+        case .wrongKey(let kinds): self = .wrongKey(slotKinds: kinds)
+        case .corruptIndex: self = .corruptIndex
+        case .lengthMismatch(let expected, let actual): self = .lengthMismatch(expected: expected, actual: actual)
+        case .corruptChunk(let entry, let chunk): self = .corruptChunk(entry: entry, chunk: chunk)
+        case .notFound: self = .notFound
+        case .notADirectory: self = .notADirectory
+        case .isADirectory: self = .isADirectory
+        case .readOnly: self = .readOnly
+        case .io(let code, _, _): self = .io(errno: code)
+        case .sourceChanged(let path, _): self = .sourceChanged(path: path)
+        case .limitExceeded: self = .limitExceeded
+        case .crypto: self = .crypto
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .notABundle: return "notABundle"
+        case .unsupportedVersion(let v): return "unsupportedVersion(\(v))"
+        case .corruptHeader: return "corruptHeader"
+        case .headerAuthenticationFailed: return "headerAuthenticationFailed"
+        case .wrongKey(let kinds): return "wrongKey(slotKinds: \(kinds))"
+        case .corruptIndex: return "corruptIndex"
+        case .lengthMismatch(let expected, let actual): return "lengthMismatch(expected: \(expected), actual: \(actual))"
+        case .corruptChunk(let entry, let chunk): return "corruptChunk(entry: \(entry), chunk: \(chunk))"
+        case .notFound: return "notFound"
+        case .notADirectory: return "notADirectory"
+        case .isADirectory: return "isADirectory"
+        case .readOnly: return "readOnly"
+        case .io(let code): return "io(errno: \(code))"
+        case .sourceChanged(let path): return "sourceChanged(path: \(path.debugPath))"
+        case .limitExceeded: return "limitExceeded"
+        case .crypto: return "crypto"
+        }
+    }
+}
+
+/// Fails unless `body` throws a `BundleError` equal to `expected` once its
+/// free-text reasons are dropped.
+///
+/// - Returns: the error thrown, for further checks (nil when the check failed).
+@discardableResult
+func XCTAssertThrowsBundleError<T>(_ expected: ExpectedBundleError, _ message: @autoclosure () -> String = "",
+                                   file: StaticString = #filePath, line: UInt = #line,
+                                   _ body: () throws -> T) -> BundleError? {
+    do {
+        _ = try body()
+        XCTFail("expected \(expected), nothing was thrown. \(message())", file: file, line: line)
+        return nil
+    } catch let error as BundleError {
+        let got = ExpectedBundleError(error)
+        XCTAssertEqual(got, expected, "\(error.message). \(message())", file: file, line: line)
+        return got == expected ? error : nil
+    } catch {
+        XCTFail("expected \(expected), got a non-BundleError \(error). \(message())", file: file, line: line)
+        return nil
+    }
+}

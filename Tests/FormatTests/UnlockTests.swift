@@ -1,0 +1,101 @@
+import CryptCore
+@testable import EncFS
+import XCTest
+
+/// Key slots: every slot opens the same bundle, wrong secrets are refused
+/// with `wrongKey`, and the scrypt cost is what the slot says.
+final class UnlockTests: XCTestCase {
+    private var tmp: TemporaryDirectory!
+    private var bundle: [UInt8] = []
+    private let key = TestSecrets.key(1)
+    private let passphrase = TestSecrets.passphrase("correct horse battery staple")
+    private let contents = bytes("slot test\n")
+
+    override func setUpWithError() throws {
+        tmp = try TemporaryDirectory()
+        let source = tmp.appending("source")
+        try FileTree.makeDirectory(source)
+        try FileTree.writeFile(join(source, bytes("a.txt")), contents)
+        bundle = tmp.appending("two-slots.bundle")
+        try packBundle(source: source, destination: bundle, keys: [.rawKey(key), .passphrase(passphrase)])
+    }
+
+    override func tearDown() { tmp = nil }
+
+    func testOpen_RawKeyAndPassphraseSlots_EitherOpens() throws {
+        let byKey = try BundleReader.open(path: bundle, materials: [.rawKey(key)])
+        let byPassphrase = try BundleReader.open(path: bundle, materials: [.passphrase(passphrase)])
+        XCTAssertEqual(byKey.header.slots.map(\.kindName), ["raw-key", "passphrase"])
+        XCTAssertEqual(byKey.header.slots[1].scryptParameters, Scrypt.Parameters.testing)
+        XCTAssertTrue(byKey.keys.contentKey == byPassphrase.keys.contentKey, "both slots wrap the same content key")
+        XCTAssertEqual(try byKey.contents(of: bytes("a.txt")), contents)
+        XCTAssertEqual(try byPassphrase.contents(of: bytes("a.txt")), contents)
+    }
+
+    func testOpen_WrongKeyFails() {
+        XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["raw-key", "passphrase"])) {
+            try BundleReader.open(path: bundle, materials: [.rawKey(TestSecrets.key(2))])
+        }
+    }
+
+    func testOpen_WrongPassphraseFails() {
+        XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["raw-key", "passphrase"])) {
+            try BundleReader.open(path: bundle, materials: [.passphrase(TestSecrets.passphrase("correct horse battery stapler"))])
+        }
+    }
+
+    func testOpen_NoSecretsFails() {
+        XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["raw-key", "passphrase"])) {
+            try BundleReader.open(path: bundle, materials: [])
+        }
+    }
+
+    /// Every secret given is tried: a wrong one does not stop a right one.
+    func testOpen_WrongKeyThenRightPassphrase_Opens() throws {
+        let reader = try BundleReader.open(path: bundle, materials: [.rawKey(TestSecrets.key(3)), .passphrase(passphrase)])
+        XCTAssertEqual(try reader.contents(of: bytes("a.txt")), contents)
+    }
+
+    /// The mount daemon reopens with the content key alone.
+    func testOpen_ContentKey_Opens() throws {
+        let first = try BundleReader.open(path: bundle, materials: [.rawKey(key)])
+        let second = try BundleReader.open(path: bundle, contentKey: first.keys.contentKey)
+        XCTAssertEqual(try second.contents(of: bytes("a.txt")), contents)
+    }
+
+    func testOpen_WrongContentKey_FailsAuthentication() {
+        XCTAssertThrowsBundleError(.headerAuthenticationFailed) {
+            try BundleReader.open(path: bundle, contentKey: TestSecrets.key(1))
+        }
+    }
+
+    /// The raw key's slot is found by key id, which is the documented
+    /// derivation: the first 8 bytes of HKDF(key, no salt, "encfs v1 key id").
+    func testRawKeySlot_KeyIDIsHKDFOfTheKey() throws {
+        let header = try BundleReader.readHeader(path: bundle).header
+        let info = bytes("encfs v1 key id")
+        let expected = try key.withUnsafeBytes { k in
+            try info.withUnsafeBytes { i in
+                try HKDF.deriveKey(inputKey: k, salt: UnsafeRawBufferPointer(start: nil, count: 0), info: i, outputCount: 8)
+            }
+        }
+        XCTAssertEqual(header.slots[0].keyID, expected.withUnsafeBytes { Array($0) })
+        XCTAssertNil(header.slots[1].keyID)
+    }
+
+    /// Passphrase slots use scrypt N = 2^17, r = 8, p = 1 unless told
+    /// otherwise. (The only test that pays for the default cost.)
+    func testPack_DefaultScryptCost_IsLogN17() throws {
+        XCTAssertEqual(PackOptions().scrypt, Scrypt.Parameters(logN: 17, r: 8, p: 1))
+        let source = tmp.appending("source")
+        let defaultBundle = tmp.appending("default-cost.bundle")
+        var options = PackOptions()
+        options.keys = [.passphrase(passphrase)]
+        _ = try BundleWriter.pack(source: source, destination: defaultBundle, options: options) { _, _ in }
+        let header = try BundleReader.readHeader(path: defaultBundle).header
+        XCTAssertEqual(header.slots.count, 1)
+        XCTAssertEqual(header.slots[0].scryptParameters, Scrypt.Parameters(logN: 17, r: 8, p: 1))
+        let reader = try BundleReader.open(path: defaultBundle, materials: [.passphrase(passphrase)])
+        XCTAssertEqual(try reader.contents(of: bytes("a.txt")), contents)
+    }
+}
