@@ -209,6 +209,24 @@ final class CommandLineTests: MountTestCase {
         XCTAssertEqual(try check("cat", [old.path("hello")]).output, "hello\n")
     }
 
+    func testPack_SpecialFilesSkippedWithOneWarningEach() throws {
+        let special = try scratch.makeDirectory("special")
+        try scratch.write("special/regular", Array("regular\n".utf8))
+        try check("mkfifo", ["\(special)/fifo"])
+        try check(Tools.python, ["-c", "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])",
+                                 "\(special)/socket"])
+        let output = scratch.url("special.encfs")
+        let result = try pack(special, output, ["--key-file", key])
+        XCTAssertEqual(result.status, 0, result.summary)
+        XCTAssertEqual(result.errorLines.count, 2, result.errorOutput)
+        XCTAssertTrue(result.errorLines.allSatisfy { $0.hasPrefix("encfs-pack: warning: ") }, result.errorOutput)
+        XCTAssertTrue(result.errorOutput.contains("\(special)/fifo"), result.errorOutput)
+        XCTAssertTrue(result.errorOutput.contains("\(special)/socket"), result.errorOutput)
+        XCTAssertTrue(result.output.contains("2 skipped"), result.output)
+        let mounted = try mount(output, keyFile: key)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mounted.mountpoint), ["regular"])
+    }
+
     func testPack_UsageErrorsExitTwo() throws {
         let output = scratch.url("out.encfs")
         let cases: [[String]] = [

@@ -7,8 +7,9 @@ enum SourceTrees {
     /// A tree with every kind of entry the format stores: files of 0 bytes,
     /// one byte, around one chunk (cs−1, cs, cs+1), three chunks exactly,
     /// many chunks, odd sizes; nested and empty directories; a 0500
-    /// directory; relative, absolute, dangling, long and directory
-    /// symlinks; names with spaces, UTF-8 and invalid UTF-8 bytes; varied
+    /// directory; relative, absolute, dangling, long (up to the 4095-byte
+    /// maximum) and directory symlinks; names with spaces, UTF-8, invalid
+    /// UTF-8 bytes, and a 255-byte name; varied
     /// permission bits; and distinct mtimes with nanoseconds (including one
     /// before 1970 and one after 2100) on files, directories, symlinks and
     /// the root. Contents are seeded random bytes.
@@ -27,10 +28,11 @@ files = [("empty", 0, 0o644), ("one-byte", 1, 0o600), ("chunk-minus-one", CS - 1
          (".hidden", 5, 0o644), ("-leading-dash", 3, 0o604), ("d1/exec.sh", 99, 0o755),
          ("d1/nested/deeper/leaf", 4097, 0o600), ("d1/nested/deeper/chunky", 2 * CS + 1, 0o644),
          ("dir with spaces/file  two  spaces", 10, 0o644), ("ünïcödé-dir/ファイル", 300, 0o644),
-         (b"bad-dir-\xc3\x28/inner\x80", 10, 0o644), ("restricted/secret", 64, 0o400)]
+         (b"bad-dir-\xc3\x28/inner\x80", 10, 0o644), ("restricted/secret", 64, 0o400),
+         ("é" * 127 + "n", 255, 0o644)]
 links = [("link-rel", "one-chunk"), ("d1/nested/link-up", "../../many-chunks"), ("link-abs", "/etc/hostname"),
          ("link-dangling", "does/not/exist"), ("link-dir", "d1"), ("link-bad-utf8", b"bad-\xff\xfe-utf8"),
-         ("d1/link-abs-dir", "/usr"), ("link-long", "x/" * 600 + "end")]
+         ("d1/link-abs-dir", "/usr"), ("link-long", "x/" * 600 + "end"), ("link-max", "y" * 4095)]
 os.makedirs(root, exist_ok=True)
 for name, _ in dirs:
     os.makedirs(P(name), exist_ok=True)
