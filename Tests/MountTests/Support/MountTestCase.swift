@@ -142,20 +142,29 @@ class MountTestCase: XCTestCase {
         var arguments = [bundle, absolute] + keyArguments + options
         if let log { arguments += ["--log-file", log] }
         let start = ContinuousClock.now
+        let testName = name
         if foreground {
+            let stderrFile = scratch.url("\(uniqueName("foreground")).stderr")
             let process = try SpawnedProcess(try Tools.mount(), arguments + ["-f"], environment: environment,
-                                             standardErrorFile: scratch.url("\(uniqueName("foreground")).stderr"))
-            addTeardownBlock { MountedBundle.unmount(mountpoint: absolute, foreground: process) }
+                                             standardErrorFile: stderrFile)
+            addTeardownBlock {
+                let notes = MountedBundle.unmount(mountpoint: absolute, foreground: process)
+                if !notes.isEmpty { print("[\(testName)] teardown: \(notes.joined(separator: "; "))") }
+            }
             let served = Deadline.poll(seconds: 15) {
                 (MountTable.isMounted(absolute) && MountTable.isServing(absolute)) || !process.isRunning
             }
             guard served, process.isRunning else {
-                throw SubprocessError("encfs-mount -f did not serve at \(absolute) (running: \(process.isRunning))")
+                let stderr = (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? ""
+                throw SubprocessError("encfs-mount -f did not serve at \(absolute) (running: \(process.isRunning)); stderr: \(stderr)")
             }
             return MountedBundle(bundle: bundle, mountpoint: absolute, logFile: log, foreground: process,
                                  daemonPID: process.pid, secondsToServe: seconds(since: start))
         }
-        addTeardownBlock { MountedBundle.unmount(mountpoint: absolute, foreground: nil) }
+        addTeardownBlock {
+            let notes = MountedBundle.unmount(mountpoint: absolute, foreground: nil)
+            if !notes.isEmpty { print("[\(testName)] teardown: \(notes.joined(separator: "; "))") }
+        }
         let result = try run(try Tools.mount(), arguments, environment: environment, timeout: 60)
         guard result.status == 0 else { throw SubprocessError(result.summary) }
         guard Deadline.poll(seconds: 15, { MountTable.isMounted(absolute) && MountTable.isServing(absolute) }) else {
