@@ -88,9 +88,11 @@ enum FUSEOperations {
                                                 into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<size]))
                 _ = fuse_reply_buf(req, buffer.bytes.baseAddress, n)
             } catch {
-                if case BundleError.corruptChunk(_, let chunk) = error {
-                    context.logger.log("error", "chunk \(chunk) failed authentication, returning EIO",
-                                       path: context.reader.index.path(of: open.entry))
+                if case BundleError.corruptChunk(let entry, let chunk) = error {
+                    if context.isFirstReport(ofCorruptChunk: chunk, entry: entry) {
+                        context.logger.log("error", "chunk \(chunk) failed authentication, returning EIO",
+                                           path: context.reader.index.path(of: open.entry))
+                    }
                 } else {
                     context.logger.log("error", "read failed: \((error as? BundleError)?.message ?? "\(error)")",
                                        path: context.reader.index.path(of: open.entry))

@@ -20,6 +20,13 @@ final class MountContext: Sendable {
     /// Largest read the kernel sends (max_read); reply buffers hold this much.
     static let maximumRead = 1 << 20
     private let buffers = Mutex<[ReplyBuffer]>([])
+    /// Damaged chunks already logged. The kernel retries a failed read
+    /// (readahead, then the page itself) and programs retry too; a damaged
+    /// chunk gets one log line per mount, not one per attempt.
+    private let loggedCorruptChunks = Mutex<Set<CorruptChunk>>([])
+    /// Beyond this many damaged chunks every failure is logged again
+    /// rather than remembered, so the set stays bounded.
+    static let maximumLoggedCorruptChunks = 4096
 
     init(reader: BundleReader, logger: MountLogger) {
         self.reader = reader
@@ -72,6 +79,16 @@ final class MountContext: Sendable {
         return e
     }
 
+    /// Whether a failure of `chunk` of the entry at `entry` has not been
+    /// logged yet (and records it).
+    func isFirstReport(ofCorruptChunk chunk: UInt64, entry: Int) -> Bool {
+        let key = CorruptChunk(entry: entry, chunk: chunk)
+        return loggedCorruptChunks.withLock { logged in
+            guard logged.count < Self.maximumLoggedCorruptChunks else { return !logged.contains(key) }
+            return logged.insert(key).inserted
+        }
+    }
+
     func takeBuffer() -> ReplyBuffer {
         if let buffer = buffers.withLock({ $0.popLast() }) { return buffer }
         return ReplyBuffer(capacity: Self.maximumRead)
@@ -80,6 +97,12 @@ final class MountContext: Sendable {
     func returnBuffer(_ buffer: ReplyBuffer) {
         buffers.withLock { $0.append(buffer) }
     }
+}
+
+/// A chunk of an entry, by index position and chunk index.
+struct CorruptChunk: Hashable, Sendable {
+    let entry: Int
+    let chunk: UInt64
 }
 
 /// A pooled reply buffer for reads; wiped when freed.

@@ -86,7 +86,9 @@ public final class MountSession {
         let rc = cfuse_session_loop_mt(session, config)
         fuse_session_unmount(session)
         mounted = false
-        guard rc == 0 || rc == -EINTR || rc == -ENODEV else {
+        // fuse_session_loop*: "0, -errno, or a signal value" — a positive
+        // result is the signal (SIGINT, SIGTERM, SIGHUP) that ended the loop.
+        guard rc >= 0 || rc == -EINTR || rc == -ENODEV else {
             throw BundleError.io(errno: -rc, operation: "serve FUSE requests", path: mountpoint)
         }
     }

@@ -1,0 +1,66 @@
+import EncFS
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Damages bundles on purpose, at places found through the EncFS library
+/// (the same code the binaries use to read them).
+enum BundleSurgery {
+    /// Where a bundle's parts are, from its (unauthenticated) header.
+    struct Layout {
+        let headerLength: UInt64
+        let indexStart: UInt64
+        let indexLength: UInt64
+        let bundleLength: UInt64
+    }
+
+    /// Reads the header of `bundle` without a key.
+    static func layout(of bundle: String) throws -> Layout {
+        let (header, size) = try BundleReader.readHeader(path: Array(bundle.utf8))
+        return Layout(headerLength: UInt64(header.headerLength),
+                      indexStart: UInt64(header.headerLength) + header.indexOffset,
+                      indexLength: header.indexLength, bundleLength: size)
+    }
+
+    /// Absolute bundle offset of byte `byte` of the sealed chunk `chunk`
+    /// (ciphertext, then its 16-byte tag) of the file at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: the file's path inside the bundle, e.g. `dir/big`.
+    ///   - keyFile: a key file that opens the bundle.
+    static func offset(ofChunk chunk: UInt64, byte: UInt64, ofFile path: String, in bundle: String,
+                       keyFile: String) throws -> UInt64 {
+        let materials = try KeySources.gather(keyFiles: [Array(keyFile.utf8)], passphraseFiles: [], confirm: false)
+        let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials)
+        let entry = try reader.index.resolve(path: Array(path.utf8))
+        let layout = reader.header.layout
+        precondition(chunk < layout.chunkCount(forPlaintextSize: entry.size), "internal error: no chunk \(chunk) in \(path)")
+        return UInt64(reader.header.headerLength) + entry.first + layout.ciphertextOffset(ofChunk: chunk) + byte
+    }
+
+    /// XORs the byte at `offset` of `path` with `mask`.
+    static func flipByte(at offset: UInt64, in path: String, mask: UInt8 = 0x01) throws {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw SubprocessError("open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var byte: UInt8 = 0
+        guard pread(fd, &byte, 1, off_t(offset)) == 1 else { throw SubprocessError("pread \(path) at \(offset)") }
+        byte ^= mask
+        guard pwrite(fd, &byte, 1, off_t(offset)) == 1 else { throw SubprocessError("pwrite \(path) at \(offset)") }
+    }
+
+    /// Sets the length of `path` to `length`.
+    static func truncate(_ path: String, to length: UInt64) throws {
+        guard Glibc.truncate(path, off_t(length)) == 0 else {
+            throw SubprocessError("truncate \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The size of `path` in bytes.
+    static func size(of path: String) throws -> UInt64 {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw SubprocessError("stat \(path): \(String(cString: strerror(errno)))") }
+        return UInt64(st.st_size)
+    }
+}

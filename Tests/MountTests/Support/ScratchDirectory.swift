@@ -1,0 +1,63 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A fresh directory from `mkdtemp` for one test, removed afterwards.
+///
+/// Removal uses `rm -rf --one-file-system`, so a mount that somehow
+/// survived its unmount is never descended into; the unmount teardown runs
+/// first because teardown blocks run last-registered first.
+final class ScratchDirectory: Sendable {
+    /// Absolute, symlink-free path.
+    let path: String
+
+    /// Creates `$TMPDIR/encfs-mount-tests.XXXXXX` (or under /tmp).
+    ///
+    /// - Throws: `SubprocessError` when mkdtemp fails.
+    init() throws {
+        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(base)/encfs-mount-tests.XXXXXX".utf8CString)
+        let created: String? = template.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress.flatMap { mkdtemp($0) }.map { String(cString: $0) }
+        }
+        guard let raw = created else { throw SubprocessError("mkdtemp in \(base): \(String(cString: strerror(errno)))") }
+        guard let resolved = realpath(raw, nil) else { throw SubprocessError("realpath \(raw)") }
+        path = String(cString: resolved)
+        free(resolved)
+    }
+
+    /// `path/name`.
+    func url(_ name: String) -> String { "\(path)/\(name)" }
+
+    /// Creates `path/name` (and parents) and returns its path.
+    @discardableResult
+    func makeDirectory(_ name: String) throws -> String {
+        let p = url(name)
+        try FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        return p
+    }
+
+    /// Writes `bytes` to `path/name` with `mode`.
+    @discardableResult
+    func write(_ name: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws -> String {
+        let p = url(name)
+        let fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw SubprocessError("create \(p): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes[done...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw SubprocessError("write \(p): \(String(cString: strerror(errno)))") }
+            done += n
+        }
+        return p
+    }
+
+    /// Removes the directory and everything below it on the same file system.
+    func remove() {
+        // Restore write permission first (a test tree may hold 0500 dirs).
+        _ = try? Subprocess.run("chmod", ["-R", "u+rwX", path], timeout: 60)
+        _ = try? Subprocess.run("rm", ["-rf", "--one-file-system", path], timeout: 120)
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the binaries under test and the helper programs are.
+enum Tools {
+    /// Directory holding `encfs-pack` and `encfs-mount`: `$ENCFS_BIN_DIR`,
+    /// else `.build/release`, else `.build/debug` of this package (found
+    /// from this file's path).
+    static let binaryDirectory: String? = {
+        if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return dir }
+        // #filePath = <root>/Tests/MountTests/Support/Tools.swift
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+        for configuration in ["release", "debug"] {
+            let dir = "\(root)/.build/\(configuration)"
+            if access("\(dir)/encfs-pack", X_OK) == 0, access("\(dir)/encfs-mount", X_OK) == 0 { return dir }
+        }
+        return nil
+    }()
+
+    /// `encfs-pack`.
+    static func pack() throws -> String { try binary("encfs-pack") }
+    /// `encfs-mount`.
+    static func mount() throws -> String { try binary("encfs-mount") }
+
+    private static func binary(_ name: String) throws -> String {
+        guard let dir = binaryDirectory else {
+            throw SubprocessError("\(name) not found: build with `swift build -c release` or set ENCFS_BIN_DIR")
+        }
+        let path = "\(dir)/\(name)"
+        guard access(path, X_OK) == 0 else { throw SubprocessError("\(path) is not an executable (ENCFS_BIN_DIR=\(dir))") }
+        return path
+    }
+
+    /// The system Python (starts faster than a pyenv shim), else `python3` in PATH.
+    static let python: String = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"
+
+    /// `fusermount3`.
+    static let fusermount = "fusermount3"
+}
