@@ -47,6 +47,10 @@ public struct Diagnostics: Sendable {
             self.error(e.message, path: e.path ?? path)
         } else if let u = error as? UsageError {
             self.error(u.message)
+        } else if let c = error as? CommandError {
+            self.error(c.message, path: c.path ?? path)
+        } else if let k = error as? KeyInputError {
+            self.error(k.message, path: k.path ?? path)
         } else {
             self.error("\(error)", path: path)
         }
@@ -72,6 +76,16 @@ public struct Diagnostics: Sendable {
                 done += n
             }
         }
+    }
+}
+
+/// A runtime failure found by a command (exit 1), with its path.
+public struct CommandError: Error, Sendable {
+    public let message: String
+    public let path: [UInt8]?
+    public init(_ message: String, path: [UInt8]? = nil) {
+        self.message = message
+        self.path = path
     }
 }
 

@@ -120,7 +120,7 @@ public enum MountCommand {
             }
             warnIfUnlocked(logger)
             do {
-                let session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
+                let session = try MountSession(reader: reader, bundlePath: realPath(bundle) ?? bundle, mountpoint: mountpoint,
                                                extraOptions: extraOptions, logger: logger)
                 try session.mount()
                 try session.run()
@@ -175,11 +175,14 @@ public enum MountCommand {
         posix_spawnattr_setflags(&attributes, spawnSetSID)
 
         var pid: pid_t = 0
+        let executable = realPath(Array("/proc/self/exe".utf8)) ?? Array("/proc/self/exe".utf8)
         let cArgs = childArgs.map { arg -> UnsafeMutablePointer<CChar>? in arg.withCString { strdup($0) } }
         defer { cArgs.forEach { free($0) } }
         let rc = (cArgs + [nil]).withUnsafeBufferPointer { argv -> Int32 in
             guard let base = argv.baseAddress else { return EINVAL }
-            return posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, base, environ)
+            // The resolved path, not /proc/self/exe, so the daemon's process
+            // name (comm) is encfs-mount for ps, pgrep and killall.
+            return executable.withCString { posix_spawn(&pid, $0, &actions, &attributes, base, environ) }
         }
         close(keyPipe.read)
         close(statusPipe.write)
@@ -253,22 +256,29 @@ public enum MountCommand {
         }
         warnIfUnlocked(logger)
         _ = chdir("/")
+        let session: MountSession
         do {
             let reader = try BundleReader.open(path: bundle, contentKey: key)
-            let session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
-                                           extraOptions: extraOptions, logger: logger)
+            session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
+                                       extraOptions: extraOptions, logger: logger)
             try session.mount()
-            _ = "0".withCString { write(statusFD, $0, 1) }
-            close(statusFD)
-            logger.log("info", "serving", path: mountpoint)
-            try session.run()
-            logger.log("info", "unmounted", path: mountpoint)
-            return ExitCode.success
         } catch let e as BundleError {
             return fail(e.message, path: e.path ?? mountpoint)
         } catch {
             return fail("\(error)", path: mountpoint)
         }
+        // Mounted: from here on the parent is gone and errors go to the log.
+        _ = "0".withCString { write(statusFD, $0, 1) }
+        close(statusFD)
+        logger.log("info", "serving", path: mountpoint)
+        do {
+            try session.run()
+        } catch {
+            logger.log("error", (error as? BundleError)?.message ?? "\(error)", path: mountpoint)
+            return ExitCode.failure
+        }
+        logger.log("info", "unmounted", path: mountpoint)
+        return ExitCode.success
     }
 
     // MARK: - Helpers
@@ -276,10 +286,10 @@ public enum MountCommand {
     static func checkMountpoint(_ path: [UInt8]) throws {
         var st = stat()
         guard path.withCString({ stat($0, &st) }) == 0 else {
-            throw BundleError.io(errno: errno, operation: "mountpoint problem: cannot access mountpoint", path: path)
+            throw CommandError("mountpoint problem: \(String(cString: strerror(errno)))", path: path)
         }
         guard st.st_mode & S_IFMT == S_IFDIR else {
-            throw BundleError.io(errno: ENOTDIR, operation: "mountpoint problem: mountpoint is not a directory", path: path)
+            throw CommandError("mountpoint problem: not a directory", path: path)
         }
     }
 

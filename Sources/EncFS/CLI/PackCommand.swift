@@ -115,8 +115,8 @@ public enum PackCommand {
             }
             return ExitCode.success
         } catch {
-            if case BundleError.io(_, let operation, _) = error, operation == "open source directory" {
-                diagnostics.error("cannot read source directory: \((error as? BundleError)?.message ?? "")", path: source)
+            if case BundleError.io(let code, let operation, _) = error, operation == "open source directory" {
+                diagnostics.error("cannot read source directory: \(String(cString: strerror(code)))", path: source)
             } else {
                 diagnostics.report(error, path: destination)
             }

@@ -80,7 +80,8 @@ public struct KeySlot: Sendable, Equatable {
         return body.withUnsafeBytes { b in Scrypt.Parameters(logN: b[0], r: b.le32(at: 4), p: b.le32(at: 8)) }
     }
 
-    /// The key id of a raw-key slot as 16 hex digits.
+    /// The first 8 body bytes of a raw-key slot (its key id) or a recipient
+    /// slot (the recipient's fingerprint); nil for other kinds.
     public var keyID: [UInt8]? {
         guard kind == .rawKey || kind == .x25519 || kind == .rsa, body.count >= Self.keyIDSize else { return nil }
         return Array(body[0..<Self.keyIDSize])
