@@ -17,9 +17,24 @@ export ENCFS_BIN_DIR
 
 echo "== tests"
 status=0
-swift test "$@" || status=$?
+log=$(mktemp "${TMPDIR:-/tmp}/encfs-test-log.XXXXXX")
+trap 'rm -f "$log"' EXIT
+# XCTest only: every test here is an XCTestCase, and Swift Testing's own
+# "0 tests" summary would otherwise close the run.
+swift test --disable-swift-testing "$@" 2>&1 | tee "$log" || status=$?
 
 # Only this suite's mounts count: the mount tests work under
 # $TMPDIR/encfs-mount-tests.*; other encfs mounts on the machine are not ours.
 Scripts/check-mounts.sh "${TMPDIR:-/tmp}/encfs-mount-tests." || status=1
+
+# One plain closing line: "N passed, N failed".
+summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail -n 1 || true)
+total=$(printf '%s' "$summary" | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?.*/\1/')
+failed=$(printf '%s' "$summary" | sed -E 's/.*with ([0-9]+) failures?.*/\1/')
+if [ -z "$summary" ] || [ "${total:-0}" -eq 0 ]; then
+  echo "no tests were executed" >&2
+  status=1
+else
+  echo "$((total - failed)) passed, $failed failed"
+fi
 exit $status
