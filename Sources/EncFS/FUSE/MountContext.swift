@@ -20,6 +20,8 @@ final class MountContext: Sendable {
     /// Largest read the kernel sends (max_read); reply buffers hold this much.
     static let maximumRead = 1 << 20
     private let buffers = Mutex<[ReplyBuffer]>([])
+    /// Set once the "could not lock memory" warning has been logged.
+    private let warnedAboutLocking = Atomic<Bool>(false)
     /// Damaged chunks already logged. The kernel retries a failed read
     /// (readahead, then the page itself) and programs retry too; a damaged
     /// chunk gets one log line per mount, not one per attempt.
@@ -96,6 +98,11 @@ final class MountContext: Sendable {
 
     func returnBuffer(_ buffer: ReplyBuffer) {
         buffers.withLock { $0.append(buffer) }
+        // Buffers and chunk workspaces are created on the first reads; warn
+        // once if any of them could not be locked in memory.
+        if SecureMemoryStatus.lockFailures > 0, !warnedAboutLocking.exchange(true, ordering: .relaxed) {
+            logger.log("warning", "could not lock plaintext buffers in memory (RLIMIT_MEMLOCK); they may be swapped out")
+        }
     }
 }
 
@@ -109,14 +116,16 @@ struct CorruptChunk: Hashable, Sendable {
 final class ReplyBuffer: @unchecked Sendable {
     // @unchecked: used by one thread at a time; moves only through the pool.
     let bytes: UnsafeMutableRawBufferPointer
+    private let locked: Bool
 
     init(capacity: Int) {
         bytes = .allocate(byteCount: capacity, alignment: 4096)
         bytes.initializeMemory(as: UInt8.self, repeating: 0)
+        locked = SecureMemory.lock(bytes)
     }
 
     deinit {
-        SecureBytes.wipe(bytes)
+        SecureMemory.release(bytes, locked: locked)
         bytes.deallocate()
     }
 }
