@@ -91,13 +91,34 @@ final class MountContext: Sendable {
         }
     }
 
-    func takeBuffer() -> ReplyBuffer {
-        if let buffer = buffers.withLock({ $0.popLast() }) { return buffer }
-        return ReplyBuffer(capacity: Self.maximumRead)
+    /// Reply buffers grow in steps of this size: most reads are readahead
+    /// (128 KiB by default) or single pages, so a pool of 1 MiB buffers, each
+    /// locked in memory, would cost RSS for nothing.
+    static let bufferStep = 128 << 10
+
+    /// A pooled buffer of at least `size` bytes (`size` ≤ ``maximumRead``).
+    func takeBuffer(size: Int) -> ReplyBuffer {
+        if let buffer = buffers.withLock({ pool -> ReplyBuffer? in
+            guard let i = pool.lastIndex(where: { $0.bytes.count >= size }) else { return nil }
+            return pool.remove(at: i)
+        }) {
+            return buffer
+        }
+        let capacity = (max(size, 1) + Self.bufferStep - 1) / Self.bufferStep * Self.bufferStep
+        return ReplyBuffer(capacity: min(capacity, Self.maximumRead))
     }
 
     func returnBuffer(_ buffer: ReplyBuffer) {
-        buffers.withLock { $0.append(buffer) }
+        buffers.withLock { pool in
+            // Keep at most one buffer per worker thread; a larger buffer
+            // displaces the smallest when the pool is full.
+            if pool.count < MountSession.maximumThreads {
+                pool.append(buffer)
+            } else if let i = pool.indices.min(by: { pool[$0].bytes.count < pool[$1].bytes.count }),
+                      pool[i].bytes.count < buffer.bytes.count {
+                pool[i] = buffer
+            }
+        }
         // Buffers and chunk workspaces are created on the first reads; warn
         // once if any of them could not be locked in memory.
         if SecureMemoryStatus.lockFailures > 0, !warnedAboutLocking.exchange(true, ordering: .relaxed) {

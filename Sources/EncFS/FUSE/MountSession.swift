@@ -16,6 +16,9 @@ public final class MountSession {
     private var ops: fuse_lowlevel_ops
     private var mounted = false
 
+    /// Most libfuse worker threads serving one mount.
+    static let maximumThreads = 16
+
     /// Options always passed to the kernel: read-only, permission checks by
     /// the kernel from the stored mode bits, and 1 MiB reads.
     static let baseOptions = ["ro", "default_permissions", "max_read=\(MountContext.maximumRead)", "subtype=encfs"]
@@ -82,7 +85,7 @@ public final class MountSession {
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_clone_fd(config, 0)
         fuse_loop_cfg_set_idle_threads(config, 10)
-        fuse_loop_cfg_set_max_threads(config, 16)
+        fuse_loop_cfg_set_max_threads(config, UInt32(Self.maximumThreads))
         let rc = cfuse_session_loop_mt(session, config)
         fuse_session_unmount(session)
         mounted = false
