@@ -6,9 +6,9 @@ import Glibc
 
 /// `encfs-inspect rekey`: added recipients, keys and passphrases open the
 /// bundle; removed slots no longer do; the payload (everything after the
-/// header) stays byte-identical and the file keeps its mode; the last slot
-/// cannot be removed, and a wrong key or an unknown fingerprint changes
-/// nothing.
+/// header) stays byte-identical and the file keeps its mode, owner and
+/// group; the last slot cannot be removed, and a wrong key or an unknown
+/// fingerprint changes nothing.
 final class RekeyTests: KeyTestCase {
     private var source = ""
 
@@ -208,6 +208,25 @@ final class RekeyTests: KeyTestCase {
             XCTAssertEqual(result.stdout, [])
         }
         assertUnchanged(before, try snapshot(scratch.path), "failed rekeys")
+    }
+
+    func testRekey_KeepsOwnerAndGroup() throws {
+        guard geteuid() == 0 else { throw XCTSkip("needs root to give the bundle to another user") }
+        let raw = try makeRawKey()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "-q"]))
+        // Owned by nobody:nogroup, readable by the group (as for a web server).
+        guard chown(bundle, 65534, 65534) == 0 else { throw SubprocessError("chown: \(String(cString: strerror(errno)))") }
+        chmod(bundle, 0o640)
+        let host = try keygenIdentity("host.key")
+        let result = try inspect(["rekey", bundle, "--key-file", raw, "--add-recipient", host.recipient])
+        XCTAssertEqual(result.status, 0, result.summary)
+        var st = stat()
+        XCTAssertEqual(stat(bundle, &st), 0)
+        XCTAssertEqual(st.st_uid, 65534, "owner changed")
+        XCTAssertEqual(st.st_gid, 65534, "group changed")
+        XCTAssertEqual(st.st_mode & 0o7777, 0o640)
+        try assertOpens(bundle, ["--identity", host.key])
     }
 
     func testRekey_WhileMounted_MountKeepsServing() throws {
