@@ -223,7 +223,9 @@ sys.stdout.buffer.write(b"".join(out))
     }
 
     func testCat_FollowsSymlinksInsideTheBundle() throws {
-        let cases = [("link-rel", "one-chunk"), ("d1/nested/link-up", "many-chunks")]
+        // Also a link to a directory in the middle of the path (link-dir -> d1).
+        let cases = [("link-rel", "one-chunk"), ("d1/nested/link-up", "many-chunks"),
+                     ("link-dir/nested/link-up", "many-chunks")]
         for (link, target) in cases {
             let result = try inspect(["cat", bundle, link, "--key-file", key])
             let expected = try XCTUnwrap(FileManager.default.contents(atPath: "\(source)/\(target)"))

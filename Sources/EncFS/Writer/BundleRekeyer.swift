@@ -38,7 +38,7 @@ public enum BundleRekeyer {
 
     /// Rewrites the header of the bundle `reader` has open at `path`.
     ///
-    /// - Throws: `BundleError.limitExceeded` when a fingerprint matches no
+    /// - Throws: `BundleError.rejected` when a fingerprint matches no
     ///   slot or the last slot would go; `.io` on write failures (the old
     ///   bundle is then untouched).
     public static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
@@ -51,7 +51,7 @@ public enum BundleRekeyer {
             let before = slots.count
             slots.removeAll { $0.fingerprint == wanted }
             guard slots.count < before else {
-                throw BundleError.limitExceeded("no key slot has fingerprint \(fingerprint)")
+                throw BundleError.rejected("no key slot has fingerprint \(fingerprint)")
             }
             removed += before - slots.count
         }
@@ -64,7 +64,7 @@ public enum BundleRekeyer {
             slots.append(try KeySlot.recipient(wrapping: contentKey, to: recipient, bundleID: header.bundleID))
             added += 1
         }
-        guard !slots.isEmpty else { throw BundleError.limitExceeded("refusing to remove the last key slot") }
+        guard !slots.isEmpty else { throw BundleError.rejected("refusing to remove the last key slot") }
         guard slots.count <= BundleFormat.maximumSlots else {
             throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots")
         }
