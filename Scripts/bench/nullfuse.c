@@ -16,9 +16,11 @@
  * O_DIRECT is stripped from opens (like gocryptfs does): the backing file is
  * read through the page cache whatever the client asked for.
  *
- * Inodes are modelled on libfuse's example/passthrough_ll.c: one O_PATH fd per
- * looked-up inode, deduplicated by (st_dev, st_ino), the fuse ino being the
- * node's address, freed when the kernel forgets it.
+ * Inodes are modelled on libfuse's example/passthrough_ll.c, deduplicated by
+ * (st_dev, st_ino), the fuse ino being the node's address, freed when the
+ * kernel forgets it; but a node keeps its path below SRC_DIR instead of an
+ * O_PATH fd, so 20,000 remembered inodes need no 20,000 fds (the tree does
+ * not change while it is mounted, so paths stay valid).
  *
  * Usage: nullfuse SRC_DIR MOUNTPOINT [-f] [-s] [-d] [-o opt,...]
  * Build: gcc -O2 -Wall nullfuse.c $(pkg-config --cflags --libs fuse3) -lpthread
@@ -50,12 +52,13 @@ struct node {
 	struct node *next;   /* hash chain */
 	ino_t ino;
 	dev_t dev;
-	int fd;              /* O_PATH */
+	char *path;          /* relative to SRC_DIR; "." for the root */
 	uint64_t nlookup;
 };
 
 struct nullfs {
 	pthread_mutex_t lock; /* guards table, every next and nlookup */
+	int src;              /* SRC_DIR, O_RDONLY | O_DIRECTORY */
 	struct node root;
 	struct node **table;
 	size_t buckets;       /* a power of two */
@@ -93,12 +96,13 @@ static int do_lookup(fuse_req_t req, fuse_ino_t parent, const char *name, struct
 	e->attr_timeout = cache_timeout;
 	e->entry_timeout = cache_timeout;
 
-	int fd = openat(node_of(req, parent)->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
-	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+	const char *base = node_of(req, parent)->path;
+	char *path;
+	if (strcmp(base, ".") == 0 ? asprintf(&path, "%s", name) < 0 : asprintf(&path, "%s/%s", base, name) < 0)
+		return ENOMEM;
+	if (fstatat(fs->src, path, &e->attr, AT_SYMLINK_NOFOLLOW) < 0) {
 		int err = errno;
-		close(fd);
+		free(path);
 		return err;
 	}
 
@@ -109,17 +113,17 @@ static int do_lookup(fuse_req_t req, fuse_ino_t parent, const char *name, struct
 		n = n->next;
 	if (n) {
 		n->nlookup++;
-		close(fd);
+		free(path);
 	} else {
 		n = calloc(1, sizeof(*n));
 		if (!n) {
 			pthread_mutex_unlock(&fs->lock);
-			close(fd);
+			free(path);
 			return ENOMEM;
 		}
 		n->ino = e->attr.st_ino;
 		n->dev = e->attr.st_dev;
-		n->fd = fd;
+		n->path = path;
 		n->nlookup = 1;
 		n->next = fs->table[b];
 		fs->table[b] = n;
@@ -143,7 +147,7 @@ static void forget_one(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 			p = &(*p)->next;
 		if (*p)
 			*p = n->next;
-		close(n->fd);
+		free(n->path);
 		free(n);
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -193,7 +197,7 @@ static void nf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)fi;
 	struct stat st;
-	if (fstatat(node_of(req, ino)->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(fs_of(req)->src, node_of(req, ino)->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_attr(req, &st, cache_timeout);
@@ -202,7 +206,7 @@ static void nf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void nf_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(node_of(req, ino)->fd, "", buf, sizeof(buf));
+	ssize_t n = readlinkat(fs_of(req)->src, node_of(req, ino)->path, buf, sizeof(buf));
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else if ((size_t)n >= sizeof(buf))
@@ -213,20 +217,14 @@ static void nf_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
-static int reopen(fuse_req_t req, fuse_ino_t ino, int flags)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", node_of(req, ino)->fd);
-	return open(path, flags | O_CLOEXEC);
-}
-
 static void nf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT))) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	int fd = reopen(req, ino, O_RDONLY); /* O_DIRECT and friends dropped on purpose */
+	/* O_DIRECT and friends dropped on purpose. */
+	int fd = openat(fs_of(req)->src, node_of(req, ino)->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
@@ -283,7 +281,7 @@ static void nf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int fd = openat(node_of(req, ino)->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(fs_of(req)->src, node_of(req, ino)->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || !(d->dp = fdopendir(fd))) {
 		int err = errno;
 		if (fd >= 0)
@@ -396,20 +394,12 @@ static void nf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void nf_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	(void)ino;
 	struct statvfs sv;
-	if (fstatvfs(node_of(req, ino)->fd, &sv) < 0) {
-		/* O_PATH fds do not support fstatvfs on every kernel; ask the root's directory. */
-		int fd = openat(fs_of(req)->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		int rc = fd < 0 ? -1 : fstatvfs(fd, &sv);
-		int err = errno;
-		if (fd >= 0)
-			close(fd);
-		if (rc < 0) {
-			fuse_reply_err(req, err);
-			return;
-		}
-	}
-	fuse_reply_statfs(req, &sv);
+	if (fstatvfs(fs_of(req)->src, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
 }
 
 static void nf_erofs(fuse_req_t req)
@@ -473,6 +463,7 @@ static void assign_operations(struct fuse_lowlevel_ops *ops)
 	ops->write = nf_write;
 }
 
+/* Every open file takes an fd: allow as many as the hard limit does. */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -492,8 +483,9 @@ int main(int argc, char *argv[])
 	pthread_mutex_init(&fs.lock, NULL);
 	fs.buckets = 1 << 16;
 	fs.table = calloc(fs.buckets, sizeof(*fs.table));
-	fs.root.fd = open(argv[1], O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (!fs.table || fs.root.fd < 0) {
+	fs.root.path = ".";
+	fs.src = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!fs.table || fs.src < 0) {
 		fprintf(stderr, "nullfuse: error: cannot open source directory (%s): %s\n", argv[1], strerror(errno));
 		return 1;
 	}
