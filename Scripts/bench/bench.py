@@ -556,6 +556,7 @@ class Bench:
         r4, d4 = self.fio(system, big, 4)
         self.record(system, "rand4k_1_iops", r1)
         self.record(system, "rand4k_4_iops", r4)
+        detail["loadavg_1min"] = self.load_average()
         detail["fio_1"] = d1
         detail["fio_4"] = d4
         if pid:
@@ -580,8 +581,14 @@ class Bench:
                 self.record(system, "rss_mib", max(peaks))
         log(f"  {system.name}: small files {rate:,.0f} files/s")
 
+    @staticmethod
+    def load_average():
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+
     def run(self):
         started = time.monotonic()
+        self.load_start = self.load_average()
         os.makedirs(os.path.join(self.out, "build"), exist_ok=True)
         os.makedirs(os.path.join(self.out, "mnt"), exist_ok=True)
         with open(self.key_file, "w") as f:
@@ -604,6 +611,7 @@ class Bench:
             for s in self.systems:
                 self.round_b(s, rep, self.details[s.name][rep])
         self.elapsed = time.monotonic() - started
+        self.load_end = self.load_average()
         self.report()
 
     # ------------------------------------------------------------ report
@@ -645,6 +653,8 @@ class Bench:
             "mksquashfs": version(["mksquashfs", "-version"], r"mksquashfs version \S+"),
             "fio": version(["fio", "--version"]),
             "libfuse": version(["pkg-config", "--modversion", "fuse3"]),
+            "loadavg_1min_start": self.load_start,
+            "loadavg_1min_end": self.load_end,
         }
 
     def summary(self, name, key):
@@ -691,6 +701,13 @@ class Bench:
             extra = f"; encfs-pack {config['encfs_pack_args']!r}, encfs-mount {config['encfs_mount_args']!r}"
         lines.append(f"- {config['repetitions']} repetitions per figure: median [min-max]; "
                      f"fio {config['fio_seconds']} s per run{extra}")
+        lines.append(f"- load average (1 min) at start {machine['loadavg_1min_start']:.2f}, at end "
+                     f"{machine['loadavg_1min_end']:.2f} (the benchmark itself adds about 1-4; more means other work"
+                     f" shared the CPUs and the figures are noisier)")
+        cold = [f"{name} {statistics.median(v):.3f} s" for name in names
+                if (v := [d["mount_cold_s"] for d in self.details[name] if d.get("mount_cold_s") is not None])]
+        if cold:
+            lines.append(f"- mount with nothing cached (after drop_caches), median: {', '.join(cold)}")
         ra = sorted({d.get("read_ahead_kb") for ds in self.details.values() for d in ds if d.get("read_ahead_kb")})
         if ra:
             lines.append(f"- FUSE read-ahead (bdi read_ahead_kb) seen: {', '.join(f'{k} KiB' for k in ra)}")
