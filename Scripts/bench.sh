@@ -3,7 +3,7 @@
 # alone, no crypto), squashfuse (uncompressed image), gocryptfs -ro and encfs,
 # measured in one run on one deterministic data set.
 #
-#   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...]
+#   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
 #
 # Installs what is missing (Debian packages), builds the encfs release
 # binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
@@ -16,6 +16,9 @@
 #   --out DIR        work directory (data set, images, mount points, results)
 #   --reps N         repetitions per figure (default 3)
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs
+#   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
+#                    128 by default in the kernel) after mounting, to compare
+#                    all systems at one read-ahead
 #
 # Environment: BENCH_ENCFS_PACK_ARGS (e.g. "--chunk-size 256K") and
 # BENCH_ENCFS_MOUNT_ARGS are appended to the encfs-pack / encfs-mount command
@@ -41,7 +44,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=(--quick) ;;
     --out) [ $# -ge 2 ] || { echo "bench.sh: error: --out needs a directory" >&2; exit 2; }; out="$2"; shift ;;
     --out=*) out="${1#--out=}" ;;
-    --reps|--systems)
+    --reps|--systems|--read-ahead-kb)
       [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }
       extra+=("$1" "$2"); shift ;;
     -h|--help) usage; exit 0 ;;

@@ -425,8 +425,19 @@ class Bench:
         if self.is_mounted(mp):
             self.unmount(mp)
         probe = os.path.join(mp, "big.bin")
+        # A file, not a pipe: a daemon that keeps the mount command's stderr
+        # (gocryptfs does) must never block on a pipe nobody reads.
+        log_path = os.path.join(self.out, "logs", f"{system.name}.log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        log_file = open(log_path, "a")
+
+        def log_tail():
+            with open(log_path, errors="replace") as f:
+                return "".join(f.readlines()[-10:]).strip()
+
         started = time.monotonic()
-        proc = subprocess.Popen(system.mount_command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with log_file:
+            proc = subprocess.Popen(system.mount_command(), stdout=subprocess.DEVNULL, stderr=log_file)
         self.mounted.add(mp)
         deadline = started + 60
         while True:
@@ -439,7 +450,7 @@ class Bench:
             rc = proc.poll()
             if rc not in (None, 0):
                 die(f"{system.name}: mount command failed ({rc}): {' '.join(system.mount_command())}\n"
-                    f"{proc.stderr.read().strip()}")
+                    f"{log_tail()}")
             if time.monotonic() > deadline:
                 die(f"{system.name}: the mount did not answer within 60 s")
             time.sleep(0.0005)
@@ -448,7 +459,7 @@ class Bench:
         except subprocess.TimeoutExpired:
             die(f"{system.name}: the mount command did not return after mounting")
         if proc.returncode != 0:
-            die(f"{system.name}: mount command exited {proc.returncode}: {proc.stderr.read().strip()}")
+            die(f"{system.name}: mount command exited {proc.returncode}: {log_tail()}")
         pid = self.daemon_pid(mp)
         if pid is None:
             die(f"{system.name}: cannot find the daemon serving {mp}")
@@ -480,12 +491,23 @@ class Bench:
         for mp in sorted(self.mounted, reverse=True):
             self.unmount(mp)
 
-    def read_ahead_kb(self, path):
+    @staticmethod
+    def bdi_read_ahead(path):
         dev = os.stat(path).st_dev
+        return f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+
+    def read_ahead_kb(self, path):
+        """The mount's read-ahead; first set to --read-ahead-kb when given (FUSE mounts only)."""
+        knob = self.bdi_read_ahead(path)
         try:
-            with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb") as f:
+            if self.args.read_ahead_kb:
+                with open(knob, "w") as f:
+                    f.write(f"{self.args.read_ahead_kb}\n")
+            with open(knob) as f:
                 return int(f.read())
-        except OSError:
+        except OSError as e:
+            if self.args.read_ahead_kb:
+                die(f"cannot set the read-ahead of {path} ({knob}): {e.strerror}")
             return None
 
     # ------------------------------------------------------------ workloads
@@ -666,6 +688,7 @@ class Bench:
     def report(self):
         machine = self.machine()
         config = {
+            "read_ahead_kb": self.args.read_ahead_kb or None,
             "quick": self.args.quick, "repetitions": self.args.reps, "fio_seconds": self.fio_seconds,
             "big_file_bytes": self.data.big_bytes, "small_files": self.data.small_files,
             "data_bytes": tree_bytes(self.data.path), "encfs_pack_args": self.args.encfs_pack_args,
@@ -708,9 +731,15 @@ class Bench:
                 if (v := [d["mount_cold_s"] for d in self.details[name] if d.get("mount_cold_s") is not None])]
         if cold:
             lines.append(f"- mount with nothing cached (after drop_caches), median: {', '.join(cold)}")
-        ra = sorted({d.get("read_ahead_kb") for ds in self.details.values() for d in ds if d.get("read_ahead_kb")})
+        ra = []
+        for name in names:
+            seen = sorted({d["read_ahead_kb"] for d in self.details[name] if d.get("read_ahead_kb")})
+            if seen:
+                ra.append(f"{name} {'/'.join(str(k) for k in seen)} KiB")
         if ra:
-            lines.append(f"- FUSE read-ahead (bdi read_ahead_kb) seen: {', '.join(f'{k} KiB' for k in ra)}")
+            how = (f"set to {self.args.read_ahead_kb} KiB by --read-ahead-kb" if self.args.read_ahead_kb
+                   else "as each daemon left it")
+            lines.append(f"- FUSE read-ahead (bdi read_ahead_kb, {how}): {', '.join(ra)}")
         lines.append("")
 
         def header(title):
@@ -766,6 +795,8 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--systems", default="")
     parser.add_argument("--fio-seconds", type=int, default=0)
+    parser.add_argument("--read-ahead-kb", type=int, default=0,
+                        help="set every FUSE mount's bdi read_ahead_kb to this after mounting")
     parser.add_argument("--encfs-pack-args", default=os.environ.get("BENCH_ENCFS_PACK_ARGS", ""))
     parser.add_argument("--encfs-mount-args", default=os.environ.get("BENCH_ENCFS_MOUNT_ARGS", ""))
     args = parser.parse_args()
