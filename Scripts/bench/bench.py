@@ -21,6 +21,8 @@ shared machine hits all of them alike):
             VmHWM, unmount;
   round B   sync + drop_caches, fresh mount, every small file read once
             (find | xargs cat), daemon VmHWM, unmount.
+Daemons' stderr goes to OUT/logs/SYSTEM.log. --read-ahead-kb sets every FUSE
+mount's bdi read_ahead_kb right after mounting (the kernel default is 128).
 """
 
 import argparse
