@@ -227,9 +227,11 @@ final class PackFaultTests: MountTestCase {
 
     // MARK: - Interrupted
 
-    /// Stops the packer mid-file, checks it is writing its unnamed output,
-    /// sends `signal`, and checks that nothing was named.
-    private func checkInterrupted(by signal: Int32, file: StaticString = #filePath, line: UInt = #line) throws {
+    /// Stops the packer mid-file, checks it is writing its output (unnamed,
+    /// or under a hidden temporary name where the file system has no
+    /// `O_TMPFILE`), sends `signal`, and checks that nothing is left.
+    private func checkInterrupted(by signal: Int32, unnamedOutput: Bool = true,
+                                  file: StaticString = #filePath, line: UInt = #line) throws {
         let source = try makeSource()
         for existingBundle in [true, false] {
             let bundle = "\(out)/\(existingBundle ? "existing" : "fresh").encfs"
@@ -239,9 +241,15 @@ final class PackFaultTests: MountTestCase {
             let position = stopWhileReading(pack, file: "\(source)/victim", size: UInt64(Self.victimSize))
             XCTAssertNotNil(position, "the packer was never caught mid-pack", file: file, line: line)
             // Mid-pack: the output exists, unnamed (O_TMPFILE shows as "#ino (deleted)").
-            let outputs = ProcessTable.descriptors(of: pack.pid).filter { $0.target.hasPrefix("\(out)/#") }
+            let outputs = ProcessTable.descriptors(of: pack.pid).filter { $0.target.hasPrefix("\(out)/") }
             XCTAssertEqual(outputs.count, 1, "\(ProcessTable.descriptors(of: pack.pid))", file: file, line: line)
-            XCTAssertTrue(outputs.first?.target.hasSuffix("(deleted)") ?? false, "\(outputs)", file: file, line: line)
+            if unnamedOutput {
+                XCTAssertTrue(outputs.first.map { $0.target.hasPrefix("\(out)/#") && $0.target.hasSuffix("(deleted)") } ?? false,
+                              "\(outputs)", file: file, line: line)
+            } else {
+                XCTAssertTrue(outputs.first?.target.hasPrefix("\(out)/.\(existingBundle ? "existing" : "fresh").encfs.encfs-tmp-") ?? false,
+                              "\(outputs)", file: file, line: line)
+            }
             kill(pack.pid, signal)
             let result = finish(pack)
             let status = try XCTUnwrap(result.status, "encfs-pack did not end", file: file, line: line)
@@ -267,6 +275,84 @@ final class PackFaultTests: MountTestCase {
 
     func testPackCLI_SIGKILLMidPack_NothingNamedExistingBundleKept() throws {
         try checkInterrupted(by: SIGKILL)
+    }
+
+    // MARK: - A file system without O_TMPFILE
+
+    /// Mounts libfuse's `passthrough` example (built from the libfuse3-dev
+    /// examples) over a scratch directory: FUSE answers `O_TMPFILE` with
+    /// EOPNOTSUPP, as NFS, CIFS and vfat do, so the packer falls back to a
+    /// hidden named temporary file.
+    ///
+    /// - Returns: the mountpoint, which `out` now points at.
+    private func mountWithoutTmpfile() throws -> String {
+        let example = "/usr/share/doc/libfuse3-dev/examples/passthrough.c"
+        guard FileManager.default.fileExists(atPath: example), (try? run("gcc", ["--version"]))?.status == 0 else {
+            throw XCTSkip("needs gcc and \(example) (libfuse3-dev) for a file system without O_TMPFILE")
+        }
+        let build = try scratch.makeDirectory("passthrough")
+        try check("cp", [example, "\(example.dropLast("passthrough.c".count))passthrough_helpers.h", build])
+        let cflags = try check("pkg-config", ["fuse3", "--cflags", "--libs"]).output.split(separator: " ").map {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines)
+        }.filter { !$0.isEmpty }
+        try check("gcc", ["-O1", "-o", "\(build)/passthrough", "\(build)/passthrough.c"] + cflags)
+        let under = try scratch.makeDirectory("under")
+        let mnt = try scratch.makeDirectory("no-tmpfile")
+        addTeardownBlock {
+            if (try? Subprocess.run(Tools.fusermount, ["-u", mnt]))?.status != 0 { _ = try? Subprocess.run(Tools.fusermount, ["-uz", mnt]) }
+        }
+        try check("\(build)/passthrough", ["-o", "modules=subdir,subdir=\(under)", mnt])
+        guard Deadline.poll(seconds: 10, { MountTable.isMounted(mnt) }) else { throw SubprocessError("passthrough did not mount") }
+        let probe = try python("import os, sys\ntry:\n os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)\nexcept OSError as e:\n print(e.errno)", [mnt])
+        guard probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == String(EOPNOTSUPP) else {
+            throw XCTSkip("this kernel's FUSE supports O_TMPFILE: no fallback to test")
+        }
+        out = mnt
+        return mnt
+    }
+
+    func testPackCLI_NoTmpfile_PacksWithoutLeavingTheTemporary() throws {
+        let mnt = try mountWithoutTmpfile()
+        let source = try makeSource()
+        for round in 0..<2 {
+            try packOrThrow(source, "\(mnt)/b.encfs", keyFile: key)
+            XCTAssertEqual(try listing(mnt), ["b.encfs"], "round \(round)")
+        }
+        let verify = try run(try Tools.inspect(), ["verify", "\(mnt)/b.encfs", "--key-file", key], timeout: 120)
+        XCTAssertEqual(verify.status, 0, verify.summary)
+        XCTAssertEqual(try sha256(of: "victim", in: "\(mnt)/b.encfs"), try sha256(ofFile: "\(source)/victim"))
+    }
+
+    /// Regression: where the output had to be a named temporary file, a
+    /// SIGINT or SIGTERM mid-pack left `.NAME.encfs-tmp-…` (a partial
+    /// bundle) behind.
+    func testPackCLI_NoTmpfile_SIGINTMidPack_RemovesTheTemporary() throws {
+        _ = try mountWithoutTmpfile()
+        try checkInterrupted(by: SIGINT, unnamedOutput: false)
+    }
+
+    func testPackCLI_NoTmpfile_SIGTERMAndSIGHUPMidPack_RemoveTheTemporary() throws {
+        _ = try mountWithoutTmpfile()
+        try checkInterrupted(by: SIGTERM, unnamedOutput: false)
+        try checkInterrupted(by: SIGHUP, unnamedOutput: false)
+    }
+
+    /// Nothing can clean up after SIGKILL: without O_TMPFILE the partial
+    /// file stays under its hidden temporary name, never at the bundle path
+    /// (the documented limit).
+    func testPackCLI_NoTmpfile_SIGKILLMidPack_LeavesOnlyAHiddenTemporary() throws {
+        let mnt = try mountWithoutTmpfile()
+        let source = try makeSource()
+        let bundle = "\(mnt)/app.encfs"
+        let existing = try makeExistingBundle(at: bundle)
+        let pack = try startPack(source, bundle)
+        XCTAssertNotNil(stopWhileReading(pack, file: "\(source)/victim", size: UInt64(Self.victimSize)))
+        kill(pack.pid, SIGKILL)
+        XCTAssertEqual(finish(pack).status?.signal, SIGKILL)
+        XCTAssertEqual(try check("cat", [bundle]).stdout, existing)
+        let left = try listing(mnt).filter { $0 != "app.encfs" }
+        XCTAssertEqual(left.count, 1, "\(left)")
+        XCTAssertTrue(left.allSatisfy { $0.hasPrefix(".app.encfs.encfs-tmp-") }, "\(left)")
     }
 
     // MARK: - Disk full
