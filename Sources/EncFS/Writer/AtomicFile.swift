@@ -38,11 +38,9 @@ final class AtomicFile {
         if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
             // No O_TMPFILE on this file system: use a hidden named file.
             let name = try Self.temporaryName(for: destination)
+            InterruptCleanup.arm(name)
             fd = name.withCString { open($0, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode) }
-            if fd >= 0 {
-                namedTemporary = name
-                InterruptCleanup.arm(name)
-            }
+            if fd >= 0 { namedTemporary = name } else { InterruptCleanup.disarm() }
         }
         guard fd >= 0 else { throw BundleError.lastIO("create output file in", directory) }
         self.fd = fd
@@ -69,9 +67,14 @@ final class AtomicFile {
         } else {
             temporary = try Self.temporaryName(for: destination)
             let procPath = Array("/proc/self/fd/\(fd)".utf8)
-            let rc = procPath.withCString { p in temporary.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
-            guard rc == 0 else { throw BundleError.lastIO("link output file", destination) }
+            // Armed before the name exists, so no signal falls in between.
             InterruptCleanup.arm(temporary)
+            let rc = procPath.withCString { p in temporary.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
+            guard rc == 0 else {
+                let saved = errno
+                InterruptCleanup.disarm()
+                throw BundleError.io(errno: saved, operation: "link output file", path: destination)
+            }
         }
         let renamed = temporary.withCString { t in destination.withCString { rename(t, $0) } }
         guard renamed == 0 else {

@@ -25,17 +25,24 @@ enum InterruptCleanup {
     /// NUL-terminated; written only while `armed` is false.
     nonisolated(unsafe) private static let name = UnsafeMutablePointer<CChar>.allocate(capacity: Int(PATH_MAX) + 1)
     private static let armed = Atomic<Bool>(false)
+    /// Whether the handlers are installed; also serializes ``arm(_:)``.
     private static let installed = Mutex<Bool>(false)
 
     /// Removes `path` if one of the signals arrives before ``disarm()``.
     static func arm(_ path: [UInt8]) {
         guard path.count <= Int(PATH_MAX), !path.contains(0) else { return }
-        // Name and flag exist before the handler can run.
-        armed.store(false, ordering: .sequentiallyConsistent)
-        for (i, byte) in path.enumerated() { name[i] = CChar(bitPattern: byte) }
-        name[path.count] = 0
-        installHandlers()
-        armed.store(true, ordering: .sequentiallyConsistent)
+        // Writers take the lock (two threads never mix names); the handler
+        // reads only while `armed` is true, so never a half-written name.
+        installed.withLock { done in
+            armed.store(false, ordering: .sequentiallyConsistent)
+            for (i, byte) in path.enumerated() { name[i] = CChar(bitPattern: byte) }
+            name[path.count] = 0
+            if !done {
+                done = true
+                installHandlers()
+            }
+            armed.store(true, ordering: .sequentiallyConsistent)
+        }
     }
 
     /// Forgets the name (it was renamed, linked or removed).
@@ -43,16 +50,14 @@ enum InterruptCleanup {
         armed.store(false, ordering: .sequentiallyConsistent)
     }
 
+    /// Called once, under the lock.
     private static func installHandlers() {
-        installed.withLock { done in
-            guard !done else { return }
-            done = true
-            for signal in signals {
-                let previous = Glibc.signal(signal, handler)
-                if let previous, unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) {
-                    _ = Glibc.signal(signal, previous)
-                }
-            }
+        for signal in signals {
+            var current = sigaction()
+            guard sigaction(signal, nil, &current) == 0 else { continue }
+            if let previous = current.__sigaction_handler.sa_handler,
+               unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) { continue }
+            _ = Glibc.signal(signal, handler)
         }
     }
 
