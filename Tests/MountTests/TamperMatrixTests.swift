@@ -171,7 +171,11 @@ final class TamperMatrixTests: MountTestCase {
         var outcomes: [String: Int] = [:]
         var opens = 0
         var chunkReads = 0
+        // Opens and reads run in this process: a hang would never end the test.
+        let watchdog = Watchdog(limit: 120)
+        defer { watchdog.stop() }
         for variant in variants {
+            watchdog.tick(variant.name)
             try scratch.write("variant.encfs", variant.apply(to: pristine))
             var tried = secrets
             // One scrypt run costs ~50 ms: the passphrase is tried on its own
