@@ -9,14 +9,15 @@ import Glibc
 /// regression tests (FuzzReplayTests runs them all).
 enum FuzzReplay {
     static let usage = """
-    usage: encfs-fuzz TARGET FILE_OR_DIR... [-v]
+    usage: encfs-fuzz TARGET FILE_OR_DIR... [-v] [--stats]
            encfs-fuzz seed DIR
 
     Runs every input (each FILE, and every file below each DIR) through
     TARGET (\(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", "))) and exits 0 when none trips anything.
     A trap, a sanitizer report, an undocumented error or a broken invariant
     ends the process with a message naming the input. -v names each input
-    before it runs.
+    before it runs; --stats counts how each step ended (parsed, unlocked,
+    which error), to show how deep the inputs reach.
 
     seed DIR writes a fresh seed corpus made from real bundles, one
     directory per target (Scripts/make-fuzz-corpus.sh).
@@ -48,7 +49,8 @@ enum FuzzReplay {
         }
         guard let target = FuzzTarget(rawValue: first) else { return usageError("unknown target \(first)") }
         let verbose = arguments.contains("-v")
-        let paths = arguments.dropFirst().filter { $0 != "-v" }
+        if arguments.contains("--stats") { FuzzTarget.outcomes = [:] }
+        let paths = arguments.dropFirst().filter { $0 != "-v" && $0 != "--stats" }
         guard !paths.isEmpty else { return usageError("no input given") }
         var inputs: [String] = []
         for path in paths {
@@ -69,6 +71,9 @@ enum FuzzReplay {
             }
             CrashReport.current(input)
             bytes.withUnsafeBytes { target.run($0) }
+        }
+        for (outcome, count) in (FuzzTarget.outcomes ?? [:]).sorted(by: { $0.key < $1.key }) {
+            print("\(count)\t\(outcome)")
         }
         print("encfs-fuzz: \(target.rawValue): \(inputs.count) input\(inputs.count == 1 ? "" : "s") passed")
         return ExitCode.success

@@ -38,14 +38,31 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     @discardableResult
     static func attempt<R>(_ what: @autoclosure () -> String, _ body: () throws -> R) -> R? {
         do {
-            return try body()
-        } catch is BundleError {
-        } catch is CryptError {
-        } catch is KeyInputError {
+            let result = try body()
+            count(what(), "ok")
+            return result
+        } catch let error as BundleError {
+            count(what(), error)
+        } catch let error as CryptError {
+            count(what(), error)
+        } catch let error as KeyInputError {
+            count(what(), error)
         } catch {
             finding("\(what()) threw \(type(of: error)), not a BundleError, CryptError or KeyInputError: \(error)")
         }
         return nil
+    }
+
+    /// How often each step ended each way ("BundleReader.open: ok",
+    /// "…: corruptChunk"), when counting; nil otherwise. The replayer's
+    /// `--stats` shows how deep a corpus reaches. Replay is single-threaded.
+    nonisolated(unsafe) static var outcomes: [String: Int]?
+
+    private static func count(_ what: @autoclosure () -> String, _ outcome: Any) {
+        guard outcomes != nil else { return }
+        // The enum case without its payload: "corruptChunk(entry: 1, chunk: 0)" → "corruptChunk".
+        let name = String(describing: outcome).prefix { $0 != "(" }
+        outcomes?["\(what()): \(name)", default: 0] += 1
     }
 
     /// Traps with `message` unless `condition` holds: a broken invariant
