@@ -13,8 +13,9 @@
 # Builds encfs-fuzz with -sanitize=fuzzer,address into .build/fuzz (the
 # normal build stays untouched), then runs each target on its seed corpus
 # (Tests/Fuzz/Corpus/TARGET, made by Scripts/make-fuzz-corpus.sh) and its
-# past reproducers, which must no longer crash. New inputs go to
-# FUZZ_WORK/corpus/TARGET; a crash, timeout (-timeout), leak or oversized
+# past reproducers, which must no longer crash, with the format's magic
+# numbers and slot headers as a dictionary (Tests/Fuzz/Dictionaries).
+# New inputs go to FUZZ_WORK/corpus/TARGET; a crash, timeout (-timeout), leak or oversized
 # allocation (-malloc_limit_mb) is saved to Tests/Fuzz/Reproducers/TARGET/
 # and fails the run. Fix it, keep the file: the replayer
 # (`encfs-fuzz TARGET FILE`, run by FuzzReplayTests) then guards the fix.
@@ -59,10 +60,14 @@ run_target() {
   # Past reproducers are seeds too: they must pass, and they reach deep.
   if [ -n "$(ls -A "$reproducers")" ]; then inputs+=("$reproducers"); fi
   local status=0
-  ENCFS_FUZZ_TARGET=$t "$bin" "${inputs[@]}" \
+  # CPU seconds (user + sys) next to the wall-clock budget: on a busy
+  # machine a target gets less than a core.
+  local TIMEFORMAT='%U %S'
+  { time ENCFS_FUZZ_TARGET=$t "$bin" "${inputs[@]}" \
     -max_total_time="$seconds" -max_len="$(max_len "$t")" \
     -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
-    -artifact_prefix="$reproducers/" -print_final_stats=1 >"$log" 2>&1 || status=$?
+    -dict="Tests/Fuzz/Dictionaries/$t.dict" \
+    -artifact_prefix="$reproducers/" -print_final_stats=1 >"$log" 2>&1 || status=$?; } 2>"$work/$t.time"
   echo "$status" >"$work/$t.status"
 }
 
@@ -75,10 +80,11 @@ done
 wait
 
 failed=0
-printf '\n%-8s %8s %12s %8s %6s %7s %8s  %s\n' target seconds executions exec/s cov ft corpus result
+printf '\n%-8s %8s %8s %12s %8s %6s %7s %8s  %s\n' target seconds cpu-s executions exec/s cov ft corpus result
 for t in "${targets[@]}"; do
   log="$work/$t.log"
   status=$(cat "$work/$t.status" 2>/dev/null || echo 1)
+  cpu=$(awk '{ printf "%d", $1 + $2 }' "$work/$t.time" 2>/dev/null || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
   # The last status line: "#N  DONE  cov: C ft: F corp: K/SIZE ...".
@@ -93,7 +99,7 @@ for t in "${targets[@]}"; do
     artifact=$(sed -nE 's/.*Test unit written to (.*)$/\1/p' "$log" | tail -n 1)
     result="FOUND (exit $status)${artifact:+: $artifact}"
   fi
-  printf '%-8s %8s %12s %8s %6s %7s %8s  %s\n' "$t" "$seconds" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$result"
+  printf '%-8s %8s %8s %12s %8s %6s %7s %8s  %s\n' "$t" "$seconds" "${cpu:-?}" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$result"
 done
 if [ $failed -ne 0 ]; then
   echo "fuzz.sh: a target found something: see its log in $work and the input in Tests/Fuzz/Reproducers/" >&2
