@@ -57,16 +57,56 @@ enum SeedCorpus {
             try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
         }
         let source = "\(scratch)/one-byte"
+        var headers: [String: [UInt8]] = [:]
         for (name, keys, recipients) in slotSets {
             let bundle = try pack(source, keys: keys, recipients: recipients, scratch: scratch)
             let headerLength = Int(bundle[12]) | Int(bundle[13]) << 8 | Int(bundle[14]) << 16 | Int(bundle[15]) << 24
-            try writeFile("\(directory)/header/\(name).header", Array(bundle[0..<headerLength]))
+            headers[name] = Array(bundle[0..<headerLength])
         }
-        // pem: the fixed identities and their public halves, as CryptCore writes them.
+        for (name, header) in headers.merging(craftedHeaders(from: headers), uniquingKeysWith: { a, _ in a }) {
+            try writeFile("\(directory)/header/\(name).header", header)
+        }
+        // pem: the fixed identities and their public halves, as CryptCore
+        // writes them, and one input over PEMArmor's 64 KiB limit.
         for (name, key) in [("x25519", FuzzSecrets.x25519Identity), ("rsa", FuzzSecrets.rsaIdentity)] {
             try writeFile("\(directory)/pem/\(name)-private.pem", try key.pemPKCS8().withUnsafeBytes { Array($0) })
             try writeFile("\(directory)/pem/\(name)-public.pem", try key.publicKey.pem())
         }
+        let oversized = Array("-----BEGIN PUBLIC KEY-----\n".utf8) + [UInt8](repeating: UInt8(ascii: "A"), count: 1 << 16)
+            + Array("\n-----END PUBLIC KEY-----\n".utf8)
+        try writeFile("\(directory)/pem/oversized.pem", oversized)
+    }
+
+    /// Headers no packer writes, for the branches random mutation rarely
+    /// reaches (their MACs no longer match, which the parser cannot see):
+    /// a low-order X25519 ephemeral key in the slot of the fixed identity,
+    /// scrypt parameters refused for their work (p = 2^20) and for N ≥ 2^(16·r),
+    /// and a slot of a kind this build does not know, which it must skip.
+    /// Slot 1 starts at byte 64; its body at 68 (docs/FORMAT.md).
+    private static func craftedHeaders(from headers: [String: [UInt8]]) -> [String: [UInt8]] {
+        var crafted: [String: [UInt8]] = [:]
+        if var x25519 = headers["x25519"] {
+            for i in 76..<108 { x25519[i] = 0 } // the ephemeral key: all zero is a low-order point
+            crafted["x25519-low-order-ephemeral"] = x25519
+        }
+        if var passphrase = headers["passphrase"] {
+            passphrase[78] = 0x10 // p = 2^20 (u32 LE at body + 8)
+            crafted["passphrase-huge-p"] = passphrase
+        }
+        if var passphrase = headers["passphrase"] {
+            passphrase[68] = 16 // log2 N = 16 with r = 1 (u32 LE at body + 4)
+            passphrase[72] = 1
+            crafted["passphrase-n-too-large-for-r"] = passphrase
+        }
+        if var raw = headers["raw"] {
+            let unknown: [UInt8] = [9, 0, 3, 0, 0xAA, 0xBB, 0xCC] // kind 9, 3-byte body
+            raw.insert(contentsOf: unknown, at: raw.count - 32)
+            raw[33] += 1 // slot count
+            let length = UInt32(raw.count)
+            for i in 0..<4 { raw[12 + i] = UInt8(truncatingIfNeeded: length >> (8 * UInt32(i))) }
+            crafted["raw-and-unknown-kind"] = raw
+        }
+        return crafted
     }
 
     /// `count` bytes of a repeating pattern that differs by `seed`.
