@@ -19,6 +19,8 @@
 # allocation (-malloc_limit_mb) is saved to Tests/Fuzz/Reproducers/TARGET/
 # and fails the run. Fix it, keep the file: the replayer
 # (`encfs-fuzz TARGET FILE`, run by FuzzReplayTests) then guards the fix.
+# Tests/Fuzz/Found/TARGET keeps a minimized set of what earlier runs found
+# (libFuzzer -merge=1, see docs/SECURITY.md), replayed the same way.
 #
 # exit codes: 0 nothing found, 1 a target found something or failed to
 # run, 2 usage error
@@ -57,7 +59,9 @@ run_target() {
   local corpus="$work/corpus/$t" reproducers="Tests/Fuzz/Reproducers/$t" log="$work/$t.log"
   mkdir -p "$corpus" "$reproducers"
   local inputs=("$corpus" "Tests/Fuzz/Corpus/$t")
-  # Past reproducers are seeds too: they must pass, and they reach deep.
+  # Inputs kept from earlier runs and past reproducers are seeds too: they
+  # must pass, and they reach deep.
+  if [ -d "Tests/Fuzz/Found/$t" ]; then inputs+=("Tests/Fuzz/Found/$t"); fi
   if [ -n "$(ls -A "$reproducers")" ]; then inputs+=("$reproducers"); fi
   local status=0
   # CPU seconds (user + sys) next to the wall-clock budget: on a busy

@@ -2,7 +2,8 @@ import Foundation
 import XCTest
 
 /// Every saved fuzz input, run again without libFuzzer: the seed corpus
-/// (Tests/Fuzz/Corpus) and every crash, hang or leak the fuzzer once found
+/// (Tests/Fuzz/Corpus), the minimized inputs earlier runs found
+/// (Tests/Fuzz/Found) and every crash, hang or leak the fuzzer once found
 /// (Tests/Fuzz/Reproducers), through the built `encfs-fuzz` replayer. A
 /// regression traps, or throws an undocumented error, or breaks an
 /// invariant, and the replayer dies naming the input.
@@ -35,9 +36,11 @@ final class FuzzReplayTests: XCTestCase {
         }
         let fuzz = Self.root.appendingPathComponent("Tests/Fuzz")
         let corpus = fuzz.appendingPathComponent("Corpus/\(target)").path
-        let reproducers = fuzz.appendingPathComponent("Reproducers/\(target)").path
         var arguments = [target, corpus]
-        if FileManager.default.fileExists(atPath: reproducers) { arguments.append(reproducers) }
+        for kept in ["Found", "Reproducers"] {
+            let path = fuzz.appendingPathComponent("\(kept)/\(target)").path
+            if FileManager.default.fileExists(atPath: path) { arguments.append(path) }
+        }
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: replayer)
