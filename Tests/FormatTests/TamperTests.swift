@@ -230,8 +230,8 @@ final class TamperTests: XCTestCase {
 
     /// Regression: p multiplies scrypt's time but hardly its memory, so a
     /// slot with N = 2^14, r = 8, p = 2^20 passed the 2 GiB memory check and
-    /// opening ran for hours (found while writing the fuzz harness). Its
-    /// work is over the limit now, and it is refused before scrypt runs.
+    /// opening ran for hours. Its work N · r · p is over the reader's limit
+    /// (`KeySlot.maximumScryptWork`), so it is refused before scrypt runs.
     func testOpen_PassphraseSlotHugeP_FailsCorruptHeader() throws {
         let path = try tampered { b in
             let p = UInt32(1 << 20)

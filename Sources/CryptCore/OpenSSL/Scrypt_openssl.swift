@@ -38,24 +38,10 @@ public enum Scrypt {
             return o1 || o2 || o3 || o4 ? .max : total
         }
 
-        /// The work of one derivation, as bytes ROMix writes and reads:
-        /// 128 · N · r per lane, p lanes one after the other. Time grows with
-        /// it; memory does not grow with p (OpenSSL runs the lanes in turn).
-        /// Saturates at `UInt64.max`.
-        public var workBytes: UInt64 {
-            guard logN < 64 else { return .max }
-            let (lane, o1) = (UInt64(1) << UInt64(logN)).multipliedReportingOverflow(by: 128 * UInt64(r))
-            let (total, o2) = lane.multipliedReportingOverflow(by: UInt64(p))
-            return o1 || o2 ? .max : total
-        }
-
         /// Refuses parameters that would make opening a bundle a denial of
         /// service, or that OpenSSL would refuse later with an opaque error:
-        /// memory above 2 GiB, work above 2 GiB (``workBytes``: without it a
-        /// slot with N = 2^14, r = 8 and p = 2^20 fits the memory limit and
-        /// runs for hours), N outside 2^1…2^30, r·p ≥ 2^30, and (RFC 7914
-        /// section 2) N ≥ 2^(16·r), which only bites for r = 1. With p = 1
-        /// the work limit never refuses what the memory limit allows.
+        /// memory above 2 GiB, N outside 2^1…2^30, r·p ≥ 2^30, and (RFC 7914
+        /// section 2) N ≥ 2^(16·r), which only bites for r = 1.
         ///
         /// - Throws: `CryptError.invalidParameter`.
         public func validate() throws {
@@ -69,19 +55,11 @@ public enum Scrypt {
             guard memoryBytes <= Scrypt.maximumMemory else {
                 throw CryptError.invalidParameter("scrypt needs \(memoryBytes >> 20) MiB, more than the \(Scrypt.maximumMemory >> 20) MiB limit")
             }
-            guard workBytes <= Scrypt.maximumWork else {
-                throw CryptError.invalidParameter("scrypt r = \(r), p = \(p) at log2(N) = \(logN) is more work than the limit allows")
-            }
         }
     }
 
     /// The most memory one derivation may use.
     public static let maximumMemory: UInt64 = 2 << 30
-
-    /// The most work one derivation may take (``Parameters/workBytes``):
-    /// as much as the largest single-lane derivation the memory limit
-    /// allows, a few seconds.
-    public static let maximumWork: UInt64 = 2 << 30
 
     /// Derives `outputCount` bytes from `passphrase`. The corresponding C
     /// function is `EVP_PBE_scrypt`.
