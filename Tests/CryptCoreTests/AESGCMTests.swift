@@ -12,22 +12,32 @@ final class AESGCMTests: XCTestCase {
     func testVectors_GCMSpecTestCases13To16() throws {
         let file = try TestVectors.load("aes-256-gcm-spec", as: TestVectors.AESGCM.self)
         XCTAssertEqual(file.vectors.count, 4)
-        try file.vectors.forEach(check)
+        try file.vectors.forEach { try check($0) }
+    }
+
+    func testVectors_WycheproofThroughOneReusedContext() throws {
+        // A reused context keeps its cipher and only changes key and nonce;
+        // seal and open alternate, valid and invalid vectors interleave.
+        let file = try TestVectors.load("aes-256-gcm-wycheproof", as: TestVectors.AESGCM.self)
+        let shared = try AESGCM()
+        for _ in 0..<2 {
+            for vector in file.vectors { try check(vector, using: shared) }
+        }
     }
 
     func testVectors_Wycheproof() throws {
         let file = try TestVectors.load("aes-256-gcm-wycheproof", as: TestVectors.AESGCM.self)
         XCTAssertEqual(file.vectors.count, 44)
         XCTAssertEqual(file.vectors.filter { !$0.valid }.count, 27, "the modified-tag vectors must be present")
-        try file.vectors.forEach(check)
+        try file.vectors.forEach { try check($0) }
     }
 
     /// Seals (raw and array forms) and compares with the vector; opens and
     /// compares the plaintext; for an invalid vector, requires the open to
     /// fail with a wiped output buffer.
-    private func check(_ v: TestVectors.AESGCM) throws {
+    private func check(_ v: TestVectors.AESGCM, using context: AESGCM? = nil) throws {
         let key = try TestSupport.key(v.key.bytes)
-        let gcm = try AESGCM()
+        let gcm = try context ?? AESGCM()
         let count = v.plaintext.bytes.count
         XCTAssertEqual(v.ciphertext.bytes.count, count, v.name)
 

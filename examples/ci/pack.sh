@@ -5,5 +5,9 @@
 set -eu
 src=$1 out=$2
 shift 2
-set -- $(for r in "$@"; do printf -- '--recipient %s ' "$r"; done)
+# One --recipient per file, each path kept whole (spaces, glob characters).
+for r in "$@"; do
+    set -- "$@" --recipient "$r"
+    shift
+done
 exec "${ENCFS_BIN:+$ENCFS_BIN/}encfs-pack" "$src" "$out" "$@"

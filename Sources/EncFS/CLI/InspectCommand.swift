@@ -189,7 +189,7 @@ public enum InspectCommand {
     private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
         let reader = try open(bundle, args: args)
         let index = reader.index
-        let start = try index.resolve(path: path)
+        let start = try resolve(path, in: index)
         let out = OutputStream()
         let long = args.has("-l")
         func describe(_ entry: IndexEntry, name: [UInt8]) {
@@ -234,24 +234,27 @@ public enum InspectCommand {
         return ExitCode.success
     }
 
+    /// Looks `path` up in the index. A failure names the path inside the
+    /// bundle (`shownAs`, by default `path`), not the bundle file: "no such
+    /// file or directory (app.bundle)" would say the bundle is missing.
+    private static func resolve(_ path: [UInt8], in index: BundleIndex, followingLast: Bool = false) throws -> IndexEntry {
+        let shown: [UInt8]? = nil
+        do {
+            return try index.resolve(path: path, followingLast: followingLast)
+        } catch BundleError.notFound {
+            throw CommandError("no such file or directory in the bundle", path: shown ?? path)
+        } catch let e as BundleError {
+            throw CommandError(e.message, path: shown ?? path)
+        }
+    }
+
     // MARK: - cat
 
     private static func cat(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
         let reader = try open(bundle, args: args)
-        var entry = try reader.index.resolve(path: path)
-        var hops = 0
-        while entry.kind == .symlink {
-            // Follow links that stay inside the bundle, as a shell would.
-            hops += 1
-            guard hops <= 40 else { throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path) }
-            let target = reader.index.withSymlinkTarget(of: entry) { Array($0) }
-            guard target.first != UInt8(ascii: "/") else {
-                throw BundleError.io(errno: ENOENT, operation: "follow symlink (it points outside the bundle)", path: path)
-            }
-            let parentPath = reader.index.path(of: reader.index.entry(at: entry.parent))
-            entry = try reader.index.resolve(path: parentPath + [0x2F] + target)
-        }
-        guard entry.kind == .file else { throw BundleError.isADirectory }
+        // Symlinks inside the bundle are followed, as a shell would.
+        let entry = try resolve(path, in: reader.index, followingLast: true)
+        guard entry.kind == .file else { throw CommandError(BundleError.isADirectory.message, path: path) }
         let key = try reader.fileKey(for: entry)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(reader.header.layout.chunkSize) * 16, alignment: 4096)
         defer {

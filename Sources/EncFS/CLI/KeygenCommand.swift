@@ -82,8 +82,15 @@ public enum KeygenCommand {
                         throw KeyInputError("refusing to overwrite an existing file (use --force)", path: path)
                     }
                 }
-                try privatePEM.withUnsafeBytes { try emit($0, to: output, mode: 0o600, force: force) }
+                // The public half first: if the private key then cannot be
+                // written, the lone .pub is removed again and nothing is left.
                 try publicPEM.withUnsafeBytes { try emit($0, to: pubPath, mode: 0o644, force: force) }
+                do {
+                    try privatePEM.withUnsafeBytes { try emit($0, to: output, mode: 0o600, force: force) }
+                } catch {
+                    _ = pubPath.withCString { unlink($0) }
+                    throw error
+                }
                 let out = OutputStream()
                 out.write(publicPEM)
                 out.line("# recipient fingerprint: \(fingerprint)")

@@ -33,6 +33,9 @@ public enum MountCommand {
       -o OPTIONS               extra FUSE mount options, e.g. allow_other
       --log-file FILE          in the background, append log lines to FILE
                                (default: syslog, facility daemon)
+      --readahead KB           kernel read-ahead for this mount, 0 … 16384
+                               (default 1024 when run as root, else the
+                               kernel's 128; needs root to change)
       -h, --help               this text
       --                       end of options
 
@@ -47,6 +50,7 @@ public enum MountCommand {
         .init(["--foreground", "-f"], takesValue: false),
         .init(["-o"], takesValue: true),
         .init(["--log-file"], takesValue: true),
+        .init(["--readahead"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         .init([daemonFlag], takesValue: false),
     ])
@@ -80,9 +84,17 @@ public enum MountCommand {
             diagnostics.error("option -o \(bad) is not allowed (the mount is read-only and sets its own)")
             return ExitCode.usage
         }
+        var readahead: Int? = getuid() == 0 ? defaultReadahead : nil
+        if let text = args.value("--readahead") {
+            guard let kb = Int(String(decoding: text, as: UTF8.self)), (0...16384).contains(kb) else {
+                diagnostics.error("--readahead must be a number of KiB from 0 to 16384")
+                return ExitCode.usage
+            }
+            readahead = kb
+        }
         if args.has(daemonFlag) {
             return runDaemon(bundle: args.positionals[0], mountpoint: args.positionals[1], extraOptions: extraOptions,
-                             logFile: args.value("--log-file"))
+                             logFile: args.value("--log-file"), readahead: readahead)
         }
         let bundle = args.positionals[0]
         let mountpoint = args.positionals[1]
@@ -120,9 +132,10 @@ public enum MountCommand {
             }
             warnIfUnlocked(logger)
             do {
-                let session = try MountSession(reader: reader, bundlePath: realPath(bundle) ?? bundle, mountpoint: mountpoint,
+                let session = try MountSession(reader: reader, bundlePath: realPath(bundle) ?? bundle, mountpoint: realPath(mountpoint) ?? mountpoint,
                                                extraOptions: extraOptions, logger: logger)
                 try session.mount()
+                applyReadahead(readahead, to: session, logger: logger)
                 try session.run()
                 return ExitCode.success
             } catch {
@@ -131,13 +144,13 @@ public enum MountCommand {
             }
         }
         return spawnDaemon(reader: reader, bundle: bundle, mountpoint: mountpoint, extraOptions: extraOptions,
-                           logFile: args.value("--log-file"), diagnostics: diagnostics)
+                           logFile: args.value("--log-file"), readahead: readahead, diagnostics: diagnostics)
     }
 
     // MARK: - Parent side
 
     private static func spawnDaemon(reader: BundleReader, bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String],
-                                    logFile: [UInt8]?, diagnostics: Diagnostics) -> Int32 {
+                                    logFile: [UInt8]?, readahead: Int?, diagnostics: Diagnostics) -> Int32 {
         guard let absoluteBundle = realPath(bundle), let absoluteMountpoint = realPath(mountpoint) else {
             diagnostics.error("cannot resolve path", path: bundle)
             return ExitCode.failure
@@ -158,6 +171,7 @@ public enum MountCommand {
         var childArgs: [[UInt8]] = [Array("encfs-mount".utf8), Array(daemonFlag.utf8), absoluteBundle, absoluteMountpoint]
         for option in extraOptions { childArgs += [Array("-o".utf8), Array(option.utf8)] }
         if let absoluteLog { childArgs += [Array("--log-file".utf8), absoluteLog] }
+        if let readahead { childArgs += [Array("--readahead".utf8), Array(String(readahead).utf8)] }
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -227,7 +241,8 @@ public enum MountCommand {
 
     // MARK: - Daemon side
 
-    private static func runDaemon(bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String], logFile: [UInt8]?) -> Int32 {
+    private static func runDaemon(bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String], logFile: [UInt8]?,
+                                  readahead: Int?) -> Int32 {
         MountSession.disableCoreDumps()
         func fail(_ message: String, path: [UInt8]?) -> Int32 {
             var line = Array("1\(message)".utf8)
@@ -267,6 +282,7 @@ public enum MountCommand {
         } catch {
             return fail("\(error)", path: mountpoint)
         }
+        applyReadahead(readahead, to: session, logger: logger)
         // Mounted: from here on the parent is gone and errors go to the log.
         _ = "0".withCString { write(statusFD, $0, 1) }
         close(statusFD)
@@ -282,6 +298,17 @@ public enum MountCommand {
     }
 
     // MARK: - Helpers
+
+    /// Read-ahead set when running as root and `--readahead` is not given:
+    /// 1 MiB requests instead of the kernel's 128 KiB for sequential reads.
+    static let defaultReadahead = 1024
+
+    private static func applyReadahead(_ kilobytes: Int?, to session: MountSession, logger: MountLogger) {
+        guard let kilobytes else { return }
+        if let problem = session.setReadahead(kilobytes: kilobytes) {
+            logger.log("warning", "read-ahead left at the kernel default: \(problem)")
+        }
+    }
 
     static func checkMountpoint(_ path: [UInt8]) throws {
         var st = stat()

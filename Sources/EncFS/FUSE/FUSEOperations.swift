@@ -81,7 +81,7 @@ enum FUSEOperations {
         ops.read = { req, _, size, offset, fi in
             guard let context = mountContext(req), let fi, let open = openFileOf(fi) else { return replyError(req, EBADF) }
             guard offset >= 0 else { return replyError(req, EINVAL) }
-            let buffer = size <= MountContext.maximumRead ? context.takeBuffer() : ReplyBuffer(capacity: size)
+            let buffer = size <= MountContext.maximumRead ? context.takeBuffer(size: size) : ReplyBuffer(capacity: size)
             defer { context.returnBuffer(buffer) }
             do {
                 let n = try context.reader.read(open.entry, key: open.key, fromOffset: UInt64(offset),

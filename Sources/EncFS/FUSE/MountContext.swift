@@ -20,6 +20,8 @@ final class MountContext: Sendable {
     /// Largest read the kernel sends (max_read); reply buffers hold this much.
     static let maximumRead = 1 << 20
     private let buffers = Mutex<[ReplyBuffer]>([])
+    /// Set once the "could not lock memory" warning has been logged.
+    private let warnedAboutLocking = Atomic<Bool>(false)
     /// Damaged chunks already logged. The kernel retries a failed read
     /// (readahead, then the page itself) and programs retry too; a damaged
     /// chunk gets one log line per mount, not one per attempt.
@@ -89,13 +91,39 @@ final class MountContext: Sendable {
         }
     }
 
-    func takeBuffer() -> ReplyBuffer {
-        if let buffer = buffers.withLock({ $0.popLast() }) { return buffer }
-        return ReplyBuffer(capacity: Self.maximumRead)
+    /// Reply buffers grow in steps of this size: most reads are readahead
+    /// (128 KiB by default) or single pages, so a pool of 1 MiB buffers, each
+    /// locked in memory, would cost RSS for nothing.
+    static let bufferStep = 128 << 10
+
+    /// A pooled buffer of at least `size` bytes (`size` ≤ ``maximumRead``).
+    func takeBuffer(size: Int) -> ReplyBuffer {
+        if let buffer = buffers.withLock({ pool -> ReplyBuffer? in
+            guard let i = pool.lastIndex(where: { $0.bytes.count >= size }) else { return nil }
+            return pool.remove(at: i)
+        }) {
+            return buffer
+        }
+        let capacity = (max(size, 1) + Self.bufferStep - 1) / Self.bufferStep * Self.bufferStep
+        return ReplyBuffer(capacity: min(capacity, Self.maximumRead))
     }
 
     func returnBuffer(_ buffer: ReplyBuffer) {
-        buffers.withLock { $0.append(buffer) }
+        buffers.withLock { pool in
+            // Keep at most one buffer per worker thread; a larger buffer
+            // displaces the smallest when the pool is full.
+            if pool.count < MountSession.maximumThreads {
+                pool.append(buffer)
+            } else if let i = pool.indices.min(by: { pool[$0].bytes.count < pool[$1].bytes.count }),
+                      pool[i].bytes.count < buffer.bytes.count {
+                pool[i] = buffer
+            }
+        }
+        // Buffers and chunk workspaces are created on the first reads; warn
+        // once if any of them could not be locked in memory.
+        if SecureMemoryStatus.lockFailures > 0, !warnedAboutLocking.exchange(true, ordering: .relaxed) {
+            logger.log("warning", "could not lock plaintext buffers in memory (RLIMIT_MEMLOCK); they may be swapped out")
+        }
     }
 }
 
@@ -109,14 +137,16 @@ struct CorruptChunk: Hashable, Sendable {
 final class ReplyBuffer: @unchecked Sendable {
     // @unchecked: used by one thread at a time; moves only through the pool.
     let bytes: UnsafeMutableRawBufferPointer
+    private let locked: Bool
 
     init(capacity: Int) {
         bytes = .allocate(byteCount: capacity, alignment: 4096)
         bytes.initializeMemory(as: UInt8.self, repeating: 0)
+        locked = SecureMemory.lock(bytes)
     }
 
     deinit {
-        SecureBytes.wipe(bytes)
+        SecureMemory.release(bytes, locked: locked)
         bytes.deallocate()
     }
 }

@@ -16,6 +16,9 @@ public final class MountSession {
     private var ops: fuse_lowlevel_ops
     private var mounted = false
 
+    /// Most libfuse worker threads serving one mount.
+    static let maximumThreads = 16
+
     /// Options always passed to the kernel: read-only, permission checks by
     /// the kernel from the stored mode bits, and 1 MiB reads.
     static let baseOptions = ["ro", "default_permissions", "max_read=\(MountContext.maximumRead)", "subtype=encfs"]
@@ -82,7 +85,7 @@ public final class MountSession {
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_clone_fd(config, 0)
         fuse_loop_cfg_set_idle_threads(config, 10)
-        fuse_loop_cfg_set_max_threads(config, 16)
+        fuse_loop_cfg_set_max_threads(config, UInt32(Self.maximumThreads))
         let rc = cfuse_session_loop_mt(session, config)
         fuse_session_unmount(session)
         mounted = false
@@ -101,6 +104,64 @@ public final class MountSession {
         _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
     }
 
+    /// Sets the kernel read-ahead of this mount (the `read_ahead_kb` of its
+    /// backing device info in sysfs). The kernel caps FUSE read-ahead at this
+    /// value, 128 KiB by default, whatever the file system asks for; larger
+    /// read-ahead means fewer, larger requests for sequential reads. Needs
+    /// root; best effort.
+    ///
+    /// The device number comes from /proc/self/mountinfo, not from `stat` of
+    /// the mountpoint: this runs before the loop serves, and a `stat` would
+    /// wait for the daemon itself.
+    ///
+    /// - Returns: nil on success, else why it could not be set.
+    public func setReadahead(kilobytes: Int) -> String? {
+        guard let device = Self.deviceNumber(ofMountpoint: mountpoint) else {
+            return "mount not found in /proc/self/mountinfo"
+        }
+        let path = "/sys/class/bdi/\(device)/read_ahead_kb"
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "cannot open \(path): \(String(cString: strerror(errno)))" }
+        defer { close(fd) }
+        let text = Array("\(kilobytes)\n".utf8)
+        let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        return written == text.count ? nil : "cannot write \(path): \(String(cString: strerror(errno)))"
+    }
+
+    /// "MAJ:MIN" of the newest fuse.encfs mount at `mountpoint` (an absolute
+    /// path), read from /proc/self/mountinfo, whose mountpoints escape space,
+    /// tab, newline and backslash as \ooo.
+    static func deviceNumber(ofMountpoint mountpoint: [UInt8]) -> String? {
+        var escaped: [UInt8] = []
+        for byte in mountpoint {
+            if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x5C {
+                escaped += Array("\\\(String(byte, radix: 8).leftPaddedOctal)".utf8)
+            } else {
+                escaped.append(byte)
+            }
+        }
+        let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var contents: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            contents += chunk[0..<n]
+        }
+        var found: String?
+        for line in contents.split(separator: 0x0A) {
+            let fields = line.split(separator: 0x20).map(Array.init)
+            guard fields.count > 6, fields[4] == escaped,
+                  let dash = fields.firstIndex(of: [0x2D]), dash + 1 < fields.count,
+                  fields[dash + 1] == Array("fuse.encfs".utf8) else { continue }
+            found = String(decoding: fields[2], as: UTF8.self)
+        }
+        return found
+    }
+
     /// Whether a FUSE file system answers at `mountpoint`: `statfs` waits
     /// for the FUSE handshake and fails (ENOTCONN) if the daemon died.
     public static func isServing(_ mountpoint: [UInt8]) -> Bool {
@@ -108,4 +169,9 @@ public final class MountSession {
         let fuseSuperMagic = 0x65735546 // FUSE_SUPER_MAGIC
         return mountpoint.withCString { statfs($0, &fs) } == 0 && fs.f_type == fuseSuperMagic
     }
+}
+
+private extension String {
+    /// Three octal digits, as mountinfo writes escapes.
+    var leftPaddedOctal: String { count >= 3 ? self : String(repeating: "0", count: 3 - count) + self }
 }

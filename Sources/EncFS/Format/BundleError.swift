@@ -40,6 +40,9 @@ public enum BundleError: Error, Sendable {
     case limitExceeded(String)
     /// A cryptographic primitive failed for a reason other than authentication.
     case crypto(String)
+    /// A request that cannot be carried out as asked (the text says why),
+    /// such as removing the last key slot.
+    case rejected(String)
 
     /// The errno a FUSE reply carries for this error. The only place where
     /// bundle errors become errno values.
@@ -51,6 +54,7 @@ public enum BundleError: Error, Sendable {
         case .readOnly: return EROFS
         case .io(let code, _, _): return code == 0 ? EIO : code
         case .limitExceeded: return EFBIG
+        case .rejected: return EINVAL
         case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
              .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto:
             return EIO
@@ -78,6 +82,7 @@ public enum BundleError: Error, Sendable {
         case .sourceChanged(_, let what): return "source changed while packing: \(what)"
         case .limitExceeded(let what): return "limit exceeded: \(what)"
         case .crypto(let what): return "cryptographic failure: \(what)"
+        case .rejected(let why): return why
         }
     }
 

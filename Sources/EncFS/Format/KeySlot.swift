@@ -57,6 +57,12 @@ public struct KeySlot: Sendable, Equatable {
     static let rawKeyBodySize = keyIDSize + saltSize + wrappedSize
     static let passphraseBodySize = 12 + saltSize + wrappedSize
     static let fingerprintSize = 8
+    /// The most scrypt work (N · r · p) a reader spends on one passphrase
+    /// slot: twice the costliest slot encfs writes (N = 2^20, r = 8, p = 1).
+    /// The 2 GiB memory limit does not bound time: p multiplies the work
+    /// while adding little memory, so a damaged slot with p = 2^20 + 1 (one
+    /// flipped bit) would keep a mount busy for hours before failing.
+    static let maximumScryptWork: UInt64 = 1 << 24
     static let x25519BodySize = fingerprintSize + AsymmetricKeyKind.x25519ByteCount + wrappedSize
     static let rsaBodySizes = (fingerprintSize + AsymmetricKeyKind.minimumRSABits / 8)...(fingerprintSize + AsymmetricKeyKind.maximumRSABits / 8)
 
@@ -256,6 +262,11 @@ public struct KeySlot: Sendable, Equatable {
                 try parameters.validate()
             } catch {
                 throw BundleError.corruptHeader("key slot \(position) (passphrase): \(error)")
+            }
+            // validate() bounds log2 N ≤ 30 and r · p < 2^30: no overflow.
+            guard (UInt64(1) << parameters.logN) * UInt64(parameters.r) * UInt64(parameters.p) <= Self.maximumScryptWork else {
+                throw BundleError.corruptHeader("key slot \(position) (passphrase): scrypt N = 2^\(parameters.logN), r = \(parameters.r), "
+                                                + "p = \(parameters.p) is more work than a reader allows")
             }
             let salt = Array(body[12..<(12 + Self.saltSize)])
             let kek = try Self.scrypt(passphrase, salt: salt, parameters: parameters)

@@ -122,20 +122,38 @@ public final class BundleIndex: Sendable {
         return nil
     }
 
-    /// Resolves a '/'-separated path relative to the root (no symlinks
-    /// followed; empty components and "." are skipped).
+    /// Resolves a '/'-separated path relative to the root. Empty components
+    /// and "." are skipped, ".." goes up (the root is its own parent).
     ///
-    /// - Throws: `BundleError.notFound` or `.notADirectory`.
-    public func resolve(path: [UInt8]) throws -> IndexEntry {
+    /// Symlinks in the middle of the path are followed as a shell would, as
+    /// long as their targets are relative (an absolute target points outside
+    /// the bundle); the last component is followed only when
+    /// `followingLast` is set. At most 40 links are followed.
+    ///
+    /// - Throws: `BundleError.notFound`, `.notADirectory`, `.io(ELOOP)`, or
+    ///   `.rejected` for an absolute symlink target.
+    public func resolve(path: [UInt8], followingLast: Bool = false) throws -> IndexEntry {
+        var pending = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init).reversed() as [[UInt8]]
         var current = root
-        for component in path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
-            if component.elementsEqual([UInt8(ascii: ".")]) { continue }
-            if component.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
+        var hops = 0
+        while let component = pending.popLast() {
+            if component == [UInt8(ascii: ".")] { continue }
+            if component == [UInt8(ascii: "."), UInt8(ascii: ".")] {
                 current = entry(at: current.parent)
                 continue
             }
             guard current.kind == .directory else { throw BundleError.notADirectory }
-            guard let next = Array(component).withUnsafeBytes({ lookup($0, in: current) }) else { throw BundleError.notFound }
+            guard let next = component.withUnsafeBytes({ lookup($0, in: current) }) else { throw BundleError.notFound }
+            if next.kind == .symlink, !pending.isEmpty || followingLast {
+                hops += 1
+                guard hops <= 40 else { throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path) }
+                let target = withSymlinkTarget(of: next) { Array($0) }
+                guard target.first != UInt8(ascii: "/") else { throw BundleError.rejected("symlink points outside the bundle") }
+                // Continue from the link's directory with the target's components.
+                let parts = target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
+                pending.append(contentsOf: parts.reversed())
+                continue
+            }
             current = next
         }
         return current

@@ -12,6 +12,7 @@ final class ChunkWorkspace: @unchecked Sendable {
     let sealed: UnsafeMutableRawBufferPointer
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
+    private let plaintextLocked: Bool
 
     init(layout: ChunkLayout, bundleID: [UInt8]) throws {
         codec = try ChunkCodec(bundleID: bundleID)
@@ -19,10 +20,11 @@ final class ChunkWorkspace: @unchecked Sendable {
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+        plaintextLocked = SecureMemory.lock(plaintext)
     }
 
     deinit {
-        SecureBytes.wipe(plaintext)
+        SecureMemory.release(plaintext, locked: plaintextLocked)
         sealed.deallocate()
         plaintext.deallocate()
     }

@@ -10,7 +10,8 @@ import Glibc
 /// ``commit()`` it is synced, linked to a hidden temporary name with
 /// `linkat`, renamed over the destination (replacing an existing file
 /// atomically) and the directory is synced. File systems without
-/// `O_TMPFILE` fall back to a hidden named file that ``abort()`` removes.
+/// `O_TMPFILE` fall back to a hidden named file that ``abort()`` removes, and
+/// `InterruptCleanup` on SIGINT, SIGTERM or SIGHUP.
 final class AtomicFile {
     /// `O_TMPFILE` is a macro over `__O_TMPFILE | O_DIRECTORY` that Swift does
     /// not import; `__O_TMPFILE` is 020000000 on every Linux architecture
@@ -37,8 +38,9 @@ final class AtomicFile {
         if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
             // No O_TMPFILE on this file system: use a hidden named file.
             let name = try Self.temporaryName(for: destination)
+            InterruptCleanup.arm(name)
             fd = name.withCString { open($0, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode) }
-            if fd >= 0 { namedTemporary = name }
+            if fd >= 0 { namedTemporary = name } else { InterruptCleanup.disarm() }
         }
         guard fd >= 0 else { throw BundleError.lastIO("create output file in", directory) }
         self.fd = fd
@@ -65,16 +67,24 @@ final class AtomicFile {
         } else {
             temporary = try Self.temporaryName(for: destination)
             let procPath = Array("/proc/self/fd/\(fd)".utf8)
+            // Armed before the name exists, so no signal falls in between.
+            InterruptCleanup.arm(temporary)
             let rc = procPath.withCString { p in temporary.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
-            guard rc == 0 else { throw BundleError.lastIO("link output file", destination) }
+            guard rc == 0 else {
+                let saved = errno
+                InterruptCleanup.disarm()
+                throw BundleError.io(errno: saved, operation: "link output file", path: destination)
+            }
         }
         let renamed = temporary.withCString { t in destination.withCString { rename(t, $0) } }
         guard renamed == 0 else {
             let saved = errno
             _ = temporary.withCString { unlink($0) }
+            InterruptCleanup.disarm()
             namedTemporary = nil
             throw BundleError.io(errno: saved, operation: "rename output file to", path: destination)
         }
+        InterruptCleanup.disarm()
         namedTemporary = nil
         finished = true
         close(fd)
@@ -86,6 +96,7 @@ final class AtomicFile {
             let rc = named.withCString { t in destination.withCString { link(t, $0) } }
             guard rc == 0 else { throw BundleError.lastIO("create", destination) }
             _ = named.withCString { unlink($0) }
+            InterruptCleanup.disarm()
             namedTemporary = nil
         } else {
             let procPath = Array("/proc/self/fd/\(fd)".utf8)
@@ -110,7 +121,10 @@ final class AtomicFile {
         guard !finished else { return }
         finished = true
         close(fd)
-        if let named = namedTemporary { _ = named.withCString { unlink($0) } }
+        if let named = namedTemporary {
+            _ = named.withCString { unlink($0) }
+            InterruptCleanup.disarm()
+        }
     }
 
     private static func temporaryName(for destination: [UInt8]) throws -> [UInt8] {

@@ -8,8 +8,8 @@ import Glibc
 /// The content key stays the same, so only the header changes; because the
 /// header's length changes with its slots, the new bundle is written as the
 /// new header followed by a byte-identical copy of the payload, then
-/// renamed over the old file. Atomic: a failure or crash leaves the old
-/// bundle as it was.
+/// renamed over the old file, with the old file's mode, owner and group.
+/// Atomic: a failure or crash leaves the old bundle as it was.
 ///
 /// Limit: removing a slot stops that secret from opening *this file*; a copy
 /// of the old file still opens with it, and it shares the content key.
@@ -38,7 +38,7 @@ public enum BundleRekeyer {
 
     /// Rewrites the header of the bundle `reader` has open at `path`.
     ///
-    /// - Throws: `BundleError.limitExceeded` when a fingerprint matches no
+    /// - Throws: `BundleError.rejected` when a fingerprint matches no
     ///   slot or the last slot would go; `.io` on write failures (the old
     ///   bundle is then untouched).
     public static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
@@ -51,7 +51,7 @@ public enum BundleRekeyer {
             let before = slots.count
             slots.removeAll { $0.fingerprint == wanted }
             guard slots.count < before else {
-                throw BundleError.limitExceeded("no key slot has fingerprint \(fingerprint)")
+                throw BundleError.rejected("no key slot has fingerprint \(fingerprint)")
             }
             removed += before - slots.count
         }
@@ -64,7 +64,7 @@ public enum BundleRekeyer {
             slots.append(try KeySlot.recipient(wrapping: contentKey, to: recipient, bundleID: header.bundleID))
             added += 1
         }
-        guard !slots.isEmpty else { throw BundleError.limitExceeded("refusing to remove the last key slot") }
+        guard !slots.isEmpty else { throw BundleError.rejected("refusing to remove the last key slot") }
         guard slots.count <= BundleFormat.maximumSlots else {
             throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots")
         }
@@ -76,6 +76,10 @@ public enum BundleRekeyer {
         var st = stat()
         guard path.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", path) }
         let output = try AtomicFile(destination: path, mode: st.st_mode & 0o7777)
+        // Keep the owner and group too (a 0640 bundle read by a service's
+        // group must stay readable); best effort, since only root may give
+        // a file away. Before fchmod: fchown clears set-id bits.
+        _ = fchown(output.fd, st.st_uid, st.st_gid)
         _ = fchmod(output.fd, st.st_mode & 0o7777)
         try bytes.withUnsafeBytes { try FileIO.writeAll(output.fd, $0, path: path) }
         try reader.copyPayload(to: output.fd, at: UInt64(bytes.count), path: path)

@@ -1,4 +1,6 @@
 import CryptCore
+import Dispatch
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -113,7 +115,7 @@ public enum BundleWriter {
                                   indexOffset: indexOffset, indexLength: indexLength)
         let sealedIndex = try sealIndex(plaintext, keys: keys, aad: IndexBuilder.associatedData(header))
         try sink.append(sealedIndex)
-        try sink.flush()
+        try sink.finish()
         let headerBytes = try header.serialized(keys: keys)
         precondition(headerBytes.count == headerLength, "internal error: header length changed")
         try headerBytes.withUnsafeBytes { try FileIO.pwriteAll(output.fd, $0, at: 0, path: destination) }
@@ -145,50 +147,121 @@ public enum BundleWriter {
     }
 }
 
-/// Buffers sealed chunks and writes them sequentially.
+/// Buffers sealed chunks and writes them on a second thread.
+///
+/// Two 4 MiB buffers: while one is written (`pwrite` on a serial dispatch
+/// queue), the packer reads and encrypts into the other, so reading,
+/// encryption and writing overlap. A write error is reported at the next
+/// hand-over or at ``finish()``.
 final class ChunkSink {
     private let fd: Int32
     private let path: [UInt8]
-    private let buffer: UnsafeMutableRawBufferPointer
+    private let buffers: [WriteBuffer]
+    private var current = 0
     private var used = 0
-    private var written: UInt64
+    /// Payload bytes handed to the writer so far.
+    private var submitted: UInt64 = 0
     private let start: UInt64
+    private let writer = DispatchQueue(label: "encfs-pack.writer")
+    /// Signalled when the write in flight has finished. Starts at 0 and is
+    /// back at 0 whenever nothing is in flight (libdispatch traps when a
+    /// semaphore is freed below its initial value).
+    private let idle = DispatchSemaphore(value: 0)
+    private var inFlight = false
+    private let failure = WriteFailure()
     static let capacity = 4 << 20
 
     init(fd: Int32, startOffset: UInt64, path: [UInt8]) throws {
         self.fd = fd
         self.path = path
         start = startOffset
-        written = startOffset
-        buffer = .allocate(byteCount: Self.capacity, alignment: 4096)
-        guard lseek(fd, off_t(startOffset), SEEK_SET) == off_t(startOffset) else { throw BundleError.lastIO("seek", path) }
+        buffers = [WriteBuffer(capacity: Self.capacity), WriteBuffer(capacity: Self.capacity)]
     }
 
-    deinit { buffer.deallocate() }
+    deinit {
+        // Wait for a write still in flight before its buffer goes away.
+        waitForWrite()
+    }
+
+    private func waitForWrite() {
+        if inFlight {
+            idle.wait()
+            inFlight = false
+        }
+    }
 
     /// Bytes of payload produced so far (buffered included).
-    var dataLength: UInt64 { written + UInt64(used) - start }
+    var dataLength: UInt64 { submitted + UInt64(used) }
 
     /// Hands out `count` bytes of buffer space for `body` to fill.
     func withSpace(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
-        if count > Self.capacity - used { try flush() }
         precondition(count <= Self.capacity, "internal error: chunk larger than the write buffer")
-        try body(UnsafeMutableRawBufferPointer(rebasing: buffer[used..<(used + count)]))
+        if count > Self.capacity - used { try submit() }
+        try body(UnsafeMutableRawBufferPointer(rebasing: buffers[current].bytes[used..<(used + count)]))
         used += count
     }
 
+    /// Appends bytes (the sealed index) after everything buffered.
     func append(_ bytes: [UInt8]) throws {
-        try flush()
-        try bytes.withUnsafeBytes { try FileIO.writeAll(fd, $0, path: path) }
-        written += UInt64(bytes.count)
+        var offset = 0
+        while offset < bytes.count {
+            let n = min(Self.capacity, bytes.count - offset)
+            try withSpace(n) { space in
+                bytes.withUnsafeBytes { space.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+            }
+            offset += n
+        }
     }
 
-    func flush() throws {
-        guard used > 0 else { return }
-        try FileIO.writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<used]), path: path)
-        written += UInt64(used)
-        used = 0
+    /// Writes everything and waits for it; throws the first write error.
+    func finish() throws {
+        try submit()
+        waitForWrite()
+        if let error = failure.value.withLock({ $0 }) { throw error }
     }
+
+    private func submit() throws {
+        guard used > 0 else { return }
+        // The other buffer's write must be done before it is filled again.
+        waitForWrite()
+        if let error = failure.value.withLock({ $0 }) { throw error }
+        let buffer = buffers[current]
+        let length = used
+        let offset = start + submitted
+        let (fd, path, idle, failure) = (self.fd, self.path, self.idle, self.failure)
+        writer.async {
+            do {
+                try FileIO.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<length]), at: offset, path: path)
+            } catch let error as BundleError {
+                failure.value.withLock { if $0 == nil { $0 = error } }
+            } catch {
+                failure.value.withLock { if $0 == nil { $0 = .io(errno: EIO, operation: "write", path: path) } }
+            }
+            idle.signal()
+        }
+        inFlight = true
+        submitted += UInt64(length)
+        used = 0
+        current = 1 - current
+    }
+}
+
+/// The first write error of a ``ChunkSink``, shared with its writer queue.
+final class WriteFailure: Sendable {
+    let value = Mutex<BundleError?>(nil)
+}
+
+/// One write buffer of ``ChunkSink``; it holds ciphertext only.
+/// `@unchecked Sendable`: the sink hands it to the writer queue and does not
+/// touch it again until the write has signalled.
+final class WriteBuffer: @unchecked Sendable {
+    let bytes: UnsafeMutableRawBufferPointer
+
+    init(capacity: Int) {
+        bytes = .allocate(byteCount: capacity, alignment: 4096)
+    }
+
+    deinit { bytes.deallocate() }
 }
 
 /// Encrypts one source file at a time, chunk by chunk, from a consistent

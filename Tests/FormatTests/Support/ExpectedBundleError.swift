@@ -22,6 +22,7 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
     case sourceChanged(path: [UInt8])
     case limitExceeded
     case crypto
+    case rejected
 
     init(_ error: BundleError) {
         switch error {
@@ -41,6 +42,7 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .sourceChanged(let path, _): self = .sourceChanged(path: path)
         case .limitExceeded: self = .limitExceeded
         case .crypto: self = .crypto
+        case .rejected: self = .rejected
         }
     }
 
@@ -62,6 +64,7 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .sourceChanged(let path): return "sourceChanged(path: \(path.debugPath))"
         case .limitExceeded: return "limitExceeded"
         case .crypto: return "crypto"
+        case .rejected: return "rejected"
         }
     }
 }

@@ -39,6 +39,26 @@ enum BundleSurgery {
         return UInt64(reader.header.headerLength) + entry.first + layout.ciphertextOffset(ofChunk: chunk) + byte
     }
 
+    /// Where a key slot's body is: the slot kind (1 raw key, 2 passphrase,
+    /// 3 X25519, 4 RSA) and the absolute offset and length of its body.
+    struct SlotBody {
+        let kind: UInt8
+        let offset: UInt64
+        let length: Int
+    }
+
+    /// The key slots of `bundle`, read without a key. Slots follow the
+    /// 64-byte fixed header, each `kind (1) ‖ reserved (1) ‖ length (2) ‖ body`
+    /// (docs/FORMAT.md, "Key slots").
+    static func slots(of bundle: String) throws -> [SlotBody] {
+        let (header, _) = try BundleReader.readHeader(path: Array(bundle.utf8))
+        var offset: UInt64 = 64
+        return header.slots.map { slot in
+            defer { offset += 4 + UInt64(slot.body.count) }
+            return SlotBody(kind: slot.kindCode, offset: offset + 4, length: slot.body.count)
+        }
+    }
+
     /// XORs the byte at `offset` of `path` with `mask`.
     static func flipByte(at offset: UInt64, in path: String, mask: UInt8 = 0x01) throws {
         let fd = open(path, O_RDWR | O_CLOEXEC)

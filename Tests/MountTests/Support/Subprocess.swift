@@ -184,11 +184,25 @@ final class SpawnedProcess: Sendable {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
+        // Children start with the default action for the signals tests send
+        // (SIGINT, SIGTERM, SIGHUP, SIGQUIT), even when the test runner was
+        // started with them ignored, as a shell does for background jobs:
+        // ignored dispositions are inherited, libfuse then installs no
+        // handler, and a SIGINT sent by a test would do nothing.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        // POSIX_SPAWN_SETSIGDEF is a macro Swift does not import (glibc: 0x04).
+        posix_spawnattr_setflags(&attributes, 0x04)
         var child: pid_t = 0
         let rc = (argv + [nil]).withUnsafeBufferPointer { a -> Int32 in
             (envp + [nil]).withUnsafeBufferPointer { e -> Int32 in
                 guard let a = a.baseAddress, let e = e.baseAddress else { return EINVAL }
-                return posix_spawnp(&child, tool, &actions, nil, a, e)
+                return posix_spawnp(&child, tool, &actions, &attributes, a, e)
             }
         }
         close(out.write)

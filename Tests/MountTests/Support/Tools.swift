@@ -5,14 +5,12 @@ import Glibc
 
 /// Where the binaries under test and the helper programs are.
 enum Tools {
-    /// Directory holding `encfs-pack` and `encfs-mount`: `$ENCFS_BIN_DIR`,
+    /// Directory holding the `encfs-*` executables: `$ENCFS_BIN_DIR`,
     /// else `.build/release`, else `.build/debug` of this package (found
     /// from this file's path).
     static let binaryDirectory: String? = {
         if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return dir }
-        // #filePath = <root>/Tests/MountTests/Support/Tools.swift
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().path
+        let root = repositoryRoot
         for configuration in ["release", "debug"] {
             let dir = "\(root)/.build/\(configuration)"
             if access("\(dir)/encfs-pack", X_OK) == 0, access("\(dir)/encfs-mount", X_OK) == 0 { return dir }
@@ -24,6 +22,18 @@ enum Tools {
     static func pack() throws -> String { try binary("encfs-pack") }
     /// `encfs-mount`.
     static func mount() throws -> String { try binary("encfs-mount") }
+    /// `encfs-keygen`.
+    static func keygen() throws -> String { try binary("encfs-keygen") }
+    /// `encfs-inspect`.
+    static func inspect() throws -> String { try binary("encfs-inspect") }
+
+    /// This package's root directory (found from this file's path), for
+    /// the scripts under `examples/`.
+    static let repositoryRoot: String = {
+        // #filePath = <root>/Tests/MountTests/Support/Tools.swift
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+    }()
 
     private static func binary(_ name: String) throws -> String {
         guard let dir = binaryDirectory else {

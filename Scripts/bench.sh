@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Side-by-side read benchmark (issue 4): plain directory, nullfuse (FUSE
+# alone, no crypto), squashfuse (uncompressed image), gocryptfs -ro and encfs,
+# measured in one run on one deterministic data set.
+#
+#   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
+#
+# Installs what is missing (Debian packages), builds the encfs release
+# binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
+# (default /var/tmp/encfs-bench; kept and reused across runs), measures, prints
+# a markdown table and writes DIR/results.md and DIR/results.json. Every
+# figure is the median [min-max] of N repetitions (default 3).
+#
+#   --quick          a quarter of the data (256 MiB file, 5,000 small files),
+#                    3 s fio runs instead of 10 s; under 10 minutes on 2 cores
+#   --out DIR        work directory (data set, images, mount points, results)
+#   --reps N         repetitions per figure (default 3)
+#   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs
+#   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
+#                    128 by default in the kernel) after mounting, to compare
+#                    all systems at one read-ahead
+#
+# Environment: BENCH_ENCFS_PACK_ARGS (e.g. "--chunk-size 256K") and
+# BENCH_ENCFS_MOUNT_ARGS are appended to the encfs-pack / encfs-mount command
+# lines, to compare settings.
+#
+# Needs root: it installs packages, writes /proc/sys/vm/drop_caches and
+# mounts. It leaves no mount behind, also on failure or Ctrl-C.
+#
+# Exit codes: 0 done, 1 a step failed, 2 usage error, 130 interrupted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$PWD"
+export PATH="/opt/swift/usr/bin:$PATH"
+started=$(date +%s)
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
+quick=()
+out=/var/tmp/encfs-bench
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=(--quick) ;;
+    --out) [ $# -ge 2 ] || { echo "bench.sh: error: --out needs a directory" >&2; exit 2; }; out="$2"; shift ;;
+    --out=*) out="${1#--out=}" ;;
+    --reps|--systems|--read-ahead-kb)
+      [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }
+      extra+=("$1" "$2"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench.sh: error: unknown argument ($1)" >&2; echo "bench.sh: hint: see Scripts/bench.sh --help" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench.sh: error: must run as root (apt-get, drop_caches, mounts)" >&2
+  exit 1
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+
+# Unmounts everything mounted below $out, deepest first: the safety net
+# behind bench.py's own cleanup, for a crash, a kill or Ctrl-C.
+cleanup() {
+  local mp
+  while IFS= read -r mp; do
+    [ -n "$mp" ] || continue
+    mp="$(printf '%b' "$mp")"  # mountinfo escapes spaces and the like as \040
+    fusermount3 -u "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+    echo "bench.sh: unmounted $mp" >&2
+  done < <(awk -v p="$out/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== dependencies" >&2
+Scripts/install-deps.sh
+peers=(gocryptfs squashfuse squashfs-tools fio gcc pkg-config libfuse3-dev openssl python3)
+missing=()
+for p in "${peers[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "== build (release)" >&2
+swift build -c release >&2
+bin="$(swift build -c release --show-bin-path)"
+mkdir -p "$out/bin"
+# shellcheck disable=SC2046  # pkg-config prints several words on purpose
+gcc -O2 -Wall -Wextra -o "$out/bin/nullfuse" Scripts/bench/nullfuse.c $(pkg-config --cflags --libs fuse3) -lpthread
+
+echo "== benchmark (work dir $out)" >&2
+python3 Scripts/bench/bench.py --out "$out" --bin "$bin" --nullfuse "$out/bin/nullfuse" --repo "$repo" \
+  "${quick[@]}" "${extra[@]}"
+echo "bench.sh: results in $out/results.md and $out/results.json; total $(( $(date +%s) - started )) s" >&2

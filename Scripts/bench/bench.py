@@ -1,0 +1,824 @@
+#!/usr/bin/env python3
+"""Side-by-side read benchmark of encfs and its peers (issue 4).
+
+Run through Scripts/bench.sh, which installs the peers, builds the release
+binaries and nullfuse, and unmounts whatever is left if this script dies.
+This script makes the data set, builds each system's image, measures, and
+writes OUT/results.md and OUT/results.json.
+
+Systems: plain (the source directory), nullfuse (FUSE passthrough, no
+crypto), squashfuse (uncompressed image), gocryptfs -ro, encfs.
+
+Each repetition runs every system in turn (interleaved, so that drift on a
+shared machine hits all of them alike):
+  pack      build the image from the data set, then `sync` (timed together:
+            encfs-pack fsyncs its output, the others do not);
+  round A   backing store warmed into the page cache (cat), fresh mount
+            (timed: command start until the first stat in the mount
+            succeeds), sequential read of the big file with dd bs=1M (the
+            FUSE file's page cache is empty on a fresh mount), the same read
+            again (warm), fio 4 KiB random reads with 1 and 4 jobs, daemon
+            VmHWM, unmount;
+  round B   sync + drop_caches, fresh mount, every small file read once
+            (find | xargs cat), daemon VmHWM, unmount.
+Daemons' stderr goes to OUT/logs/SYSTEM.log. --read-ahead-kb sets every FUSE
+mount's bdi read_ahead_kb right after mounting (the kernel default is 128).
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+PROG = "bench"
+MiB = 1 << 20
+GiB = 1 << 30
+
+# Fixed, public, benchmark-only secrets: the data set and the images must be
+# the same on every run. Never use these for anything else.
+DATA_KEY = "42" * 32
+DATA_IV = "00" * 16
+SMALL_IV = "11" * 16
+BENCH_KEY = "5e" * 32
+GOCRYPTFS_PASSWORD = "pw"
+SEED = 20240404
+FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
+
+SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
+FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
+
+
+def die(message, *hints):
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    for hint in hints:
+        print(f"{PROG}: hint: {hint}", file=sys.stderr)
+    sys.exit(1)
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kwargs):
+    """Runs cmd (a list, or a string for bash), failing loudly with its stderr."""
+    shell = isinstance(cmd, str)
+    result = subprocess.run(["bash", "-c", cmd] if shell else cmd, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        shown = cmd if shell else " ".join(cmd)
+        die(f"command failed ({result.returncode}): {shown}\n{result.stderr.strip()}")
+    return result
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def tree_bytes(path):
+    """Apparent size of every non-directory below path (st_size, symlinks not followed)."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in filenames:
+            total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+# ---------------------------------------------------------------- data set
+
+class DataSet:
+    """The deterministic source tree: big.bin, small/ (nested), site/."""
+
+    def __init__(self, root, quick, repo):
+        self.quick = quick
+        self.big_bytes = GiB // 4 if quick else GiB
+        self.small_files = 5000 if quick else 20000
+        self.path = os.path.join(root, "data-quick" if quick else "data-full")
+        self.stamp = self.path + ".json"
+        self.repo = repo
+        self.big = os.path.join(self.path, "big.bin")
+        self.small = os.path.join(self.path, "small")
+
+    def spec(self):
+        return {"format": 2, "big_bytes": self.big_bytes, "small_files": self.small_files,
+                "small_size_range": [1024, 65536], "seed": SEED}
+
+    def ensure(self):
+        try:
+            with open(self.stamp) as f:
+                if json.load(f) == self.spec() and os.path.isfile(self.big):
+                    log(f"data set: reusing {self.path}")
+                    return
+        except (OSError, ValueError):
+            pass
+        log(f"data set: generating {self.path}")
+        started = time.monotonic()
+        if os.path.exists(self.stamp):
+            os.unlink(self.stamp)
+        shutil.rmtree(self.path, ignore_errors=True)
+        os.makedirs(self.path)
+        # AES-256-CTR over zeros with a fixed key: incompressible, fast, the same everywhere.
+        run(f"openssl enc -aes-256-ctr -K {DATA_KEY} -iv {DATA_IV} -nosalt -in /dev/zero 2>/dev/null"
+            f" | head -c {self.big_bytes} > '{self.big}'")
+        if os.path.getsize(self.big) != self.big_bytes:
+            die("could not generate big.bin (openssl enc)")
+        self._make_small()
+        self._make_site()
+        for dirpath, dirnames, filenames in os.walk(self.path):
+            for name in filenames + dirnames:
+                os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
+        os.utime(self.path, (FIXED_MTIME, FIXED_MTIME))
+        os.sync()
+        with open(self.stamp, "w") as f:
+            json.dump(self.spec(), f)
+        log(f"data set: done in {time.monotonic() - started:.1f} s")
+
+    def _make_small(self):
+        rng = random.Random(SEED)
+        extensions = [".bin", ".dat", ".json", ".txt", ".png", ".js"]
+        stream = subprocess.Popen(["openssl", "enc", "-aes-256-ctr", "-K", DATA_KEY, "-iv", SMALL_IV,
+                                   "-nosalt", "-in", "/dev/zero"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, bufsize=1 << 20)
+        made = set()
+        try:
+            for i in range(self.small_files):
+                # A nested tree: 16 top directories, up to 3 levels, ~20-150 files per leaf.
+                parts = [f"d{rng.randrange(16):02d}"]
+                depth = rng.choice([1, 2, 2, 3])
+                if depth >= 2:
+                    parts.append(f"s{rng.randrange(8)}")
+                if depth >= 3:
+                    parts.append(f"t{rng.randrange(4)}")
+                directory = os.path.join(self.small, *parts)
+                if directory not in made:
+                    os.makedirs(directory, exist_ok=True)
+                    made.add(directory)
+                size = rng.randint(1024, 65536)
+                content = stream.stdout.read(size)
+                if len(content) != size:
+                    die("could not generate the small files (openssl enc)")
+                with open(os.path.join(directory, f"f{i:05d}{rng.choice(extensions)}"), "wb") as f:
+                    f.write(content)
+        finally:
+            stream.kill()
+            stream.wait()
+
+    def _make_site(self):
+        site = os.path.join(self.path, "site")
+        example = os.path.join(self.repo, "examples", "site")
+        if os.path.isdir(example):
+            shutil.copytree(example, site, symlinks=True)
+        os.makedirs(os.path.join(site, "pages"), exist_ok=True)
+        rng = random.Random(SEED + 1)
+        words = ("bundle chunk cipher index mount kernel page cache reader entry slot key nonce tag "
+                 "directory file stream offset layout header").split()
+        for i in range(100):
+            paragraphs = "\n".join(
+                "<p>" + " ".join(rng.choice(words) for _ in range(rng.randint(40, 200))) + ".</p>"
+                for _ in range(rng.randint(2, 12)))
+            with open(os.path.join(site, "pages", f"page-{i:03d}.html"), "w") as f:
+                f.write(f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Page {i}</title>"
+                        f"<link rel=\"stylesheet\" href=\"../css/site.css\"></head>\n<body><h1>Page {i}</h1>\n"
+                        f"{paragraphs}\n<a href=\"page-{(i + 1) % 100:03d}.html\">next</a></body></html>\n")
+        os.symlink("pages/page-000.html", os.path.join(site, "start.html"))
+
+
+# ---------------------------------------------------------------- systems
+
+class System:
+    """How to build, mount and find the backing store of one system."""
+
+    def __init__(self, name, bench):
+        self.name = name
+        self.bench = bench
+        self.mountpoint = os.path.join(bench.out, "mnt", name)
+
+    #: Whether pack() builds an image (timed as "pack/build").
+    builds = False
+
+    # Overridden where it applies.
+    def pack(self):
+        pass
+
+    def size(self):
+        return None
+
+    def mount_command(self):
+        return None
+
+    def backing_file(self):
+        """The file that holds the big file's bytes, warmed into the page cache before round A."""
+        return self.bench.data.big
+
+    @property
+    def is_fuse(self):
+        return self.mount_command() is not None
+
+    def root(self):
+        return self.mountpoint if self.is_fuse else self.bench.data.path
+
+
+class Plain(System):
+    def size(self):
+        return tree_bytes(self.bench.data.path)
+
+
+class NullFUSE(System):
+    def mount_command(self):
+        return [self.bench.args.nullfuse, self.bench.data.path, self.mountpoint]
+
+
+class SquashFUSE(System):
+    builds = True
+
+    def __init__(self, name, bench):
+        super().__init__(name, bench)
+        self.image = os.path.join(bench.out, "build", "data.squashfs")
+
+    def pack(self):
+        if os.path.exists(self.image):
+            os.unlink(self.image)
+        run(["mksquashfs", self.bench.data.path, self.image, "-noI", "-noD", "-noF", "-noX",
+             "-noappend", "-no-progress", "-quiet"])
+        os.sync()
+
+    def size(self):
+        return os.path.getsize(self.image)
+
+    def mount_command(self):
+        return ["squashfuse", self.image, self.mountpoint]
+
+    def backing_file(self):
+        return self.image
+
+
+class GocryptFS(System):
+    builds = True
+
+    def __init__(self, name, bench):
+        super().__init__(name, bench)
+        self.cipher = os.path.join(bench.out, "build", "gocryptfs")
+        self.passfile = os.path.join(bench.out, "build", "gocryptfs.pass")
+        self._backing = None
+
+    def pack(self):
+        shutil.rmtree(self.cipher, ignore_errors=True)
+        os.makedirs(self.cipher)
+        with open(self.passfile, "w") as f:
+            f.write(GOCRYPTFS_PASSWORD + "\n")
+        # scrypt N=2^10: a cheap KDF, so mount time is the file system's, as with an encfs key file.
+        run(["gocryptfs", "-init", "-q", "-scryptn", "10", "-passfile", self.passfile, self.cipher])
+        rw = os.path.join(self.bench.out, "mnt", "gocryptfs-rw")
+        os.makedirs(rw, exist_ok=True)
+        run(["gocryptfs", "-q", "-passfile", self.passfile, self.cipher, rw])
+        try:
+            run(["cp", "-a", self.bench.data.path + "/.", rw + "/"])
+        finally:
+            self.bench.unmount(rw)
+        os.sync()
+        self._backing = None
+
+    def size(self):
+        return tree_bytes(self.cipher)
+
+    def mount_command(self):
+        return ["gocryptfs", "-ro", "-q", "-passfile", self.passfile, self.cipher, self.mountpoint]
+
+    def backing_file(self):
+        if self._backing is None:
+            # big.bin's ciphertext is the largest file under the encrypted names.
+            largest, largest_size = None, -1
+            for dirpath, _, filenames in os.walk(self.cipher):
+                for name in filenames:
+                    p = os.path.join(dirpath, name)
+                    s = os.lstat(p).st_size
+                    if s > largest_size:
+                        largest, largest_size = p, s
+            self._backing = largest
+        return self._backing
+
+
+class EncFS(System):
+    builds = True
+
+    def __init__(self, name, bench):
+        super().__init__(name, bench)
+        self.bundle = os.path.join(bench.out, "build", "data.encfs")
+
+    def pack(self):
+        if os.path.exists(self.bundle):
+            os.unlink(self.bundle)
+        run([os.path.join(self.bench.args.bin, "encfs-pack"), self.bench.data.path, self.bundle,
+             "--key-file", self.bench.key_file, "--quiet"] + self.bench.args.encfs_pack_args.split())
+        os.sync()
+
+    def size(self):
+        return os.path.getsize(self.bundle)
+
+    def mount_command(self):
+        return ([os.path.join(self.bench.args.bin, "encfs-mount"), self.bundle, self.mountpoint,
+                 "--key-file", self.bench.key_file] + self.bench.args.encfs_mount_args.split())
+
+    def backing_file(self):
+        return self.bundle
+
+
+# ---------------------------------------------------------------- metrics
+
+# key, heading, unit, better ("higher"/"lower"), formatter
+def fmt_int(v):
+    return f"{v:,.0f}"
+
+
+def fmt_k(v):
+    return f"{v / 1000:,.1f}k" if v >= 10000 else f"{v:,.0f}"
+
+
+def fmt_s(v):
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def fmt_mib(v):
+    return f"{v:,.1f}"
+
+
+METRICS = [
+    ("pack_s", "pack/build (s)", "lower", fmt_s),
+    ("size_mib", "size (MiB)", "lower", fmt_mib),
+    ("mount_s", "mount (s)", "lower", fmt_s),
+    ("seq_cold_mibs", "seq read, image cached, FUSE cache empty (MiB/s)", "higher", fmt_int),
+    ("seq_warm_mibs", "warm re-read (MiB/s)", "higher", fmt_int),
+    ("rand4k_1_iops", "4 KiB random, 1 job (IOPS)", "higher", fmt_k),
+    ("rand4k_4_iops", "4 KiB random, 4 jobs (IOPS)", "higher", fmt_k),
+    ("small_files_per_s", "small files after drop_caches (files/s)", "higher", fmt_int),
+    ("rss_mib", "daemon peak RSS (MiB)", "lower", fmt_mib),
+]
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        self.data = DataSet(self.out, args.quick, args.repo)
+        self.key_file = os.path.join(self.out, "build", "bench.key")
+        self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
+        classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
+                   "gocryptfs": GocryptFS, "encfs": EncFS}
+        wanted = args.systems.split(",") if args.systems else SYSTEMS
+        for name in wanted:
+            if name not in classes:
+                die(f"unknown system ({name})", f"choose from {','.join(SYSTEMS)}")
+        self.systems = [classes[n](n, self) for n in SYSTEMS if n in wanted]
+        self.raw = {s.name: {m[0]: [] for m in METRICS} for s in self.systems}
+        self.details = {s.name: [] for s in self.systems}
+        self.mounted = set()
+
+    # ------------------------------------------------------------ mounts
+
+    def is_mounted(self, path):
+        path = os.path.realpath(path)
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                mp = line.split()[4].encode().decode("unicode_escape")
+                if mp == path:
+                    return True
+        return False
+
+    def daemon_pid(self, mountpoint):
+        """The process serving mountpoint: its argv names the mountpoint and it holds /dev/fuse."""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+                if mountpoint.encode() not in argv or b"fusermount" in argv[0]:
+                    continue
+                for fd in os.listdir(f"/proc/{entry}/fd"):
+                    if os.readlink(f"/proc/{entry}/fd/{fd}") == "/dev/fuse":
+                        return int(entry)
+            except OSError:
+                continue
+        return None
+
+    @staticmethod
+    def vm_hwm_mib(pid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
+
+    def mount(self, system):
+        """Mounts system; returns (seconds from command start to the first successful stat, daemon pid)."""
+        mp = system.mountpoint
+        os.makedirs(mp, exist_ok=True)
+        if self.is_mounted(mp):
+            self.unmount(mp)
+        probe = os.path.join(mp, "big.bin")
+        # A file, not a pipe: a daemon that keeps the mount command's stderr
+        # (gocryptfs does) must never block on a pipe nobody reads.
+        log_path = os.path.join(self.out, "logs", f"{system.name}.log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        log_file = open(log_path, "a")
+
+        def log_tail():
+            with open(log_path, errors="replace") as f:
+                return "".join(f.readlines()[-10:]).strip()
+
+        started = time.monotonic()
+        with log_file:
+            proc = subprocess.Popen(system.mount_command(), stdout=subprocess.DEVNULL, stderr=log_file)
+        self.mounted.add(mp)
+        deadline = started + 60
+        while True:
+            try:
+                os.stat(probe)
+                elapsed = time.monotonic() - started
+                break
+            except OSError:
+                pass
+            rc = proc.poll()
+            if rc not in (None, 0):
+                die(f"{system.name}: mount command failed ({rc}): {' '.join(system.mount_command())}\n"
+                    f"{log_tail()}")
+            if time.monotonic() > deadline:
+                die(f"{system.name}: the mount did not answer within 60 s")
+            time.sleep(0.0005)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            die(f"{system.name}: the mount command did not return after mounting")
+        if proc.returncode != 0:
+            die(f"{system.name}: mount command exited {proc.returncode}: {log_tail()}")
+        pid = self.daemon_pid(mp)
+        if pid is None:
+            die(f"{system.name}: cannot find the daemon serving {mp}")
+        return elapsed, pid
+
+    def unmount(self, mp, pid=None):
+        for attempt in range(50):
+            if not self.is_mounted(mp):
+                break
+            if subprocess.run(["fusermount3", "-u", mp], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["fusermount3", "-uz", mp], capture_output=True)
+        self.mounted.discard(mp)
+        if pid:
+            # Let the daemon exit before the next measurement starts.
+            deadline = time.monotonic() + 10
+            while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                            break
+                except OSError:
+                    break
+                time.sleep(0.01)
+
+    def unmount_all(self):
+        for mp in sorted(self.mounted, reverse=True):
+            self.unmount(mp)
+
+    @staticmethod
+    def bdi_read_ahead(path):
+        dev = os.stat(path).st_dev
+        return f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+
+    def read_ahead_kb(self, path):
+        """The mount's read-ahead; first set to --read-ahead-kb when given (FUSE mounts only)."""
+        knob = self.bdi_read_ahead(path)
+        try:
+            if self.args.read_ahead_kb:
+                with open(knob, "w") as f:
+                    f.write(f"{self.args.read_ahead_kb}\n")
+            with open(knob) as f:
+                return int(f.read())
+        except OSError as e:
+            if self.args.read_ahead_kb:
+                die(f"cannot set the read-ahead of {path} ({knob}): {e.strerror}")
+            return None
+
+    # ------------------------------------------------------------ workloads
+
+    @staticmethod
+    def cat(path):
+        with open(path, "rb", buffering=0) as f:
+            while f.read(MiB):
+                pass
+
+    @staticmethod
+    def dd(path):
+        """Reads path with dd bs=1M; returns MiB/s from dd's own byte count and time."""
+        result = run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], env=dict(os.environ, LC_ALL="C"))
+        m = re.search(r"^(\d+) bytes .* copied, ([0-9.e+-]+) s", result.stderr, re.M)
+        if not m:
+            die(f"cannot parse dd output: {result.stderr.strip()}")
+        return int(m.group(1)) / float(m.group(2)) / MiB
+
+    def fio(self, system, path, jobs):
+        """fio 4 KiB random reads, psync; O_DIRECT through FUSE so every read reaches the daemon."""
+        direct = 1 if system.is_fuse else 0
+        result = run(["fio", "--name=rand4k", f"--filename={path}", "--readonly", "--rw=randread",
+                      "--bs=4k", "--ioengine=psync", f"--direct={direct}", f"--numjobs={jobs}",
+                      "--time_based", f"--runtime={self.fio_seconds}", "--group_reporting",
+                      "--randrepeat=1", "--invalidate=0", "--output-format=json"])
+        report = json.loads(result.stdout[result.stdout.index("{"):])
+        job = report["jobs"][0]["read"]
+        return job["iops"], {"iops": job["iops"], "bw_kib": job["bw"], "lat_mean_us": job["lat_ns"]["mean"] / 1000,
+                             "lat_p99_us": job.get("clat_ns", {}).get("percentile", {}).get("99.000000", 0) / 1000}
+
+    def read_small_files(self, root):
+        started = time.monotonic()
+        run(f"cd '{root}' && find small -type f -print0 | xargs -0 cat > /dev/null")
+        return self.data.small_files / (time.monotonic() - started)
+
+    # ------------------------------------------------------------ rounds
+
+    def record(self, system, key, value):
+        self.raw[system.name][key].append(value)
+
+    def do_pack(self, system, rep):
+        if system.builds:
+            started = time.monotonic()
+            system.pack()
+            elapsed = time.monotonic() - started
+            self.record(system, "pack_s", elapsed)
+        size = system.size()
+        if size is not None:
+            self.record(system, "size_mib", size / MiB)
+        if system.builds:
+            log(f"  pack {system.name}: {elapsed:.2f} s, {size / MiB:,.1f} MiB")
+
+    def round_a(self, system, rep, detail):
+        self.cat(system.backing_file())
+        mount_s, pid = (self.mount(system) if system.is_fuse else (None, None))
+        root = system.root()
+        big = os.path.join(root, "big.bin")
+        if mount_s is not None:
+            self.record(system, "mount_s", mount_s)
+            detail["read_ahead_kb"] = self.read_ahead_kb(root)
+            detail["daemon_pid"] = pid
+        cold = self.dd(big)
+        warm = self.dd(big)
+        self.record(system, "seq_cold_mibs", cold)
+        self.record(system, "seq_warm_mibs", warm)
+        r1, d1 = self.fio(system, big, 1)
+        r4, d4 = self.fio(system, big, 4)
+        self.record(system, "rand4k_1_iops", r1)
+        self.record(system, "rand4k_4_iops", r4)
+        detail["loadavg_1min"] = self.load_average()
+        detail["fio_1"] = d1
+        detail["fio_4"] = d4
+        if pid:
+            detail["vmhwm_a_mib"] = self.vm_hwm_mib(pid)
+            self.unmount(system.mountpoint, pid)
+        log(f"  {system.name}: mount {'-' if mount_s is None else f'{mount_s:.3f} s'}, seq {cold:,.0f} MiB/s, "
+            f"warm {warm:,.0f} MiB/s, rand4k {r1:,.0f} / {r4:,.0f} IOPS")
+
+    def round_b(self, system, rep, detail):
+        drop_caches()
+        pid = None
+        if system.is_fuse:
+            mount_s, pid = self.mount(system)
+            detail["mount_cold_s"] = mount_s
+        rate = self.read_small_files(system.root())
+        self.record(system, "small_files_per_s", rate)
+        if pid:
+            detail["vmhwm_b_mib"] = self.vm_hwm_mib(pid)
+            self.unmount(system.mountpoint, pid)
+            peaks = [v for v in (detail.get("vmhwm_a_mib"), detail.get("vmhwm_b_mib")) if v is not None]
+            if peaks:
+                self.record(system, "rss_mib", max(peaks))
+        log(f"  {system.name}: small files {rate:,.0f} files/s")
+
+    @staticmethod
+    def load_average():
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+
+    def run(self):
+        started = time.monotonic()
+        self.load_start = self.load_average()
+        os.makedirs(os.path.join(self.out, "build"), exist_ok=True)
+        os.makedirs(os.path.join(self.out, "mnt"), exist_ok=True)
+        with open(self.key_file, "w") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(BENCH_KEY + "\n")
+        self.data.ensure()
+        reps = self.args.reps
+        for rep in range(reps):
+            log(f"pack, repetition {rep + 1}/{reps}")
+            for s in self.systems:
+                self.do_pack(s, rep)
+        for rep in range(reps):
+            log(f"round A (mount, sequential, random), repetition {rep + 1}/{reps}")
+            for s in self.systems:
+                detail = {"rep": rep}
+                self.details[s.name].append(detail)
+                self.round_a(s, rep, detail)
+        for rep in range(reps):
+            log(f"round B (small files after drop_caches), repetition {rep + 1}/{reps}")
+            for s in self.systems:
+                self.round_b(s, rep, self.details[s.name][rep])
+        self.elapsed = time.monotonic() - started
+        self.load_end = self.load_average()
+        self.report()
+
+    # ------------------------------------------------------------ report
+
+    def machine(self):
+        cpu = "unknown"
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        cpu = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GiB
+
+        def version(cmd, pattern=None):
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+                text = (r.stdout + r.stderr).strip()
+                if pattern:
+                    m = re.search(pattern, text)
+                    return m.group(0) if m else text.splitlines()[0]
+                return text.splitlines()[0] if text else "unknown"
+            except (OSError, subprocess.TimeoutExpired, IndexError):
+                return "unknown"
+
+        commit = version(["git", "-C", self.args.repo, "describe", "--always", "--dirty", "--abbrev=12"])
+        return {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "nproc": os.cpu_count(),
+            "cpu": cpu,
+            "memory_gib": round(mem_gib, 1),
+            "kernel": platform.release(),
+            "os": version(["bash", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
+            "encfs_commit": commit,
+            "gocryptfs": version(["gocryptfs", "-version"], r"gocryptfs [^;]+"),
+            "squashfuse": version(["dpkg-query", "-W", "-f=${Version}", "squashfuse"]),
+            "mksquashfs": version(["mksquashfs", "-version"], r"mksquashfs version \S+"),
+            "fio": version(["fio", "--version"]),
+            "libfuse": version(["pkg-config", "--modversion", "fuse3"]),
+            "loadavg_1min_start": self.load_start,
+            "loadavg_1min_end": self.load_end,
+        }
+
+    def summary(self, name, key):
+        values = self.raw[name][key]
+        if not values:
+            return None
+        return {"median": statistics.median(values), "min": min(values), "max": max(values), "reps": values}
+
+    def report(self):
+        machine = self.machine()
+        config = {
+            "read_ahead_kb": self.args.read_ahead_kb or None,
+            "quick": self.args.quick, "repetitions": self.args.reps, "fio_seconds": self.fio_seconds,
+            "big_file_bytes": self.data.big_bytes, "small_files": self.data.small_files,
+            "data_bytes": tree_bytes(self.data.path), "encfs_pack_args": self.args.encfs_pack_args,
+            "encfs_mount_args": self.args.encfs_mount_args, "out": self.out,
+        }
+        results = {name: {key: self.summary(name, key) for key, *_ in METRICS} for name in self.raw}
+        doc = {"machine": machine, "config": config,
+               "metrics": {key: {"heading": heading, "better": better} for key, heading, better, _ in METRICS},
+               "results": results, "details": self.details, "elapsed_s": round(self.elapsed, 1)}
+        with open(os.path.join(self.out, "results.json"), "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        markdown = self.markdown(machine, config, results)
+        with open(os.path.join(self.out, "results.md"), "w") as f:
+            f.write(markdown)
+        print(markdown)
+
+    def markdown(self, machine, config, results):
+        names = list(results)
+        lines = []
+        mode = "quick" if config["quick"] else "full"
+        lines.append(f"## encfs benchmark ({mode})\n")
+        lines.append(f"- machine: {machine['nproc']} CPUs, {machine['cpu']}, {machine['memory_gib']} GiB RAM; "
+                     f"kernel {machine['kernel']}; {machine['os']}")
+        lines.append(f"- date: {machine['date']}; encfs {machine['encfs_commit']}")
+        lines.append(f"- peers: {machine['gocryptfs']}; squashfuse {machine['squashfuse']}; "
+                     f"{machine['mksquashfs']}; {machine['fio']}; libfuse {machine['libfuse']}")
+        lines.append(f"- data: {config['big_file_bytes'] / MiB:,.0f} MiB incompressible file, "
+                     f"{config['small_files']:,} files of 1-64 KiB in a nested tree, a small HTML site "
+                     f"({config['data_bytes'] / MiB:,.1f} MiB in all)")
+        extra = ""
+        if config["encfs_pack_args"] or config["encfs_mount_args"]:
+            extra = f"; encfs-pack {config['encfs_pack_args']!r}, encfs-mount {config['encfs_mount_args']!r}"
+        lines.append(f"- {config['repetitions']} repetitions per figure: median [min-max]; "
+                     f"fio {config['fio_seconds']} s per run{extra}")
+        lines.append(f"- load average (1 min) at start {machine['loadavg_1min_start']:.2f}, at end "
+                     f"{machine['loadavg_1min_end']:.2f} (the benchmark itself adds about 1-4; more means other work"
+                     f" shared the CPUs and the figures are noisier)")
+        cold = [f"{name} {statistics.median(v):.3f} s" for name in names
+                if (v := [d["mount_cold_s"] for d in self.details[name] if d.get("mount_cold_s") is not None])]
+        if cold:
+            lines.append(f"- mount with nothing cached (after drop_caches), median: {', '.join(cold)}")
+        ra = []
+        for name in names:
+            seen = sorted({d["read_ahead_kb"] for d in self.details[name] if d.get("read_ahead_kb")})
+            if seen:
+                ra.append(f"{name} {'/'.join(str(k) for k in seen)} KiB")
+        if ra:
+            how = (f"set to {self.args.read_ahead_kb} KiB by --read-ahead-kb" if self.args.read_ahead_kb
+                   else "as each daemon left it")
+            lines.append(f"- FUSE read-ahead (bdi read_ahead_kb, {how}): {', '.join(ra)}")
+        lines.append("")
+
+        def header(title):
+            cols = ["system"] + [f"{h} {'↑' if b == 'higher' else '↓'}" for _, h, b, _ in METRICS]
+            lines.append(title + "\n")
+            lines.append("| " + " | ".join(cols) + " |")
+            lines.append("|" + "---|" * len(cols))
+
+        header("### Figures (median [min-max]; ↑ higher is better, ↓ lower is better)")
+        for name in names:
+            cells = [name]
+            for key, _, _, fmt in METRICS:
+                s = results[name][key]
+                cells.append("–" if s is None else f"{fmt(s['median'])} [{fmt(s['min'])}-{fmt(s['max'])}]")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+
+        header("### Ratios of medians: to nullfuse / to gocryptfs")
+        for name in names:
+            cells = [name]
+            for key, *_ in METRICS:
+                s = results[name][key]
+                parts = []
+                for ref in ("nullfuse", "gocryptfs"):
+                    r = results.get(ref, {}).get(key)
+                    parts.append("–" if s is None or r is None or r["median"] == 0 else f"{s['median'] / r['median']:.2f}×")
+                cells.append(" / ".join(parts))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append("Method: pack/build = mksquashfs `-noI -noD -noF -noX`, gocryptfs `-init` (scrypt N=2^10) + rw mount"
+                     " + `cp -a` + unmount, `encfs-pack --key-file`; each followed by `sync` inside the timing;"
+                     " size = image bytes, or the sum of file sizes for directories."
+                     " Mount = command start until the first stat in the mount succeeds, backing store in page cache"
+                     " (cold-cache mount times are in results.json as mount_cold_s)."
+                     " Sequential = `dd bs=1M` of the big file on a fresh mount after `cat`-ing the image"
+                     " (or gocryptfs's ciphertext file, or the source file) into the page cache, then again (warm)."
+                     " Random = fio randread bs=4k psync, time-based; `--direct=1` on FUSE mounts so every read"
+                     " reaches the daemon (nullfuse and gocryptfs drop O_DIRECT on their backing files), buffered"
+                     " from the page cache for plain."
+                     " Small files = `find small -type f | xargs cat` after `sync; echo 3 > drop_caches` and a"
+                     " fresh mount. RSS = the daemon's VmHWM after round A or B, the larger.")
+        lines.append(f"\nBenchmark time (measurements only, after the build): {self.elapsed / 60:.1f} min.")
+        return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--bin", required=True, help="directory of the encfs release binaries")
+    parser.add_argument("--nullfuse", required=True, help="the compiled nullfuse binary")
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--systems", default="")
+    parser.add_argument("--fio-seconds", type=int, default=0)
+    parser.add_argument("--read-ahead-kb", type=int, default=0,
+                        help="set every FUSE mount's bdi read_ahead_kb to this after mounting")
+    parser.add_argument("--encfs-pack-args", default=os.environ.get("BENCH_ENCFS_PACK_ARGS", ""))
+    parser.add_argument("--encfs-mount-args", default=os.environ.get("BENCH_ENCFS_MOUNT_ARGS", ""))
+    args = parser.parse_args()
+    if args.reps < 1:
+        die("--reps must be at least 1")
+    if os.geteuid() != 0:
+        die("must run as root (drop_caches, mounts)")
+    bench = Bench(args)
+    # SIGTERM unwinds like Ctrl-C, so the finally below unmounts.
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        bench.run()
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        bench.unmount_all()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-inspect rekey`: added recipients, keys and passphrases open the
+/// bundle; removed slots no longer do; the payload (everything after the
+/// header) stays byte-identical and the file keeps its mode, owner and
+/// group; the last slot cannot be removed, and a wrong key or an unknown
+/// fingerprint changes nothing.
+final class RekeyTests: KeyTestCase {
+    private var source = ""
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        source = try scratch.makeDirectory("src")
+        try scratch.write("src/hello.txt", Array("hello, rekey\n".utf8))
+        try scratch.makeDirectory("src/sub")
+        try scratch.write("src/sub/data.bin", (0..<150_000).map { UInt8(truncatingIfNeeded: $0 / 3 &+ $0) })
+    }
+
+    private func contents(_ path: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw SubprocessError("cannot read \(path)") }
+        return Array(data)
+    }
+
+    /// The header length H: the u32 (little-endian) at offset 12.
+    private func headerLength(_ bytes: [UInt8]) -> Int {
+        guard bytes.count >= 16 else { return 0 }
+        return (0..<4).reduce(0) { $0 | Int(bytes[12 + $1]) << (8 * $1) }
+    }
+
+    /// Everything after the header: the chunks and the sealed index.
+    private func payload(_ path: String) throws -> ArraySlice<UInt8> {
+        let bytes = try contents(path)
+        return bytes[headerLength(bytes)...]
+    }
+
+    private func mode(_ path: String) throws -> mode_t {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw SubprocessError("stat \(path)") }
+        return st.st_mode & 0o7777
+    }
+
+    /// Asserts `encfs-inspect cat` with `arguments` fails with a one-line
+    /// "wrong key" error that names `kinds`.
+    private func assertWrongKey(_ bundle: String, _ arguments: [String], naming kinds: String,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        let result = try inspect(["cat", bundle, "hello.txt"] + arguments)
+        XCTAssertEqual(result.status, 1, result.summary, file: file, line: line)
+        XCTAssertEqual(result.stdout, [], file: file, line: line)
+        XCTAssertEqual(result.errorLines.count, 1, result.errorOutput, file: file, line: line)
+        XCTAssertTrue(result.errorOutput.contains("wrong key"), result.errorOutput, file: file, line: line)
+        XCTAssertTrue(result.errorOutput.contains("(the bundle has \(kinds) slots)"), result.errorOutput, file: file, line: line)
+    }
+
+    private func assertOpens(_ bundle: String, _ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        let result = try inspect(["cat", bundle, "hello.txt"] + arguments)
+        XCTAssertEqual(result.status, 0, result.summary, file: file, line: line)
+        XCTAssertEqual(result.output, "hello, rekey\n", file: file, line: line)
+    }
+
+    func testRekey_AddSlots_NewSecretsOpen_PayloadIdentical_ModeKept() throws {
+        let host = try keygenIdentity("host.key")
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--recipient", host.recipient, "-q"]))
+        chmod(bundle, 0o640)
+        let old = try contents(bundle)
+
+        let rsa = try opensslRSA("rsa.pem")
+        let raw = try makeRawKey()
+        let passphrase = try makePassphraseFile()
+        let rekeyed = try inspect(["rekey", bundle, "--identity", host.key, "--add-recipient", rsa.recipient,
+                                   "--add-key-file", raw, "--add-passphrase-file", passphrase, "--scrypt-log-n", "14"])
+        XCTAssertEqual(rekeyed.status, 0, rekeyed.summary)
+        XCTAssertTrue(rekeyed.output.hasPrefix("rekeyed: 3 slots added, 0 removed, 4 now:"), rekeyed.output)
+
+        let new = try contents(bundle)
+        let slots = try slots(bundle)
+        XCTAssertEqual(slots.map(\.kind).sorted(), ["passphrase", "raw-key", "rsa", "x25519"], "\(slots)")
+        XCTAssertTrue(slots.contains(Slot(kind: "x25519", fingerprint: host.fingerprint)), "\(slots)")
+        XCTAssertTrue(slots.contains(Slot(kind: "rsa", fingerprint: rsa.fingerprint)), "\(slots)")
+        XCTAssertEqual(headerLength(new), headerLength(old) + 4 + 264 + 4 + 72 + 4 + 76)
+        // Same bundle id, same content key: the payload is copied byte for byte.
+        XCTAssertEqual(new[16..<32], old[16..<32], "bundle id changed")
+        XCTAssertTrue(new[headerLength(new)...] == old[headerLength(old)...], "the payload changed")
+        XCTAssertEqual(try mode(bundle), 0o640)
+
+        let mounted = try mount(bundle, keyArguments: ["--identity", rsa.key])
+        try assertSameTree(source, mounted.mountpoint)
+        unmount(mounted)
+        try assertOpens(bundle, ["--key-file", raw])
+        try assertOpens(bundle, ["--passphrase-file", passphrase])
+        try assertOpens(bundle, ["--identity", host.key])
+        XCTAssertEqual(try inspect(["verify", bundle, "--key-file", raw]).status, 0)
+    }
+
+    func testRekey_RemoveSlots_RemovedSecretsNoLongerOpen() throws {
+        let host = try keygenIdentity("host.key")
+        let rsa = try opensslRSA("rsa.pem")
+        let raw = try makeRawKey()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--recipient", host.recipient, "--recipient", rsa.recipient,
+                                                "--key-file", raw, "-q"]))
+        chmod(bundle, 0o600)
+        let original = try payload(bundle)
+        let copy = try scratch.write("copy.encfs", try contents(bundle))
+
+        // Remove the X25519 recipient, opening with the raw key; the
+        // fingerprint comes from info --json.
+        let x25519 = try XCTUnwrap(try slots(bundle).first { $0.kind == "x25519" })
+        XCTAssertEqual(x25519.fingerprint, host.fingerprint)
+        let first = try inspect(["rekey", bundle, "--key-file", raw, "--remove", x25519.fingerprint])
+        XCTAssertEqual(first.status, 0, first.summary)
+        XCTAssertEqual(try slots(bundle).map(\.kind), ["raw-key", "rsa"])
+        try assertWrongKey(bundle, ["--identity", host.key], naming: "raw-key, rsa")
+        let mnt = try scratch.makeDirectory("refused")
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mnt, foreground: nil) }
+        let refused = try run(try Tools.mount(), [bundle, mnt, "--identity", host.key])
+        XCTAssertEqual(refused.status, 1, refused.summary)
+        XCTAssertTrue(refused.errorOutput.contains("wrong key"), refused.errorOutput)
+        XCTAssertFalse(MountTable.isMounted(mnt))
+
+        // Remove the raw key (fingerprints are case-insensitive), opening with RSA.
+        let rawSlot = try XCTUnwrap(try slots(bundle).first { $0.kind == "raw-key" })
+        let second = try inspect(["rekey", bundle, "--identity", rsa.key, "--remove", rawSlot.fingerprint.uppercased()])
+        XCTAssertEqual(second.status, 0, second.summary)
+        XCTAssertEqual(try slots(bundle), [Slot(kind: "rsa", fingerprint: rsa.fingerprint)])
+        try assertWrongKey(bundle, ["--key-file", raw], naming: "rsa")
+        try assertWrongKey(bundle, ["--identity", host.key], naming: "rsa")
+
+        // The remaining one still opens; the content never changed.
+        let mounted = try mount(bundle, keyArguments: ["--identity", rsa.key])
+        try assertSameTree(source, mounted.mountpoint)
+        XCTAssertTrue(try payload(bundle) == original, "the payload changed")
+        XCTAssertEqual(try mode(bundle), 0o600)
+        // As documented: a copy of the old file still opens with the old secrets.
+        try assertOpens(copy, ["--identity", host.key])
+        try assertOpens(copy, ["--key-file", raw])
+    }
+
+    func testRekey_ReplaceTheOnlySlot() throws {
+        let raw = try makeRawKey()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "-q"]))
+        let original = try payload(bundle)
+        let host = try keygenIdentity("host.key")
+        let only = try XCTUnwrap(try slots(bundle).first)
+        let result = try inspect(["rekey", bundle, "--key-file", raw, "--remove", only.fingerprint,
+                                  "--add-recipient", host.recipient])
+        XCTAssertEqual(result.status, 0, result.summary)
+        XCTAssertEqual(try slots(bundle), [Slot(kind: "x25519", fingerprint: host.fingerprint)])
+        try assertOpens(bundle, ["--identity", host.key])
+        try assertWrongKey(bundle, ["--key-file", raw], naming: "x25519")
+        XCTAssertTrue(try payload(bundle) == original, "the payload changed")
+    }
+
+    func testRekey_RefusesToRemoveTheLastSlot_FileUnchanged() throws {
+        let raw = try makeRawKey()
+        let passphrase = try makePassphraseFile()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "--passphrase-file", passphrase,
+                                                "--scrypt-log-n", "14", "-q"]))
+        let fingerprints = try slots(bundle).map(\.fingerprint)
+        let before = try snapshot(scratch.path)
+        let result = try inspect(["rekey", bundle, "--key-file", raw, "--remove", fingerprints[0], "--remove", fingerprints[1]])
+        XCTAssertEqual(result.status, 1, result.summary)
+        XCTAssertEqual(result.errorLines.count, 1, result.errorOutput)
+        XCTAssertTrue(result.errorOutput.contains("refusing to remove the last key slot"), result.errorOutput)
+        XCTAssertEqual(result.stdout, [])
+        assertUnchanged(before, try snapshot(scratch.path), "rekey removing every slot")
+
+        let single = scratch.url("single.encfs")
+        assertSuccess(try pack(source, single, ["--key-file", raw, "-q"]))
+        let singleBefore = try snapshot(scratch.path)
+        let fingerprint = try XCTUnwrap(try slots(single).first).fingerprint
+        let last = try inspect(["rekey", single, "--key-file", raw, "--remove", fingerprint])
+        XCTAssertEqual(last.status, 1, last.summary)
+        XCTAssertTrue(last.errorOutput.contains("refusing to remove the last key slot"), last.errorOutput)
+        assertUnchanged(singleBefore, try snapshot(scratch.path), "rekey removing the last slot")
+    }
+
+    func testRekey_WrongKeyOrUnknownFingerprint_FileUnchanged() throws {
+        let host = try keygenIdentity("host.key")
+        let other = try keygenIdentity("other.key")
+        let raw = try makeRawKey()
+        let wrongRaw = try makeRawKey("wrong.key")
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--recipient", host.recipient, "--key-file", raw, "-q"]))
+        let newcomer = try keygenIdentity("new.key")
+        let before = try snapshot(scratch.path)
+
+        let cases: [(arguments: [String], status: Int32, fragment: String)] = [
+            (["--identity", other.key, "--add-recipient", newcomer.recipient], 1, "wrong key"),
+            (["--key-file", wrongRaw, "--add-recipient", newcomer.recipient], 1, "wrong key"),
+            (["--add-recipient", newcomer.recipient], 1, "no key given"),
+            (["--key-file", raw, "--remove", "0123456789abcdef"], 1, "0123456789abcdef"),
+            (["--key-file", raw, "--remove", host.fingerprint, "--remove", "fedcba9876543210"], 1, "fedcba9876543210"),
+            (["--key-file", raw], 2, "rekey needs"),
+        ]
+        for (arguments, status, fragment) in cases {
+            let result = try inspect(["rekey", bundle] + arguments)
+            XCTAssertEqual(result.status, status, result.summary)
+            XCTAssertEqual(result.errorLines.filter { !$0.hasPrefix("hint: ") }.count, 1, result.errorOutput)
+            XCTAssertTrue(result.errorOutput.hasPrefix("encfs-inspect: error: "), result.errorOutput)
+            XCTAssertTrue(result.errorOutput.contains(fragment), "\(arguments): \(result.errorOutput)")
+            XCTAssertEqual(result.stdout, [])
+        }
+        assertUnchanged(before, try snapshot(scratch.path), "failed rekeys")
+    }
+
+    func testRekey_KeepsOwnerAndGroup() throws {
+        guard geteuid() == 0 else { throw XCTSkip("needs root to give the bundle to another user") }
+        let raw = try makeRawKey()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "-q"]))
+        // Owned by nobody:nogroup, readable by the group (as for a web server).
+        guard chown(bundle, 65534, 65534) == 0 else { throw SubprocessError("chown: \(String(cString: strerror(errno)))") }
+        chmod(bundle, 0o640)
+        let host = try keygenIdentity("host.key")
+        let result = try inspect(["rekey", bundle, "--key-file", raw, "--add-recipient", host.recipient])
+        XCTAssertEqual(result.status, 0, result.summary)
+        var st = stat()
+        XCTAssertEqual(stat(bundle, &st), 0)
+        XCTAssertEqual(st.st_uid, 65534, "owner changed")
+        XCTAssertEqual(st.st_gid, 65534, "group changed")
+        XCTAssertEqual(st.st_mode & 0o7777, 0o640)
+        try assertOpens(bundle, ["--identity", host.key])
+    }
+
+    func testRekey_WhileMounted_MountKeepsServing() throws {
+        let raw = try makeRawKey()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "-q"]))
+        let mounted = try mount(bundle, keyFile: raw)
+        let host = try keygenIdentity("host.key")
+        let result = try inspect(["rekey", bundle, "--key-file", raw, "--add-recipient", host.recipient])
+        XCTAssertEqual(result.status, 0, result.summary)
+        // The daemon reads the old file (replaced by rename, not rewritten in place).
+        try assertSameTree(source, mounted.mountpoint)
+        try assertOpens(bundle, ["--identity", host.key])
+    }
+}
