@@ -29,7 +29,7 @@ enum IndexFuzzing {
     /// Every accessor on every entry of a validated index, with the
     /// invariants lookups rely on: each entry is found by its own name in
     /// its parent and by its own path from the root, and each child lies in
-    /// its parent's range.
+    /// its parent's range; paths through each symlink are resolved too.
     static func walk(_ index: BundleIndex) {
         FuzzTarget.require(index.count >= 1 && index.root.kind == .directory, "index without a root directory")
         var files = 0
@@ -63,6 +63,14 @@ enum IndexFuzzing {
             case .symlink:
                 let target = index.withSymlinkTarget(of: entry) { Array($0) }
                 FuzzTarget.require(UInt64(target.count) == entry.size, "symlink \(position) target length differs from its size")
+                // Through the link: as the last component (followed) and in
+                // the middle of a path. Whatever it resolves to when followed
+                // is not a link (loops end with ELOOP after 40 hops).
+                let followed = FuzzTarget.attempt("resolve(path:followingLast:)") { try index.resolve(path: path, followingLast: true) }
+                FuzzTarget.require(followed == nil || followed?.kind != .symlink, "following symlink \(position) ended at a symlink")
+                for suffix in ["/.", "/..", "/x"] {
+                    FuzzTarget.attempt("resolve(path:) through a symlink") { _ = try index.resolve(path: path + Array(suffix.utf8)) }
+                }
             }
         }
         FuzzTarget.require(files == index.fileCount && total == index.totalFileBytes, "file count or total size disagrees with the entries")

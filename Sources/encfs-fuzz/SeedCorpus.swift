@@ -25,6 +25,13 @@ enum SeedCorpus {
             ("d/sub", nil), ("d/sub2", nil), ("d/sub2/deep", Array("deep\n".utf8)),
             ("name with spaces", [0]), ("\u{00E9}t\u{00E9}", [1, 2]),
         ]),
+        // Symlinks that resolve(path:followingLast:) must follow or refuse:
+        // a chain, a loop, an absolute target, one up and out of the root.
+        ("links", [
+            ("d", nil), ("d/f", Array("f\n".utf8)), ("d/to-f@", Array("f".utf8)), ("chain@", Array("d/to-f".utf8)),
+            ("loop-a@", Array("loop-b".utf8)), ("loop-b@", Array("loop-a".utf8)), ("absolute@", Array("/etc/passwd".utf8)),
+            ("d/up@", Array("..".utf8)), ("d/out@", Array("../../../d".utf8)),
+        ]),
     ]
 
     /// The key sets headers are made with, by name.
