@@ -24,6 +24,9 @@ let package = Package(
         .executableTarget(name: "encfs-mount", dependencies: ["EncFS"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFS"]),
         .executableTarget(name: "encfs-keygen", dependencies: ["EncFS"]),
+        // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
+        // test tooling, so not a product.
+        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFS", "CryptCore"]),
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFS", "CryptCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "MountTests", dependencies: ["EncFS"]),

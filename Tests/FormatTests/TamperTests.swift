@@ -228,6 +228,18 @@ final class TamperTests: XCTestCase {
         }
     }
 
+    /// Regression: p multiplies scrypt's time but hardly its memory, so a
+    /// slot with N = 2^14, r = 8, p = 2^20 passed the 2 GiB memory check and
+    /// opening ran for hours. Its work N · r · p is over the reader's limit
+    /// (`KeySlot.maximumScryptWork`), so it is refused before scrypt runs.
+    func testOpen_PassphraseSlotHugeP_FailsCorruptHeader() throws {
+        let path = try tampered { b in
+            let p = UInt32(1 << 20)
+            for i in 0..<4 { b[map.slotBody(1) + 8 + i] = UInt8(truncatingIfNeeded: p >> (8 * UInt32(i))) }
+        }
+        XCTAssertThrowsBundleError(.corruptHeader) { try openWithPassphrase(path) }
+    }
+
     func testOpen_FlippedHeaderMACByte_FailsAuthentication() throws {
         for at in [map.macOffset, map.macOffset + 31] {
             let path = try tampered { $0[at] ^= 0x01 }

@@ -1,0 +1,81 @@
+import CryptCore
+import EncFS
+
+/// The `index` target: an index plaintext, as a key holder could seal it.
+///
+/// Input framing (so the fuzzer also varies what the index is checked
+/// against):
+/// ```
+/// 0  1  chunk size log2 = 12 + byte % 9
+/// 1  8  data length (u64 LE): bytes of chunk data before the index
+/// 9  …  the index plaintext
+/// ```
+/// An index that validates is walked entry by entry (``walk(_:)``).
+enum IndexFuzzing {
+    static let framingSize = 9
+
+    static func run(_ input: UnsafeRawBufferPointer) {
+        guard input.count >= framingSize else { return }
+        let layout = ChunkLayout(chunkSizeLog2: 12 + input[0] % 9)
+        var dataLength: UInt64 = 0
+        for i in 0..<8 { dataLength |= UInt64(input[1 + i]) << (8 * UInt64(i)) }
+        let plaintext = SecureBytes(copying: UnsafeRawBufferPointer(rebasing: input[framingSize...]))
+        guard let index = FuzzTarget.attempt("BundleIndex(plaintext:)", {
+            try BundleIndex(plaintext: plaintext, layout: layout, dataLength: dataLength)
+        }) else { return }
+        walk(index)
+    }
+
+    /// Every accessor on every entry of a validated index, with the
+    /// invariants lookups rely on: each entry is found by its own name in
+    /// its parent and by its own path from the root, and each child lies in
+    /// its parent's range; paths through each symlink are resolved too.
+    static func walk(_ index: BundleIndex) {
+        FuzzTarget.require(index.count >= 1 && index.root.kind == .directory, "index without a root directory")
+        var files = 0
+        var total: UInt64 = 0
+        for position in 0..<index.count {
+            let entry = index.entry(at: position)
+            FuzzTarget.require(entry.position == position, "entry \(position) reports position \(entry.position)")
+            FuzzTarget.require(index.entry(inode: UInt64(position) + 1) == entry, "inode \(position + 1) is not entry \(position)")
+            let name = index.name(of: entry)
+            if position != 0 {
+                let parent = index.entry(at: entry.parent)
+                FuzzTarget.require(parent.kind == .directory && parent.children.contains(position),
+                                   "entry \(position) is not among its parent's children")
+                let found = name.withUnsafeBytes { index.lookup($0, in: parent) }
+                FuzzTarget.require(found?.position == position, "lookup of entry \(position)'s name found \(String(describing: found?.position))")
+            }
+            let path = index.path(of: entry)
+            let resolved = FuzzTarget.attempt("resolve(path:)") { try index.resolve(path: path) }
+            FuzzTarget.require(resolved?.position == position, "resolve(path(of: \(position))) found \(String(describing: resolved?.position))")
+            switch entry.kind {
+            case .directory:
+                _ = index.subdirectoryCount(of: entry)
+                for child in entry.children { _ = index.entry(at: child) }
+                // A name that sorts after every child, and one before all.
+                _ = [UInt8](repeating: 0xFF, count: 256).withUnsafeBytes { index.lookup($0, in: entry) }
+                _ = [UInt8(1)].withUnsafeBytes { index.lookup($0, in: entry) }
+            case .file:
+                files += 1
+                total &+= entry.size
+                FuzzTarget.require(index.withFileID(of: entry) { $0.count } == 16, "file id of entry \(position) is not 16 bytes")
+            case .symlink:
+                let target = index.withSymlinkTarget(of: entry) { Array($0) }
+                FuzzTarget.require(UInt64(target.count) == entry.size, "symlink \(position) target length differs from its size")
+                // Through the link: as the last component (followed) and in
+                // the middle of a path. Whatever it resolves to when followed
+                // is not a link (loops end with ELOOP after 40 hops).
+                let followed = FuzzTarget.attempt("resolve(path:followingLast:)") { try index.resolve(path: path, followingLast: true) }
+                FuzzTarget.require(followed == nil || followed?.kind != .symlink, "following symlink \(position) ended at a symlink")
+                for suffix in ["/.", "/..", "/x"] {
+                    FuzzTarget.attempt("resolve(path:) through a symlink") { _ = try index.resolve(path: path + Array(suffix.utf8)) }
+                }
+            }
+        }
+        FuzzTarget.require(files == index.fileCount && total == index.totalFileBytes, "file count or total size disagrees with the entries")
+        _ = index.entry(inode: 0)
+        _ = index.entry(inode: UInt64(index.count) + 1)
+        _ = FuzzTarget.attempt("resolve(path:)") { try index.resolve(path: Array("../x/./y//z".utf8)) }
+    }
+}

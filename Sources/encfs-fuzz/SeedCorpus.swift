@@ -1,0 +1,232 @@
+import CryptCore
+import EncFS
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a seed corpus for every target, made from real bundles packed
+/// with ``FuzzSecrets``: `encfs-fuzz seed DIR` fills `DIR/<target>/`.
+///
+/// Small on purpose (4 KiB chunks, files a few chunks long) so the
+/// committed corpus stays well under 1 MiB and each input runs fast.
+enum SeedCorpus {
+    /// A source tree: relative path → file contents, or a symlink target
+    /// when the path ends in `@` (the `@` is dropped), or a directory when
+    /// the contents are nil.
+    typealias Tree = [(path: String, contents: [UInt8]?)]
+
+    static let trees: [(name: String, tree: Tree)] = [
+        ("empty", []),
+        ("one-byte", [("a", [0x61])]),
+        ("mixed", [
+            ("b4095", pattern(4095, 1)), ("c4096", pattern(4096, 2)), ("d4097", pattern(4097, 3)),
+            ("e8199", pattern(2 * 4096 + 7, 4)), ("empty", []),
+            ("d", nil), ("d/a", Array("a\n".utf8)), ("d/bb", Array("bb\n".utf8)), ("d/link@", Array("../empty".utf8)),
+            ("d/sub", nil), ("d/sub2", nil), ("d/sub2/deep", Array("deep\n".utf8)),
+            ("name with spaces", [0]), ("\u{00E9}t\u{00E9}", [1, 2]),
+        ]),
+        // Symlinks that resolve(path:followingLast:) must follow or refuse:
+        // a chain, a loop, an absolute target, one up and out of the root.
+        ("links", [
+            ("d", nil), ("d/f", Array("f\n".utf8)), ("d/to-f@", Array("f".utf8)), ("chain@", Array("d/to-f".utf8)),
+            ("loop-a@", Array("loop-b".utf8)), ("loop-b@", Array("loop-a".utf8)), ("absolute@", Array("/etc/passwd".utf8)),
+            ("d/up@", Array("..".utf8)), ("d/out@", Array("../../../d".utf8)),
+        ]),
+    ]
+
+    /// The key sets headers are made with, by name.
+    static let slotSets: [(name: String, keys: [KeyMaterial], recipients: [PublicKey])] = [
+        ("raw", [.rawKey(FuzzSecrets.rawKey)], []),
+        ("passphrase", [.passphrase(FuzzSecrets.passphrase)], []),
+        ("raw-passphrase", [.rawKey(FuzzSecrets.rawKey), .passphrase(FuzzSecrets.passphrase)], []),
+        ("x25519", [], [FuzzSecrets.x25519Identity.publicKey]),
+        ("rsa", [], [FuzzSecrets.rsaIdentity.publicKey]),
+        ("all", [.passphrase(FuzzSecrets.passphrase), .rawKey(FuzzSecrets.rawKey)],
+         [FuzzSecrets.rsaIdentity.publicKey, FuzzSecrets.x25519Identity.publicKey]),
+    ]
+
+    /// Writes the corpus under `directory`.
+    ///
+    /// - Throws: `BundleError` or `CryptError` when packing or reading fails.
+    static func write(to directory: String) throws {
+        let scratch = try makeTemporaryDirectory()
+        defer { removeTree(scratch) }
+        try makeDirectory(directory)
+        for target in FuzzTarget.allCases { try makeDirectory("\(directory)/\(target.rawValue)") }
+
+        for (name, tree) in trees {
+            let source = "\(scratch)/\(name)"
+            try makeTree(tree, at: source)
+            // bundle: whole bundles, raw key only (what the target opens with).
+            let bundle = try pack(source, keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], scratch: scratch)
+            try writeFile("\(directory)/bundle/\(name).bundle", bundle)
+            // index: the plaintext behind each bundle's sealed index.
+            try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
+        }
+        let source = "\(scratch)/one-byte"
+        var headers: [String: [UInt8]] = [:]
+        for (name, keys, recipients) in slotSets {
+            let bundle = try pack(source, keys: keys, recipients: recipients, scratch: scratch)
+            let headerLength = Int(bundle[12]) | Int(bundle[13]) << 8 | Int(bundle[14]) << 16 | Int(bundle[15]) << 24
+            headers[name] = Array(bundle[0..<headerLength])
+        }
+        for (name, header) in headers.merging(craftedHeaders(from: headers), uniquingKeysWith: { a, _ in a }) {
+            try writeFile("\(directory)/header/\(name).header", header)
+        }
+        // pem: the fixed identities and their public halves, as CryptCore
+        // writes them, and one input over PEMArmor's 64 KiB limit.
+        for (name, key) in [("x25519", FuzzSecrets.x25519Identity), ("rsa", FuzzSecrets.rsaIdentity)] {
+            try writeFile("\(directory)/pem/\(name)-private.pem", try key.pemPKCS8().withUnsafeBytes { Array($0) })
+            try writeFile("\(directory)/pem/\(name)-public.pem", try key.publicKey.pem())
+        }
+        let oversized = Array("-----BEGIN PUBLIC KEY-----\n".utf8) + [UInt8](repeating: UInt8(ascii: "A"), count: 1 << 16)
+            + Array("\n-----END PUBLIC KEY-----\n".utf8)
+        try writeFile("\(directory)/pem/oversized.pem", oversized)
+    }
+
+    /// Headers no packer writes, for the branches random mutation rarely
+    /// reaches (their MACs no longer match, which the parser cannot see):
+    /// a low-order X25519 ephemeral key in the slot of the fixed identity,
+    /// scrypt parameters refused for their work (p = 2^20) and for N ≥ 2^(16·r),
+    /// and a slot of a kind this build does not know, which it must skip.
+    /// Slot 1 starts at byte 64; its body at 68 (docs/FORMAT.md).
+    private static func craftedHeaders(from headers: [String: [UInt8]]) -> [String: [UInt8]] {
+        var crafted: [String: [UInt8]] = [:]
+        if var x25519 = headers["x25519"] {
+            for i in 76..<108 { x25519[i] = 0 } // the ephemeral key: all zero is a low-order point
+            crafted["x25519-low-order-ephemeral"] = x25519
+        }
+        if var passphrase = headers["passphrase"] {
+            passphrase[78] = 0x10 // p = 2^20 (u32 LE at body + 8)
+            crafted["passphrase-huge-p"] = passphrase
+        }
+        if var passphrase = headers["passphrase"] {
+            passphrase[68] = 16 // log2 N = 16 with r = 1 (u32 LE at body + 4)
+            passphrase[72] = 1
+            crafted["passphrase-n-too-large-for-r"] = passphrase
+        }
+        if var raw = headers["raw"] {
+            let unknown: [UInt8] = [9, 0, 3, 0, 0xAA, 0xBB, 0xCC] // kind 9, 3-byte body
+            raw.insert(contentsOf: unknown, at: raw.count - 32)
+            raw[33] += 1 // slot count
+            let length = UInt32(raw.count)
+            for i in 0..<4 { raw[12 + i] = UInt8(truncatingIfNeeded: length >> (8 * UInt32(i))) }
+            crafted["raw-and-unknown-kind"] = raw
+        }
+        return crafted
+    }
+
+    /// `count` bytes of a repeating pattern that differs by `seed`.
+    private static func pattern(_ count: Int, _ seed: UInt8) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7) }
+    }
+
+    private static func pack(_ source: String, keys: [KeyMaterial], recipients: [PublicKey], scratch: String) throws -> [UInt8] {
+        var options = PackOptions()
+        options.chunkSizeLog2 = 12
+        options.keys = keys
+        options.recipients = recipients
+        options.scrypt = FuzzSecrets.cheapScrypt
+        let destination = "\(scratch)/out.bundle"
+        _ = try BundleWriter.pack(source: Array(source.utf8), destination: Array(destination.utf8), options: options) { _, _ in }
+        defer { unlink(destination) }
+        return try readFile(destination)
+    }
+
+    /// The `index` target's framing (docs in ``IndexFuzzing``) around the
+    /// decrypted index of `bundle`.
+    private static func indexInput(of bundle: [UInt8], scratch: String) throws -> [UInt8] {
+        let path = "\(scratch)/index.bundle"
+        try writeFile(path, bundle)
+        defer { unlink(path) }
+        let reader = try BundleReader.open(path: Array(path.utf8), materials: [.rawKey(FuzzSecrets.rawKey)])
+        let header = reader.header
+        var aad = header.bundleID
+        aad.append(header.layout.chunkSizeLog2)
+        aad += littleEndian(header.payloadLength) + littleEndian(header.indexOffset)
+        let start = header.headerLength + Int(header.indexOffset)
+        let plaintext = try bundle[start...].withUnsafeBytes {
+            try AESGCM().open(key: reader.keys.indexKey, nonce: [UInt8](repeating: 0, count: 12), aad: aad, sealed: $0)
+        }
+        return [header.layout.chunkSizeLog2 - 12] + littleEndian(header.indexOffset) + plaintext.withUnsafeBytes { Array($0) }
+    }
+
+    private static func littleEndian(_ value: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64($0))) }
+    }
+
+    // MARK: - Files
+
+    private static func makeTree(_ tree: Tree, at root: String) throws {
+        try makeDirectory(root)
+        for (path, contents) in tree {
+            let full = "\(root)/\(path)"
+            switch contents {
+            case nil: try makeDirectory(full)
+            case let bytes? where path.hasSuffix("@"):
+                guard symlink(String(decoding: bytes, as: UTF8.self), String(full.dropLast())) == 0 else {
+                    throw BundleError.io(errno: errno, operation: "symlink", path: Array(full.utf8))
+                }
+            case let bytes?: try writeFile(full, bytes)
+            }
+        }
+    }
+
+    private static func makeDirectory(_ path: String) throws {
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+            throw BundleError.io(errno: errno, operation: "create directory", path: Array(path.utf8))
+        }
+    }
+
+    private static func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw BundleError.io(errno: errno, operation: "create file", path: Array(path.utf8)) }
+        defer { close(fd) }
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count, let base = raw.baseAddress {
+                let n = Glibc.write(fd, base + done, raw.count - done)
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { throw BundleError.io(errno: errno, operation: "write", path: Array(path.utf8)) }
+                done += n
+            }
+        }
+    }
+
+    static func readFile(_ path: String) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw BundleError.io(errno: errno, operation: "open", path: Array(path.utf8)) }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n >= 0 else { throw BundleError.io(errno: errno, operation: "read", path: Array(path.utf8)) }
+            if n == 0 { return out }
+            out += buffer[0..<n]
+        }
+    }
+
+    private static func makeTemporaryDirectory() throws -> String {
+        var template = Array("/tmp/encfs-fuzz-seed.XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress.flatMap { mkdtemp($0) }.map { String(cString: $0) }
+        }
+        guard let made else { throw BundleError.io(errno: errno, operation: "mkdtemp", path: []) }
+        return made
+    }
+
+    /// Removes the scratch tree (ours, small, no mounts inside).
+    private static func removeTree(_ path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        if st.st_mode & S_IFMT == S_IFDIR {
+            for name in FuzzReplay.names(in: path) { removeTree("\(path)/\(name)") }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+}

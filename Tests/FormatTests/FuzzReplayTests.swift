@@ -1,0 +1,61 @@
+import Foundation
+import XCTest
+
+/// Every saved fuzz input, run again without libFuzzer: the seed corpus
+/// (Tests/Fuzz/Corpus), the minimized inputs earlier runs found
+/// (Tests/Fuzz/Found) and every crash, hang or leak the fuzzer once found
+/// (Tests/Fuzz/Reproducers), through the built `encfs-fuzz` replayer. A
+/// regression traps, or throws an undocumented error, or breaks an
+/// invariant, and the replayer dies naming the input.
+///
+/// The replayer is located like the mount tests' binaries: `$ENCFS_BIN_DIR`
+/// (Scripts/test.sh sets it), else `.build/release`, else `.build/debug`.
+final class FuzzReplayTests: XCTestCase {
+    func testReplay_Header() throws { try replay("header") }
+    func testReplay_Index() throws { try replay("index") }
+    func testReplay_Bundle() throws { try replay("bundle") }
+    func testReplay_PEM() throws { try replay("pem") }
+
+    /// The package root, from this file's path (<root>/Tests/FormatTests/…).
+    private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    private static let replayer: String? = {
+        if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return "\(dir)/encfs-fuzz" }
+        for configuration in ["release", "debug"] {
+            let path = root.appendingPathComponent(".build/\(configuration)/encfs-fuzz").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }()
+
+    private func replay(_ target: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        guard let replayer = Self.replayer, FileManager.default.isExecutableFile(atPath: replayer) else {
+            XCTFail("encfs-fuzz not found: build with `swift build -c release` or set ENCFS_BIN_DIR", file: file, line: line)
+            return
+        }
+        let fuzz = Self.root.appendingPathComponent("Tests/Fuzz")
+        let corpus = fuzz.appendingPathComponent("Corpus/\(target)").path
+        var arguments = [target, corpus]
+        for kept in ["Found", "Reproducers"] {
+            let path = fuzz.appendingPathComponent("\(kept)/\(target)").path
+            if FileManager.default.fileExists(atPath: path) { arguments.append(path) }
+        }
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: replayer)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+
+        let how = process.terminationReason == .uncaughtSignal ? "died of signal" : "exited with"
+        XCTAssertTrue(process.terminationReason == .exit && process.terminationStatus == 0,
+                      "encfs-fuzz \(target) \(how) \(process.terminationStatus); replay one input with `encfs-fuzz \(target) FILE -v`:\n\(text.suffix(4000))",
+                      file: file, line: line)
+        XCTAssertTrue(text.contains("inputs passed"), "encfs-fuzz \(target) replayed nothing:\n\(text)", file: file, line: line)
+    }
+}
