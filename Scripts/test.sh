@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, checks the layering rule,
 # builds release binaries warning-free, runs every XCTest target (CryptCore
-# vectors, format, and real FUSE mounts driven through the release
-# binaries), then fails if any encfs mount was left behind.
+# vectors, format, real FUSE mounts driven through the release binaries,
+# fuzz-corpus replays), runs each fuzz target briefly, then fails if any
+# encfs mount was left behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -22,6 +23,12 @@ trap 'rm -f "$log"' EXIT
 # XCTest only: every test here is an XCTestCase, and Swift Testing's own
 # "0 tests" summary would otherwise close the run.
 swift test --disable-swift-testing "$@" 2>&1 | tee "$log" || status=$?
+
+echo "== fuzz, short mode: every libFuzzer target for 30 s on its corpus and past findings"
+if ! FUZZ_JOBS=2 Scripts/fuzz.sh 30; then
+  echo "fuzzing found something or could not run (see above)" >&2
+  status=1
+fi
 
 # Only this suite's mounts count: the mount tests work under
 # $TMPDIR/encfs-mount-tests.*; other encfs mounts on the machine are not ours.

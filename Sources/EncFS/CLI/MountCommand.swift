@@ -56,10 +56,12 @@ public enum MountCommand {
     ])
 
     /// Internal: marks the re-executed daemon. It reads the content key from
-    /// fd 3 and reports readiness on fd 4.
+    /// fd 3, reports readiness on fd 4, and serves the bundle open on fd 5
+    /// (the very file the parent verified; the path is for messages).
     static let daemonFlag = "--internal-daemon-child"
     static let keyFD: Int32 = 3
     static let statusFD: Int32 = 4
+    static let bundleFD: Int32 = 5
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -164,6 +166,11 @@ public enum MountCommand {
             close(fd)
             absoluteLog = realPath(logFile)
         }
+        guard let bundleCopy = try? reader.duplicateDescriptor() else {
+            diagnostics.error("cannot hand the bundle to the mount daemon", path: bundle)
+            return ExitCode.failure
+        }
+        defer { close(bundleCopy) }
         guard let keyPipe = makePipe(), let statusPipe = makePipe() else {
             diagnostics.error("cannot create pipe: \(String(cString: strerror(errno)))")
             return ExitCode.failure
@@ -178,6 +185,7 @@ public enum MountCommand {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, keyPipe.read, keyFD)
         posix_spawn_file_actions_adddup2(&actions, statusPipe.write, statusFD)
+        posix_spawn_file_actions_adddup2(&actions, bundleCopy, bundleFD)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
@@ -273,7 +281,7 @@ public enum MountCommand {
         _ = chdir("/")
         let session: MountSession
         do {
-            let reader = try BundleReader.open(path: bundle, contentKey: key)
+            let reader = try BundleReader.open(descriptor: bundleFD, path: bundle, contentKey: key)
             session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
                                        extraOptions: extraOptions, logger: logger)
             try session.mount()

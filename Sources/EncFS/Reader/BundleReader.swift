@@ -85,8 +85,31 @@ public final class BundleReader: Sendable {
         return (try bytes.withUnsafeBytes { try BundleHeader.parse($0) }, fileSize)
     }
 
+    /// Opens an already open bundle file with a known content key. The
+    /// mount daemon receives the descriptor its parent verified, so a file
+    /// swapped in at the path meanwhile cannot take its place. The reader
+    /// takes ownership of `descriptor` (closed on failure and in `deinit`).
+    ///
+    /// - Parameter path: used in messages only.
+    public static func open(descriptor: Int32, path: [UInt8], contentKey: SymmetricKey) throws -> BundleReader {
+        try open(fd: descriptor, path: path) { header in try header.authenticate(contentKey: contentKey) }
+    }
+
+    /// A new descriptor of the bundle file this reader has open
+    /// (close-on-exec), for handing the same file to a daemon.
+    ///
+    /// - Throws: `BundleError.io`.
+    public func duplicateDescriptor() throws -> Int32 {
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 10)
+        guard copy >= 0 else { throw BundleError.lastIO("duplicate bundle descriptor", path) }
+        return copy
+    }
+
     private static func open(path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
-        let fd = try openBundleFile(path)
+        try open(fd: try openBundleFile(path), path: path, unlock: unlock)
+    }
+
+    private static func open(fd: Int32, path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         do {
             let (header, fileSize) = try readHeader(fd: fd, path: path)
             let keys = try unlock(header)
