@@ -1,6 +1,8 @@
 import CryptCore
 @testable import EncFS
+import Synchronization
 import XCTest
+import Dispatch
 
 /// Packs a tree with files at every size around the chunk boundaries, odd
 /// names, modes and nanosecond mtimes, then reads everything back through
@@ -28,6 +30,42 @@ final class RoundTripTests: XCTestCase {
     func testRoundTrip_4KChunks() throws { try roundTrip(chunkSizeLog2: 12) }
 
     func testRoundTrip_64KChunks() throws { try roundTrip(chunkSizeLog2: 16) }
+
+    /// The key-less read finds each file's key in the workspace's small
+    /// cache. Reading more files than it has slots, interleaved, from several
+    /// threads, must always use the right key: a stale or mixed-up slot
+    /// would fail authentication or, worse, return another file's bytes.
+    func testRead_WithoutKey_InterleavedFilesBeyondKeyCache() throws {
+        let tmp = try TemporaryDirectory()
+        let source = tmp.appending("source")
+        try FileTree.makeDirectory(source)
+        var generator = SeededGenerator(seed: 77)
+        let fileCount = 3 * ChunkWorkspace.cachedKeyCount + 1
+        let contents = (0..<fileCount).map { generator.bytes(3 * 4096 + $0 * 97) }
+        for (i, data) in contents.enumerated() {
+            try FileTree.writeFile(tmp.appending("source/f\(i)"), data)
+        }
+        let bundle = tmp.appending("out.bundle")
+        let key = TestSecrets.key(3)
+        try packBundle(source: source, destination: bundle, chunkSizeLog2: 12, keys: [.rawKey(key)])
+        let reader = try BundleReader.open(path: bundle, materials: [.rawKey(key)])
+        let entries = try (0..<fileCount).map { try reader.entry(bytes("f\($0)")) }
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            var rng = SeededGenerator(seed: UInt64(100 + thread))
+            var buffer = [UInt8](repeating: 0, count: 5000)
+            for _ in 0..<2000 {
+                let file = Int(rng.next() % UInt64(fileCount))
+                let offset = Int(rng.next() % UInt64(contents[file].count))
+                let n = (try? buffer.withUnsafeMutableBytes { try reader.read(entries[file], fromOffset: UInt64(offset), into: $0) }) ?? -1
+                let expected = min(buffer.count, contents[file].count - offset)
+                if n != expected || !buffer[0..<max(n, 0)].elementsEqual(contents[file][offset..<(offset + max(n, 0))]) {
+                    failures.withLock { $0 += 1 }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, 0, "reads returned wrong bytes or failed")
+    }
 
     // MARK: - The tree
 

@@ -74,6 +74,43 @@ print("reads=%d bytes=%d" % (done[0], done[1]))
         XCTAssertEqual(mounted.logLines().filter { $0.contains("error") }, [], file: file, line: line)
     }
 
+    /// The mount keeps no per-open state (the kernel skips open and
+    /// release); each read finds its file's key in a small per-workspace
+    /// cache. One thread reading 13 open files in turn, with the page cache
+    /// dropped before every read, cycles that cache through every slot.
+    func testInterleavedFiles_OneThread_EachReadGetsItsOwnFile() throws {
+        let source = try scratch.makeDirectory("src")
+        try check(Tools.python, ["-c", """
+            import os, sys
+            for i in range(13):
+                open("%s/f%02d" % (sys.argv[1], i), "wb").write(os.urandom(200000 + i * 4099))
+            """, source])
+        let key = try makeKeyFile()
+        let bundle = scratch.url("files.encfs")
+        try packOrThrow(source, bundle, keyFile: key, [])
+        let mounted = try mount(bundle, keyFile: key)
+        let result = try python("""
+            import os, random, sys
+            src, mnt = sys.argv[1], sys.argv[2]
+            names = sorted(os.listdir(src))
+            want = [open(os.path.join(src, n), "rb").read() for n in names]
+            fds = [os.open(os.path.join(mnt, n), os.O_RDONLY) for n in names]
+            rng = random.Random(5)
+            wrong = 0
+            for k in range(3000):
+                i = k % len(fds) if k < 1500 else rng.randrange(len(fds))
+                offset = rng.randrange(0, len(want[i]))
+                length = rng.choice([1, 4096, 70000])
+                os.posix_fadvise(fds[i], 0, 0, os.POSIX_FADV_DONTNEED)
+                if os.pread(fds[i], length, offset) != want[i][offset:offset + length]:
+                    wrong += 1
+            print("wrong=%d" % wrong)
+            """, [source, mounted.path("")])
+        XCTAssertEqual(result.status, 0, result.errorOutput)
+        XCTAssertEqual(result.output.trimmingCharacters(in: .whitespacesAndNewlines), "wrong=0")
+        XCTAssertEqual(mounted.logLines().filter { $0.contains("error") }, [])
+    }
+
     func testRandomReads_DefaultChunks() throws {
         try check(size: 5 * 1 << 20 + 12345, chunkSize: 65536, chunkArguments: [], reads: 2000, threads: 1)
     }

@@ -150,14 +150,3 @@ final class ReplyBuffer: @unchecked Sendable {
         bytes.deallocate()
     }
 }
-
-/// One open file: its entry and its derived key, held in `fi->fh`.
-final class OpenFile: Sendable {
-    let entry: IndexEntry
-    let key: SymmetricKey
-
-    init(entry: IndexEntry, key: SymmetricKey) {
-        self.entry = entry
-        self.key = key
-    }
-}

@@ -180,6 +180,21 @@ public final class BundleReader: Sendable {
     ///   `.io`.
     public func read(_ entry: IndexEntry, key: SymmetricKey, fromOffset offset: UInt64,
                      into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        try readChunks(entry, key: key, fromOffset: offset, into: buffer)
+    }
+
+    /// Reads plaintext of `entry` like ``read(_:key:fromOffset:into:)``,
+    /// finding the file's key in the pooled workspace's small cache (derived
+    /// there on a miss), so callers keep no per-file state.
+    ///
+    /// - Throws: `BundleError.isADirectory` for non-files,
+    ///   `.corruptChunk` (the buffer is then wiped), `.crypto`, `.io`.
+    public func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        try readChunks(entry, key: nil, fromOffset: offset, into: buffer)
+    }
+
+    private func readChunks(_ entry: IndexEntry, key givenKey: SymmetricKey?, fromOffset offset: UInt64,
+                            into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         guard entry.kind == .file else { throw BundleError.isADirectory }
         let size = entry.size
         guard offset < size, buffer.count > 0 else { return 0 }
@@ -191,6 +206,7 @@ public final class BundleReader: Sendable {
         let bodyStart = UInt64(header.headerLength) + entry.first
         do {
             try index.withFileID(of: entry) { fileID in
+                let key = try givenKey ?? workspace.fileKey(fileID: fileID, derive: keys.fileKey(fileID:))
                 for chunk in chunks {
                     let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
                     let sealedCount = range.count + Int(ChunkLayout.overhead)

@@ -1,10 +1,11 @@
 import CryptCore
 
-/// Scratch space for reading one chunk: a cipher context and two buffers.
+/// Scratch space for reading one chunk: a cipher context, two buffers and
+/// the keys of the files it read last.
 ///
 /// Workspaces are pooled by `BundleReader` so the read path allocates
 /// nothing once the pool has warmed up; the plaintext buffer is wiped when a
-/// workspace is freed. `@unchecked Sendable`: a workspace is used by one
+/// workspace is freed, cached keys when they are replaced or freed. `@unchecked Sendable`: a workspace is used by one
 /// thread at a time; ownership moves only through the reader's locked pool.
 final class ChunkWorkspace: @unchecked Sendable {
     let codec: ChunkCodec
@@ -13,6 +14,16 @@ final class ChunkWorkspace: @unchecked Sendable {
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
+    /// The ids of the files whose keys are cached, 16 bytes per slot.
+    private let cachedFileIDs: UnsafeMutableRawBufferPointer
+    /// The cached file keys, by slot; nil while a slot is empty.
+    private var cachedKeys: [SymmetricKey?]
+    /// The slot the next miss replaces (round robin).
+    private var nextSlot = 0
+    /// Keys cached per workspace. The mount has no per-open state (the
+    /// kernel skips open and release), so a read finds its file's key here;
+    /// a few slots cover a thread alternating between files.
+    static let cachedKeyCount = 4
 
     init(layout: ChunkLayout, bundleID: [UInt8]) throws {
         codec = try ChunkCodec(bundleID: bundleID)
@@ -21,11 +32,37 @@ final class ChunkWorkspace: @unchecked Sendable {
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
         plaintextLocked = SecureMemory.lock(plaintext)
+        cachedFileIDs = .allocate(byteCount: Self.cachedKeyCount * BundleFormat.idSize, alignment: 8)
+        cachedFileIDs.initializeMemory(as: UInt8.self, repeating: 0)
+        cachedKeys = Array(repeating: nil, count: Self.cachedKeyCount)
+    }
+
+    /// The key of the file with id `fileID`, derived on a miss.
+    ///
+    /// - Parameters:
+    ///   - fileID: the file's 16-byte id.
+    ///   - derive: derives the key (``BundleKeys/fileKey(fileID:)``).
+    /// - Throws: what `derive` throws.
+    func fileKey(fileID: UnsafeRawBufferPointer, derive: (UnsafeRawBufferPointer) throws -> SymmetricKey) throws -> SymmetricKey {
+        let size = BundleFormat.idSize
+        for slot in 0..<Self.cachedKeyCount {
+            if let key = cachedKeys[slot],
+               UnsafeRawBufferPointer(rebasing: cachedFileIDs[(slot * size)..<((slot + 1) * size)]).elementsEqual(fileID) {
+                return key
+            }
+        }
+        let key = try derive(fileID)
+        let slot = nextSlot
+        nextSlot = (nextSlot + 1) % Self.cachedKeyCount
+        UnsafeMutableRawBufferPointer(rebasing: cachedFileIDs[(slot * size)..<((slot + 1) * size)]).copyMemory(from: fileID)
+        cachedKeys[slot] = key
+        return key
     }
 
     deinit {
         SecureMemory.release(plaintext, locked: plaintextLocked)
         sealed.deallocate()
         plaintext.deallocate()
+        cachedFileIDs.deallocate()
     }
 }
