@@ -183,6 +183,40 @@ final class AESGCMTests: XCTestCase {
         }
     }
 
+    func testReusedContext_SameKeyRunsMatchFreshContexts() throws {
+        // A context skips the key schedule when the key bytes repeat (runs
+        // of chunks of one file). Runs of one key, key switches, direction
+        // switches and a failed open in the middle must all give exactly
+        // what a fresh context gives.
+        let shared = try AESGCM()
+        let keys = try (0..<3).map { _ in try SymmetricKey.random() }
+        let message = try SecureBytes.random(count: 4097)
+        let aad: [UInt8] = [1, 2, 3]
+        let schedule = [0, 0, 0, 1, 1, 0, 2, 2, 2, 2, 1, 0, 0]
+        for (step, k) in schedule.enumerated() {
+            var nonce = [UInt8](repeating: 0, count: AESGCM.nonceByteCount)
+            nonce[11] = UInt8(step)
+            // The same bytes in a new key value must also hit the reuse path.
+            let key = try keys[k].withUnsafeBytes { try SymmetricKey(copying: $0) }
+            let expected = try AESGCM().seal(key: key, nonce: nonce, aad: aad, plaintext: message)
+            let sealed = try shared.seal(key: key, nonce: nonce, aad: aad, plaintext: message)
+            XCTAssertEqual(sealed, expected, "step \(step): seal differs from a fresh context")
+            if step % 4 == 1 {
+                var tampered = sealed
+                tampered[tampered.count - 1] ^= 0x80
+                XCTAssertThrowsCryptError(.authenticationFailure) {
+                    _ = try tampered.withUnsafeBytes { try shared.open(key: key, nonce: nonce, aad: aad, sealed: $0) }
+                }
+            }
+            let opened = try sealed.withUnsafeBytes { try shared.open(key: key, nonce: nonce, aad: aad, sealed: $0) }
+            XCTAssertTrue(opened == message, "step \(step): open through the reused context")
+            let other = keys[(k + 1) % keys.count]
+            XCTAssertThrowsCryptError(.authenticationFailure) {
+                _ = try sealed.withUnsafeBytes { try shared.open(key: other, nonce: nonce, aad: aad, sealed: $0) }
+            }
+        }
+    }
+
     // MARK: - Size errors
 
     func testSeal_WrongNonceLengthThrows() throws {

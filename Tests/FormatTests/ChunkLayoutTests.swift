@@ -106,6 +106,17 @@ final class ChunkLayoutTests: XCTestCase {
             XCTAssertEqual(sealedTotal, layout.ciphertextSize(forPlaintextSize: size), "\(what): last chunk ends the body", file: file, line: line)
         }
 
+        // Sealed ranges of runs of chunks: a run's bytes start at its first
+        // chunk and end where its last chunk's tag ends.
+        XCTAssertEqual(layout.ciphertextRange(ofChunks: 0..<0, plaintextSize: size), 0..<0, what, file: file, line: line)
+        let bounds: [(UInt64, UInt64)] = [(0, 1), (0, 2), (1, 3), (0, count), (count &- 2, count), (count &- 1, count)]
+        for (first, end) in bounds where first < end && end <= count {
+            let run = first..<end
+            let lastEnd = min((run.upperBound) * cs, size)
+            let expected = run.lowerBound * (cs + 16)..<((run.upperBound - 1) * (cs + 16) + (lastEnd - (run.upperBound - 1) * cs) + 16)
+            XCTAssertEqual(layout.ciphertextRange(ofChunks: run, plaintextSize: size), expected, "\(what), run \(run)", file: file, line: line)
+        }
+
         // Offsets at the boundaries.
         for offset in [0, 1, cs - 1, cs, cs + 1, 2 * cs + 500, size &- 1, size] where offset < size {
             XCTAssertEqual(layout.chunkIndex(forPlaintextOffset: offset), offset / cs, "\(what), offset \(offset)", file: file, line: line)
@@ -221,6 +232,10 @@ final class ChunkLayoutTests: XCTestCase {
                     sealedOffset += end - start + 16
                 }
                 expect(layout.ciphertextSize(forPlaintextSize: size64) == UInt64(sealedOffset), "ciphertextSize(\(size))")
+                if count > 0 {
+                    expect(layout.ciphertextRange(ofChunks: 0..<UInt64(count), plaintextSize: size64) == 0..<UInt64(sealedOffset),
+                           "ciphertextRange of all \(count) chunks, size \(size)")
+                }
             }
 
             // Covering ranges: the chunks of the bytes actually touched

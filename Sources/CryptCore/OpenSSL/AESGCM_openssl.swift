@@ -20,6 +20,13 @@ public final class AESGCM {
     /// only changes key and nonce instead of resetting the context and
     /// rebuilding its provider state (a measurable cost per 4 KiB chunk).
     private var preparedFor: Direction?
+    /// The key the context's schedule was last built from. A call with the
+    /// same key bytes (the common case: consecutive chunks of one file)
+    /// passes a null key too, so OpenSSL only resets the nonce and GHASH
+    /// state instead of expanding the key and its GHASH table again, about
+    /// 10% of the cost of a 16 KiB chunk. Wiped on deinit.
+    private let preparedKey: UnsafeMutableRawBufferPointer
+    private var preparedKeyValid = false
 
     private enum Direction { case encrypt, decrypt }
 
@@ -29,10 +36,14 @@ public final class AESGCM {
     public init() throws {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw openSSLError("EVP_CIPHER_CTX_new") }
         context = ctx
+        preparedKey = .allocate(byteCount: SymmetricKey.byteCount, alignment: 16)
+        preparedKey.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
     deinit {
         EVP_CIPHER_CTX_free(context)
+        SecureBytes.wipe(preparedKey)
+        preparedKey.deallocate()
     }
 
     /// Encrypts `plaintext` into `ciphertext` (same length; may be the same
@@ -51,9 +62,11 @@ public final class AESGCM {
                      tag: UnsafeMutableRawBufferPointer) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: plaintext.count, output: ciphertext.count)
         try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
-            guard EVP_EncryptInit_ex2(context, cipher(for: .encrypt), k.bindMemory(to: UInt8.self).baseAddress,
+            let cipher = cipher(for: .encrypt)
+            guard EVP_EncryptInit_ex2(context, cipher, keyToInstall(k, cipherChanged: cipher != nil),
                                       nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
                 preparedFor = nil
+                preparedKeyValid = false
                 throw openSSLError("EVP_EncryptInit_ex2")
             }
         }
@@ -79,9 +92,11 @@ public final class AESGCM {
                      into plaintext: UnsafeMutableRawBufferPointer) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: ciphertext.count, output: plaintext.count)
         try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
-            guard EVP_DecryptInit_ex2(context, cipher(for: .decrypt), k.bindMemory(to: UInt8.self).baseAddress,
+            let cipher = cipher(for: .decrypt)
+            guard EVP_DecryptInit_ex2(context, cipher, keyToInstall(k, cipherChanged: cipher != nil),
                                       nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
                 preparedFor = nil
+                preparedKeyValid = false
                 throw openSSLError("EVP_DecryptInit_ex2")
             }
         }
@@ -112,6 +127,16 @@ public final class AESGCM {
         if preparedFor == direction { return nil }
         preparedFor = direction
         return Ciphers.aes256gcm.pointer
+    }
+
+    /// The key pointer for the next init: nil when the context already holds
+    /// `key`'s schedule (same direction, same bytes), `key` otherwise (then
+    /// remembered).
+    private func keyToInstall(_ key: UnsafeRawBufferPointer, cipherChanged: Bool) -> UnsafePointer<UInt8>? {
+        if !cipherChanged, preparedKeyValid, UnsafeRawBufferPointer(preparedKey).elementsEqual(key) { return nil }
+        preparedKey.copyMemory(from: key)
+        preparedKeyValid = true
+        return key.bindMemory(to: UInt8.self).baseAddress
     }
 
     private func checkSizes(nonce: UnsafeRawBufferPointer, tag: Int, input: Int, output: Int) throws {

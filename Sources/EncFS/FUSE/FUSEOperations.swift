@@ -22,7 +22,7 @@ enum FUSEOperations {
             conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS)
             conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ)
             conn.pointee.want &= ~UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
-            conn.pointee.max_readahead = UInt32(MountContext.maximumRead)
+            conn.pointee.max_readahead = UInt32(MountContext.maximumReadahead)
             // Must equal the max_read mount option (MountSession.baseOptions).
             conn.pointee.max_read = UInt32(MountContext.maximumRead)
             conn.pointee.time_gran = 1

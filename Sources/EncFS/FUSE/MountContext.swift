@@ -19,6 +19,9 @@ final class MountContext: Sendable {
     static let cacheTimeout = Double.greatestFiniteMagnitude
     /// Largest read the kernel sends (max_read); reply buffers hold this much.
     static let maximumRead = 1 << 20
+    /// Largest read-ahead window asked of the kernel (it also caps it at the
+    /// bdi's read_ahead_kb, see `--readahead`).
+    static let maximumReadahead = 1 << 20
     private let buffers = Mutex<[ReplyBuffer]>([])
     /// Set once the "could not lock memory" warning has been logged.
     private let warnedAboutLocking = Atomic<Bool>(false)

@@ -64,6 +64,14 @@ public struct ChunkLayout: Sendable, Equatable {
         UInt64(plaintextRange(ofChunk: chunk, plaintextSize: size).count) + Self.overhead
     }
 
+    /// Where the sealed bytes of the consecutive chunks `chunks` lie inside
+    /// the file's sealed body (one read fetches them all); empty for an empty
+    /// range. `chunks` must lie within the file's chunks.
+    public func ciphertextRange(ofChunks chunks: Range<UInt64>, plaintextSize size: UInt64) -> Range<UInt64> {
+        guard let last = chunks.last else { return 0..<0 }
+        return ciphertextOffset(ofChunk: chunks.lowerBound)..<(ciphertextOffset(ofChunk: last) + sealedSize(ofChunk: last, plaintextSize: size))
+    }
+
     /// Total sealed size of a file of `size` bytes.
     public func ciphertextSize(forPlaintextSize size: UInt64) -> UInt64 {
         size + chunkCount(forPlaintextSize: size) * Self.overhead

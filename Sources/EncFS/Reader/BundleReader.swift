@@ -207,12 +207,26 @@ public final class BundleReader: Sendable {
         do {
             try index.withFileID(of: entry) { fileID in
                 let key = try givenKey ?? workspace.fileKey(fileID: fileID, derive: keys.fileKey(fileID:))
+                // The sealed chunks fetched last: batch.lowerBound's bytes
+                // start at workspace.sealed[0].
+                var batch: Range<UInt64> = chunks.lowerBound..<chunks.lowerBound
                 for chunk in chunks {
+                    if chunk >= batch.upperBound {
+                        batch = chunk..<min(chunks.upperBound, chunk + UInt64(workspace.batchChunks))
+                        let bytes = layout.ciphertextRange(ofChunks: batch, plaintextSize: size)
+                        let want = Int(bytes.count)
+                        let got = try FileIO.preadFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<want]),
+                                                       at: bodyStart + bytes.lowerBound, path: path)
+                        // A short read means the bundle ends early: name the
+                        // first chunk it cut.
+                        guard got == want else {
+                            throw BundleError.corruptChunk(entry: entry.position, chunk: chunk + UInt64(got) / layout.sealedChunkSize)
+                        }
+                    }
                     let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
                     let sealedCount = range.count + Int(ChunkLayout.overhead)
-                    let sealed = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<sealedCount])
-                    let got = try FileIO.preadFull(fd, into: sealed, at: bodyStart + layout.ciphertextOffset(ofChunk: chunk), path: path)
-                    guard got == sealedCount else { throw BundleError.corruptChunk(entry: entry.position, chunk: chunk) }
+                    let sealedStart = Int(layout.ciphertextOffset(ofChunk: chunk) - layout.ciphertextOffset(ofChunk: batch.lowerBound))
+                    let sealed = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[sealedStart..<(sealedStart + sealedCount)])
                     let last = layout.isLastChunk(chunk, plaintextSize: size)
                     let wanted = max(range.lowerBound, offset)..<min(range.upperBound, end)
                     let destination = Int(wanted.lowerBound - offset)

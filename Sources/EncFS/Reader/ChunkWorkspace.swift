@@ -9,8 +9,14 @@ import CryptCore
 /// thread at a time; ownership moves only through the reader's locked pool.
 final class ChunkWorkspace: @unchecked Sendable {
     let codec: ChunkCodec
-    /// Holds one sealed chunk (chunk size + 16).
+    /// Holds ``batchChunks`` consecutive sealed chunks (chunk size + 16
+    /// each), read with one `pread`.
     let sealed: UnsafeMutableRawBufferPointer
+    /// Sealed chunks fetched per `pread`: as many as fit in ``batchBytes``,
+    /// at least one. Fewer system calls for small chunks, and the batch
+    /// stays in the core's cache until it is decrypted.
+    let batchChunks: Int
+    static let batchBytes = 256 << 10
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
@@ -27,7 +33,8 @@ final class ChunkWorkspace: @unchecked Sendable {
 
     init(layout: ChunkLayout, bundleID: [UInt8]) throws {
         codec = try ChunkCodec(bundleID: bundleID)
-        sealed = .allocate(byteCount: Int(layout.sealedChunkSize), alignment: 4096)
+        batchChunks = max(1, Self.batchBytes / Int(layout.sealedChunkSize))
+        sealed = .allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
