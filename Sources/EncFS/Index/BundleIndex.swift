@@ -37,22 +37,50 @@ public final class BundleIndex: Sendable {
     /// Number of regular files.
     public let fileCount: Int
 
-    /// Validates a decrypted index against the header it came with.
+    /// Lets `fill` write the index plaintext into the index's own wiping
+    /// storage, then validates it against the header it came with.
+    ///
+    /// The reader decrypts the sealed index in place in that storage, so at
+    /// no time are two copies of a large index alive (with 1,000,000 entries
+    /// each copy is about 75 MB).
     ///
     /// - Parameters:
-    ///   - plaintext: the decrypted index (taken over; wiped on release).
+    ///   - byteCount: length of the plaintext.
     ///   - layout: the bundle's chunk layout.
     ///   - dataLength: bytes of chunk data before the index (its offset).
-    /// - Throws: `BundleError.corruptIndex` naming the first violation.
-    public init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
-        storage = plaintext
-        let parsed = try plaintext.withUnsafeBytes { b in try Self.validate(b, layout: layout, dataLength: dataLength) }
+    ///   - fill: writes exactly `byteCount` bytes into the buffer it is
+    ///     given; if it throws, the buffer is wiped and the error rethrown.
+    /// - Throws: what `fill` throws, or `BundleError.corruptIndex` naming
+    ///   the first violation.
+    public init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64,
+                fill: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
+        var validated: Parsed?
+        storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in
+            try fill(buffer)
+            validated = try Self.validate(UnsafeRawBufferPointer(buffer), layout: layout, dataLength: dataLength)
+        }
+        guard let parsed = validated else { preconditionFailure("internal error: index storage built without validation") }
         count = parsed.count
         creationTime = parsed.creationTime
         stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
         subdirectoryCounts = parsed.subdirectories
         totalFileBytes = parsed.totalFileBytes
         fileCount = parsed.fileCount
+    }
+
+    /// Validates a copy of a decrypted index against the header it came
+    /// with (for tools and the fuzzer; the reader uses
+    /// ``init(byteCount:layout:dataLength:fill:)``, which needs no copy).
+    ///
+    /// - Parameters:
+    ///   - plaintext: the decrypted index; the caller keeps it.
+    ///   - layout: the bundle's chunk layout.
+    ///   - dataLength: bytes of chunk data before the index (its offset).
+    /// - Throws: `BundleError.corruptIndex` naming the first violation.
+    public convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
+        try self.init(byteCount: plaintext.count, layout: layout, dataLength: dataLength) { buffer in
+            plaintext.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        }
     }
 
     /// The entry at `position`.
