@@ -222,7 +222,12 @@ public final class BundleIndex: Sendable {
         }
         let strings = UnsafeRawBufferPointer(rebasing: b[Int(recordsEnd)...])
         var subdirectories = [UInt32](repeating: 0, count: count)
-        var fileRanges: [(start: UInt64, end: UInt64)] = []
+        // Files' chunk data must not overlap. encfs-pack lays it out in
+        // record order, so the check is one running end, without an array
+        // of ranges (16 bytes per file); any other order falls back to
+        // sorting the ranges after the loop.
+        var dataEnd: UInt64 = 0
+        var dataInRecordOrder = true
         var totalFileBytes: UInt64 = 0
         var fileCount = 0
         var childTotal = 0
@@ -285,7 +290,10 @@ public final class BundleIndex: Sendable {
                 guard first <= dataLength, length <= dataLength - first else {
                     throw bad("file \(position) lies outside the data region")
                 }
-                if length > 0 { fileRanges.append((first, first + length)) }
+                if length > 0 {
+                    if first < dataEnd { dataInRecordOrder = false }
+                    dataEnd = max(dataEnd, first + length)
+                }
                 totalFileBytes &+= size
                 fileCount += 1
             case .symlink:
@@ -296,12 +304,26 @@ public final class BundleIndex: Sendable {
             }
         }
         guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
-        fileRanges.sort { $0.start < $1.start }
-        for i in fileRanges.indices.dropFirst() where fileRanges[i].start < fileRanges[i - 1].end {
-            throw bad("file data ranges overlap")
-        }
+        if !dataInRecordOrder, dataRangesOverlap(b, count: count, layout: layout) { throw bad("file data ranges overlap") }
         return Parsed(count: count, creationTime: creationTime, subdirectories: subdirectories,
                       totalFileBytes: totalFileBytes, fileCount: fileCount)
+    }
+}
+
+extension BundleIndex {
+    /// Whether any two files' chunk data overlap, for an index whose data
+    /// is not in record order (never written by encfs-pack). Runs after
+    /// every record has been checked, so sizes and offsets are in range.
+    fileprivate static func dataRangesOverlap(_ b: UnsafeRawBufferPointer, count: Int, layout: ChunkLayout) -> Bool {
+        var ranges: [(start: UInt64, end: UInt64)] = []
+        for position in 0..<count {
+            let r = UnsafeRawBufferPointer(rebasing: b[(headerSize + position * IndexEntry.recordSize)...])
+            guard r[4] == IndexEntry.Kind.file.rawValue else { continue }
+            let length = layout.ciphertextSize(forPlaintextSize: r.le64(at: 32))
+            if length > 0 { ranges.append((r.le64(at: 40), r.le64(at: 40) + length)) }
+        }
+        ranges.sort { $0.start < $1.start }
+        return ranges.indices.dropFirst().contains { ranges[$0].start < ranges[$0 - 1].end }
     }
 }
 
