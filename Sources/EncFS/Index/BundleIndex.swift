@@ -30,8 +30,6 @@ public final class BundleIndex: Sendable {
     public let creationTime: Int64
     private let recordsOffset = BundleIndex.headerSize
     private let stringsOffset: Int
-    /// Number of subdirectories of each directory (for st_nlink).
-    private let subdirectoryCounts: [UInt32]
     /// Sum of all file sizes.
     public let totalFileBytes: UInt64
     /// Number of regular files.
@@ -57,13 +55,12 @@ public final class BundleIndex: Sendable {
         var validated: Parsed?
         storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in
             try fill(buffer)
-            validated = try Self.validate(UnsafeRawBufferPointer(buffer), layout: layout, dataLength: dataLength)
+            validated = try Self.validate(buffer, layout: layout, dataLength: dataLength)
         }
         guard let parsed = validated else { preconditionFailure("internal error: index storage built without validation") }
         count = parsed.count
         creationTime = parsed.creationTime
         stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
-        subdirectoryCounts = parsed.subdirectories
         totalFileBytes = parsed.totalFileBytes
         fileCount = parsed.fileCount
     }
@@ -132,8 +129,16 @@ public final class BundleIndex: Sendable {
         }
     }
 
-    /// Subdirectories of a directory entry.
-    public func subdirectoryCount(of entry: IndexEntry) -> Int { Int(subdirectoryCounts[entry.position]) }
+    /// Subdirectories of a directory entry (for st_nlink); 0 for others.
+    ///
+    /// Counted at load into the directory's record (see
+    /// ``IndexEntry/subdirectoryCountOffset``), so no array per entry.
+    public func subdirectoryCount(of entry: IndexEntry) -> Int {
+        guard entry.kind == .directory else { return 0 }
+        return storage.withUnsafeBytes { b in
+            Int(b.le32(at: recordsOffset + entry.position * IndexEntry.recordSize + IndexEntry.subdirectoryCountOffset))
+        }
+    }
 
     /// Finds the child of `directory` called `name` by binary search.
     public func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) -> IndexEntry? {
@@ -203,12 +208,16 @@ public final class BundleIndex: Sendable {
     private struct Parsed {
         var count: Int
         var creationTime: Int64
-        var subdirectories: [UInt32]
         var totalFileBytes: UInt64
         var fileCount: Int
     }
 
-    private static func validate(_ b: UnsafeRawBufferPointer, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
+    /// Checks every rule of the format on the plaintext in `storage`, and
+    /// writes each directory's subdirectory count into its record's reserved
+    /// bytes (``IndexEntry/subdirectoryCountOffset``) once those have been
+    /// checked to be zero: the only write, into the index's own storage.
+    private static func validate(_ storage: UnsafeMutableRawBufferPointer, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
+        let b = UnsafeRawBufferPointer(storage)
         func bad(_ why: String) -> BundleError { .corruptIndex(why) }
         guard b.count >= headerSize, b.starts(with: magic) else { throw bad("bad index magic") }
         let count = Int(b.le32(at: 8))
@@ -221,7 +230,6 @@ public final class BundleIndex: Sendable {
             throw bad("index length \(b.count) does not match \(count) entries and \(stringsLength) string bytes")
         }
         let strings = UnsafeRawBufferPointer(rebasing: b[Int(recordsEnd)...])
-        var subdirectories = [UInt32](repeating: 0, count: count)
         // Files' chunk data must not overlap. encfs-pack lays it out in
         // record order, so the check is one running end, without an array
         // of ranges (16 bytes per file); any other order falls back to
@@ -283,7 +291,13 @@ public final class BundleIndex: Sendable {
                     guard first == 0 else { throw bad("empty directory \(position) has a child offset") }
                 }
                 childTotal += Int(size)
-                if position != 0 { subdirectories[parent] += 1 }
+                if position != 0 {
+                    // The parent's record was checked (parent < position):
+                    // its reserved bytes started at zero. At most count − 1
+                    // increments in all, so no overflow.
+                    let at = headerSize + parent * IndexEntry.recordSize + IndexEntry.subdirectoryCountOffset
+                    storage.storeBytes(of: (b.le32(at: at) + 1).littleEndian, toByteOffset: at, as: UInt32.self)
+                }
             case .file:
                 guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
                 let length = layout.ciphertextSize(forPlaintextSize: size)
@@ -305,8 +319,7 @@ public final class BundleIndex: Sendable {
         }
         guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
         if !dataInRecordOrder, dataRangesOverlap(b, count: count, layout: layout) { throw bad("file data ranges overlap") }
-        return Parsed(count: count, creationTime: creationTime, subdirectories: subdirectories,
-                      totalFileBytes: totalFileBytes, fileCount: fileCount)
+        return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount)
     }
 }
 
