@@ -3,10 +3,12 @@
 # files, mounts it, and reports the daemon's peak and current RSS after
 # mounting, after listing every file and after reading every file once.
 #
-#   Scripts/bench-many.sh [--files N] [--work DIR] [--label TEXT]
+#   Scripts/bench-many.sh [--files N] [--work DIR] [--label TEXT] [--reuse-bundle]
 #     --files N     number of files (default 1,000,000; 100,000 takes well
 #                   under a minute)
 #     --work DIR    bundle, key and mount point (default $CACHE/run)
+#     --reuse-bundle  mount the bundle a previous run left in WORK (the
+#                   format is unchanged, so this measures the daemon only)
 #   environment: ENCFS_BIN_DIR (release binaries; built when unset),
 #                BENCH_MANY_CACHE (generated trees, default
 #                /var/tmp/encfs-bench-many)
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
     case $1 in
         --work) work=$2; shift 2 ;;
         --files|--label|--json) args+=("$1" "$2"); shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --reuse-bundle) args+=("$1"); shift ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-many: error: unknown option $1" >&2; exit 2 ;;
     esac
 done
