@@ -157,6 +157,8 @@ def main():
     parser.add_argument("--work", required=True, help="bundle, key and mount point")
     parser.add_argument("--json", help="where to write the results (default WORK/results-N.json)")
     parser.add_argument("--label", default="", help="a note stored with the results")
+    parser.add_argument("--max-peak-mib", type=float,
+                        help="fail when the daemon's peak RSS (VmHWM) exceeds this many MiB")
     parser.add_argument("--reuse-bundle", action="store_true",
                         help="mount WORK/many-N.encfs as it is if it exists (pack time not measured)")
     args = parser.parse_args()
@@ -185,8 +187,16 @@ def main():
         sh('"$1/encfs-pack" --quiet --key-file "$2" -- "$3" "$4" && sync', args.bin, key, source, bundle)
         pack_s = round(time.monotonic() - started, 3)
     bundle_bytes = os.path.getsize(bundle)
+    # Header bytes 56..<64: the sealed index length (docs/FORMAT.md); the
+    # plaintext the daemon keeps is 16 bytes (the tag) shorter.
+    with open(bundle, "rb") as f:
+        index_bytes = int.from_bytes(f.read(64)[56:64], "little") - 16
+    directories = (n + PER_DIRECTORY - 1) // PER_DIRECTORY
+    entries = 1 + n + directories + (directories + PER_DIRECTORY - 1) // PER_DIRECTORY if directories > PER_DIRECTORY \
+        else 1 + n + directories
 
     results = {"files": n, "file_bytes": total_bytes, "pack_s": pack_s, "bundle_bytes": bundle_bytes,
+               "entries": entries, "index_plaintext_bytes": index_bytes,
                "label": args.label, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "machine": f"{os.cpu_count()} CPUs, {platform.release()}"}
     try:
@@ -245,6 +255,9 @@ def main():
     peak = max(results[k]["VmHWM"] for k in ("after_mount", "after_find", "after_cat"))
     results["peak_mib"] = peak
     results["peak_bytes_per_file"] = round(peak * MiB / n, 1)
+    results["index_bytes_per_entry"] = round(index_bytes / entries, 1)
+    # Everything but the index: runtime, libraries, buffers, transient copies.
+    results["peak_minus_index_mib"] = round(peak - index_bytes / MiB, 1)
     out = args.json or os.path.join(args.work, f"results-{n}.json")
     with open(out, "w") as f:
         json.dump(results, f, indent=2)
@@ -262,8 +275,12 @@ def main():
                     ("after_cat", f"after reading every file ({results['cat_s']:.1f} s)")):
         s = results[k]
         row(f"daemon VmHWM / VmRSS {what} (MiB)", f"{s['VmHWM']:.1f} / {s['VmRSS']:.1f}")
+    row("index plaintext (MiB; bytes per entry)", f"{index_bytes / MiB:.1f}; {results['index_bytes_per_entry']:.1f} for {entries:,} entries")
+    row("peak VmHWM − index (MiB)", f"{results['peak_minus_index_mib']:.1f}")
     row("peak per file (bytes)", f"{results['peak_bytes_per_file']:.0f}")
     print(f"\nresults: {out}")
+    if args.max_peak_mib is not None and peak > args.max_peak_mib:
+        die(f"daemon peak RSS {peak:.1f} MiB is over the limit of {args.max_peak_mib:g} MiB")
 
 
 if __name__ == "__main__":
