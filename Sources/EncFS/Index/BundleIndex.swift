@@ -30,29 +30,54 @@ public final class BundleIndex: Sendable {
     public let creationTime: Int64
     private let recordsOffset = BundleIndex.headerSize
     private let stringsOffset: Int
-    /// Number of subdirectories of each directory (for st_nlink).
-    private let subdirectoryCounts: [UInt32]
     /// Sum of all file sizes.
     public let totalFileBytes: UInt64
     /// Number of regular files.
     public let fileCount: Int
 
-    /// Validates a decrypted index against the header it came with.
+    /// Lets `fill` write the index plaintext into the index's own wiping
+    /// storage, then validates it against the header it came with.
+    ///
+    /// The reader decrypts the sealed index in place in that storage, so at
+    /// no time are two copies of a large index alive (with 1,000,000 entries
+    /// each copy is about 75 MB).
     ///
     /// - Parameters:
-    ///   - plaintext: the decrypted index (taken over; wiped on release).
+    ///   - byteCount: length of the plaintext.
     ///   - layout: the bundle's chunk layout.
     ///   - dataLength: bytes of chunk data before the index (its offset).
-    /// - Throws: `BundleError.corruptIndex` naming the first violation.
-    public init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
-        storage = plaintext
-        let parsed = try plaintext.withUnsafeBytes { b in try Self.validate(b, layout: layout, dataLength: dataLength) }
+    ///   - fill: writes exactly `byteCount` bytes into the buffer it is
+    ///     given; if it throws, the buffer is wiped and the error rethrown.
+    /// - Throws: what `fill` throws, or `BundleError.corruptIndex` naming
+    ///   the first violation.
+    public init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64,
+                fill: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
+        var validated: Parsed?
+        storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in
+            try fill(buffer)
+            validated = try Self.validate(buffer, layout: layout, dataLength: dataLength)
+        }
+        guard let parsed = validated else { preconditionFailure("internal error: index storage built without validation") }
         count = parsed.count
         creationTime = parsed.creationTime
         stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
-        subdirectoryCounts = parsed.subdirectories
         totalFileBytes = parsed.totalFileBytes
         fileCount = parsed.fileCount
+    }
+
+    /// Validates a copy of a decrypted index against the header it came
+    /// with (for tools and the fuzzer; the reader uses
+    /// ``init(byteCount:layout:dataLength:fill:)``, which needs no copy).
+    ///
+    /// - Parameters:
+    ///   - plaintext: the decrypted index; the caller keeps it.
+    ///   - layout: the bundle's chunk layout.
+    ///   - dataLength: bytes of chunk data before the index (its offset).
+    /// - Throws: `BundleError.corruptIndex` naming the first violation.
+    public convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
+        try self.init(byteCount: plaintext.count, layout: layout, dataLength: dataLength) { buffer in
+            plaintext.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        }
     }
 
     /// The entry at `position`.
@@ -104,8 +129,16 @@ public final class BundleIndex: Sendable {
         }
     }
 
-    /// Subdirectories of a directory entry.
-    public func subdirectoryCount(of entry: IndexEntry) -> Int { Int(subdirectoryCounts[entry.position]) }
+    /// Subdirectories of a directory entry (for st_nlink); 0 for others.
+    ///
+    /// Counted at load into the directory's record (see
+    /// ``IndexEntry/subdirectoryCountOffset``), so no array per entry.
+    public func subdirectoryCount(of entry: IndexEntry) -> Int {
+        guard entry.kind == .directory else { return 0 }
+        return storage.withUnsafeBytes { b in
+            Int(b.le32(at: recordsOffset + entry.position * IndexEntry.recordSize + IndexEntry.subdirectoryCountOffset))
+        }
+    }
 
     /// Finds the child of `directory` called `name` by binary search.
     public func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) -> IndexEntry? {
@@ -175,12 +208,16 @@ public final class BundleIndex: Sendable {
     private struct Parsed {
         var count: Int
         var creationTime: Int64
-        var subdirectories: [UInt32]
         var totalFileBytes: UInt64
         var fileCount: Int
     }
 
-    private static func validate(_ b: UnsafeRawBufferPointer, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
+    /// Checks every rule of the format on the plaintext in `storage`, and
+    /// writes each directory's subdirectory count into its record's reserved
+    /// bytes (``IndexEntry/subdirectoryCountOffset``) once those have been
+    /// checked to be zero: the only write, into the index's own storage.
+    private static func validate(_ storage: UnsafeMutableRawBufferPointer, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
+        let b = UnsafeRawBufferPointer(storage)
         func bad(_ why: String) -> BundleError { .corruptIndex(why) }
         guard b.count >= headerSize, b.starts(with: magic) else { throw bad("bad index magic") }
         let count = Int(b.le32(at: 8))
@@ -193,8 +230,12 @@ public final class BundleIndex: Sendable {
             throw bad("index length \(b.count) does not match \(count) entries and \(stringsLength) string bytes")
         }
         let strings = UnsafeRawBufferPointer(rebasing: b[Int(recordsEnd)...])
-        var subdirectories = [UInt32](repeating: 0, count: count)
-        var fileRanges: [(start: UInt64, end: UInt64)] = []
+        // Files' chunk data must not overlap. encfs-pack lays it out in
+        // record order, so the check is one running end, without an array
+        // of ranges (16 bytes per file); any other order falls back to
+        // sorting the ranges after the loop.
+        var dataEnd: UInt64 = 0
+        var dataInRecordOrder = true
         var totalFileBytes: UInt64 = 0
         var fileCount = 0
         var childTotal = 0
@@ -250,14 +291,23 @@ public final class BundleIndex: Sendable {
                     guard first == 0 else { throw bad("empty directory \(position) has a child offset") }
                 }
                 childTotal += Int(size)
-                if position != 0 { subdirectories[parent] += 1 }
+                if position != 0 {
+                    // The parent's record was checked (parent < position):
+                    // its reserved bytes started at zero. At most count − 1
+                    // increments in all, so no overflow.
+                    let at = headerSize + parent * IndexEntry.recordSize + IndexEntry.subdirectoryCountOffset
+                    storage.storeBytes(of: (b.le32(at: at) + 1).littleEndian, toByteOffset: at, as: UInt32.self)
+                }
             case .file:
                 guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
                 let length = layout.ciphertextSize(forPlaintextSize: size)
                 guard first <= dataLength, length <= dataLength - first else {
                     throw bad("file \(position) lies outside the data region")
                 }
-                if length > 0 { fileRanges.append((first, first + length)) }
+                if length > 0 {
+                    if first < dataEnd { dataInRecordOrder = false }
+                    dataEnd = max(dataEnd, first + length)
+                }
                 totalFileBytes &+= size
                 fileCount += 1
             case .symlink:
@@ -268,12 +318,25 @@ public final class BundleIndex: Sendable {
             }
         }
         guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
-        fileRanges.sort { $0.start < $1.start }
-        for i in fileRanges.indices.dropFirst() where fileRanges[i].start < fileRanges[i - 1].end {
-            throw bad("file data ranges overlap")
+        if !dataInRecordOrder, dataRangesOverlap(b, count: count, layout: layout) { throw bad("file data ranges overlap") }
+        return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount)
+    }
+}
+
+extension BundleIndex {
+    /// Whether any two files' chunk data overlap, for an index whose data
+    /// is not in record order (never written by encfs-pack). Runs after
+    /// every record has been checked, so sizes and offsets are in range.
+    fileprivate static func dataRangesOverlap(_ b: UnsafeRawBufferPointer, count: Int, layout: ChunkLayout) -> Bool {
+        var ranges: [(start: UInt64, end: UInt64)] = []
+        for position in 0..<count {
+            let r = UnsafeRawBufferPointer(rebasing: b[(headerSize + position * IndexEntry.recordSize)...])
+            guard r[4] == IndexEntry.Kind.file.rawValue else { continue }
+            let length = layout.ciphertextSize(forPlaintextSize: r.le64(at: 32))
+            if length > 0 { ranges.append((r.le64(at: 40), r.le64(at: 40) + length)) }
         }
-        return Parsed(count: count, creationTime: creationTime, subdirectories: subdirectories,
-                      totalFileBytes: totalFileBytes, fileCount: fileCount)
+        ranges.sort { $0.start < $1.start }
+        return ranges.indices.dropFirst().contains { ranges[$0].start < ranges[$0 - 1].end }
     }
 }
 

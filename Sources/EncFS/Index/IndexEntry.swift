@@ -11,7 +11,7 @@
 /// 14 u16  reserved (0)
 /// 16 i64  mtime, seconds
 /// 24 u32  mtime, nanoseconds (< 10^9)
-/// 28 u32  reserved (0)
+/// 28 u32  reserved (0); in memory, a directory's subdirectory count
 /// 32 u64  size: file bytes / directory child count / symlink target length
 /// 40 u64  first: file payload offset / first child record / target offset in the string table
 /// 48 16B  file id (files; zero otherwise)
@@ -26,6 +26,12 @@ public struct IndexEntry: Sendable, Equatable {
 
     /// Size of one record.
     public static let recordSize = 64
+
+    /// Where, in memory, a directory's record holds its number of
+    /// subdirectories: reserved bytes that must be zero in the bundle.
+    /// `BundleIndex` checks them, then counts into them while it validates,
+    /// so st_nlink needs no array beside the records (4 bytes per entry).
+    static let subdirectoryCountOffset = 28
 
     /// The record's position in the index (inode = position + 1).
     public let position: Int

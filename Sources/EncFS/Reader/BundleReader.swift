@@ -125,32 +125,36 @@ public final class BundleReader: Sendable {
     }
 
     private static func readIndex(fd: Int32, path: [UInt8], header: BundleHeader, keys: BundleKeys) throws -> BundleIndex {
-        // Sizes were bounded by the authenticated header and the file size.
-        let sealedLength = Int(header.indexLength)
-        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: sealedLength, alignment: 16)
-        defer { sealed.deallocate() }
-        let got = try FileIO.preadFull(fd, into: sealed, at: UInt64(header.headerLength) + header.indexOffset, path: path)
-        guard got == sealedLength else { throw BundleError.corruptIndex("index is truncated") }
-        let plainLength = sealedLength - AESGCM.tagByteCount
+        // Sizes were bounded by the authenticated header and the file size
+        // (the header parser checked indexLength ≥ the tag size).
+        let plainLength = Int(header.indexLength) - AESGCM.tagByteCount
+        let start = UInt64(header.headerLength) + header.indexOffset
+        var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
+        let gotTag = try tag.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: start + UInt64(plainLength), path: path) }
+        guard gotTag == tag.count else { throw BundleError.corruptIndex("index is truncated") }
         let aad = IndexBuilder.associatedData(header)
-        let plaintext: SecureBytes
-        do {
-            let gcm = try AESGCM()
-            plaintext = try SecureBytes(count: plainLength) { out in
+        let gcm: AESGCM
+        do { gcm = try AESGCM() } catch { throw BundleError.crypto("index decryption failed") }
+        // The ciphertext is read straight into the index's storage and
+        // decrypted in place: no second copy of the index is ever alive.
+        return try BundleIndex(byteCount: plainLength, layout: header.layout, dataLength: header.indexOffset) { buffer in
+            let got = try FileIO.preadFull(fd, into: buffer, at: start, path: path)
+            guard got == plainLength else { throw BundleError.corruptIndex("index is truncated") }
+            do {
                 try IndexBuilder.zeroNonce.withUnsafeBytes { nonce in
                     try aad.withUnsafeBytes { a in
-                        try gcm.open(key: keys.indexKey, nonce: nonce, aad: a,
-                                     ciphertext: UnsafeRawBufferPointer(rebasing: sealed[0..<plainLength]),
-                                     tag: UnsafeRawBufferPointer(rebasing: sealed[plainLength...]), into: out)
+                        try tag.withUnsafeBytes { t in
+                            try gcm.open(key: keys.indexKey, nonce: nonce, aad: a,
+                                         ciphertext: UnsafeRawBufferPointer(buffer), tag: t, into: buffer)
+                        }
                     }
                 }
+            } catch CryptError.authenticationFailure {
+                throw BundleError.corruptIndex("index failed authentication")
+            } catch {
+                throw BundleError.crypto("index decryption failed")
             }
-        } catch CryptError.authenticationFailure {
-            throw BundleError.corruptIndex("index failed authentication")
-        } catch {
-            throw BundleError.crypto("index decryption failed")
         }
-        return try BundleIndex(plaintext: plaintext, layout: header.layout, dataLength: header.indexOffset)
     }
 
     // MARK: - Reading files

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Daemon memory with many small files (issue 4): packs a generated tree of N
+# files, mounts it, and reports the daemon's peak and current RSS after
+# mounting, after listing every file and after reading every file once.
+#
+#   Scripts/bench-many.sh [--files N] [--work DIR] [--label TEXT] [--reuse-bundle]
+#                         [--max-peak-mib MIB]
+#     --files N     number of files (default 1,000,000; 100,000 takes well
+#                   under a minute)
+#     --work DIR    bundle, key and mount point (default $CACHE/run)
+#     --reuse-bundle  mount the bundle a previous run left in WORK (the
+#                   format is unchanged, so this measures the daemon only)
+#     --max-peak-mib MIB  fail when the daemon's VmHWM is higher
+#   environment: ENCFS_BIN_DIR (release binaries; built when unset),
+#                BENCH_MANY_CACHE (generated trees, default
+#                /var/tmp/encfs-bench-many)
+#
+# Prints a markdown table and writes WORK/results-N.json. Exit 1 when a
+# count or byte total is wrong or the peak is over --max-peak-mib; the
+# mount is always unmounted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+
+cache=${BENCH_MANY_CACHE:-/var/tmp/encfs-bench-many}
+work=
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --work) work=$2; shift 2 ;;
+        --files|--label|--json|--max-peak-mib) args+=("$1" "$2"); shift 2 ;;
+        --reuse-bundle) args+=("$1"); shift ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-many: error: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+work=${work:-$cache/run}
+
+if [ -z "${ENCFS_BIN_DIR:-}" ]; then
+    swift build -c release >&2
+    ENCFS_BIN_DIR="$(swift build -c release --show-bin-path)"
+fi
+
+mkdir -p "$work"
+# A mount left by a killed run would break the next one.
+trap 'fusermount3 -u "$work/mnt" 2>/dev/null || true' EXIT
+python3 Scripts/bench/bench_many.py --bin "$ENCFS_BIN_DIR" --cache "$cache" --work "$work" ${args[@]+"${args[@]}"}
