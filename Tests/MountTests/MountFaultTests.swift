@@ -32,7 +32,8 @@ final class MountFaultTests: MountTestCase {
         }
         key = try makeKeyFile()
         bundle = scratch.url("m.encfs")
-        try packOrThrow(source, bundle, keyFile: key)
+        // The chunk arithmetic here (chunkReader's cs) assumes 64 KiB chunks.
+        try packOrThrow(source, bundle, keyFile: key, ["--chunk-size", "64K"])
     }
 
     /// Reads every chunk of every file once (cache dropped before each
@@ -129,7 +130,7 @@ if len(sys.argv) > 3:
             try scratch.write("other-src/\(name)", [UInt8](repeating: 0x6F, count: size))
         }
         let otherBundle = scratch.url("other.encfs")
-        try packOrThrow(other, otherBundle, keyFile: key)
+        try packOrThrow(other, otherBundle, keyFile: key, ["--chunk-size", "64K"])
         let mounted = try mount(bundle, keyFile: key)
         try check("cp", [otherBundle, bundle])
         let reads = try readChunks(mounted)

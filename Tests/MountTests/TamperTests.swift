@@ -25,7 +25,8 @@ final class TamperTests: MountTestCase {
         try scratch.write("src/dir/more", Array(repeating: 0x4D, count: 3 * Self.chunk))
         key = try makeKeyFile()
         bundle = scratch.url("t.encfs")
-        try packOrThrow(source, bundle, keyFile: key)
+        // The chunk arithmetic here (dd bs=chunk) assumes 64 KiB chunks.
+        try packOrThrow(source, bundle, keyFile: key, ["--chunk-size", "64K"])
     }
 
     /// Reads chunk `index` of `path` with dd.

@@ -24,7 +24,7 @@ public enum PackCommand {
       asked for twice without echo.
 
     options:
-      --chunk-size SIZE        4K … 1M, a power of two (default 64K)
+      --chunk-size SIZE        4K … 1M, a power of two (default 8K)
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree

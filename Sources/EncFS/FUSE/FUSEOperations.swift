@@ -75,12 +75,15 @@ enum FUSEOperations {
             guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, EBADF) }
             guard entry.kind == .file else { return replyError(req, EISDIR) }
             guard offset >= 0 else { return replyError(req, EINVAL) }
-            let buffer = size <= MountContext.maximumRead ? context.takeBuffer(size: size) : ReplyBuffer(capacity: size)
-            defer { context.returnBuffer(buffer) }
             do {
+                let scratch = try context.scratch()
+                // max_read bounds size; a larger request gets its own buffer.
+                let buffer = size <= MountContext.maximumRead ? scratch.buffer(size: size) : ReplyBuffer(capacity: size)
                 let n = try context.reader.read(entry, fromOffset: UInt64(offset),
-                                                into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<size]))
+                                                into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<size]),
+                                                using: scratch.workspace)
                 _ = fuse_reply_buf(req, buffer.bytes.baseAddress, n)
+                context.warnIfMemoryNotLocked()
             } catch {
                 if case BundleError.corruptChunk(let position, let chunk) = error {
                     if context.isFirstReport(ofCorruptChunk: chunk, entry: position) {

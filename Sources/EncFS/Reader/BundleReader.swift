@@ -197,16 +197,32 @@ public final class BundleReader: Sendable {
         try readChunks(entry, key: nil, fromOffset: offset, into: buffer)
     }
 
+    /// Reads like ``read(_:fromOffset:into:)`` with the caller's own
+    /// workspace (from ``makeWorkspace()``), which no other thread may use
+    /// meanwhile: the mount keeps one per worker thread, so reads take no
+    /// lock at all.
+    func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+              using workspace: ChunkWorkspace) throws -> Int {
+        try readChunks(entry, key: nil, fromOffset: offset, into: buffer, workspace: workspace)
+    }
+
+    /// A workspace for ``read(_:fromOffset:into:using:)``.
+    ///
+    /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
+    func makeWorkspace() throws -> ChunkWorkspace {
+        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
+    }
+
     private func readChunks(_ entry: IndexEntry, key givenKey: SymmetricKey?, fromOffset offset: UInt64,
-                            into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+                            into buffer: UnsafeMutableRawBufferPointer, workspace given: ChunkWorkspace? = nil) throws -> Int {
         guard entry.kind == .file else { throw BundleError.isADirectory }
         let size = entry.size
         guard offset < size, buffer.count > 0 else { return 0 }
         let end = UInt64(buffer.count) >= size - offset ? size : offset + UInt64(buffer.count)
         let layout = header.layout
         let chunks = layout.chunks(coveringPlaintextOffset: offset, count: end - offset, plaintextSize: size)
-        let workspace = try takeWorkspace()
-        defer { returnWorkspace(workspace) }
+        let workspace = try given ?? takeWorkspace()
+        defer { if given == nil { returnWorkspace(workspace) } }
         let bodyStart = UInt64(header.headerLength) + entry.first
         do {
             try index.withFileID(of: entry) { fileID in
@@ -285,7 +301,7 @@ public final class BundleReader: Sendable {
 
     private func takeWorkspace() throws -> ChunkWorkspace {
         if let workspace = pool.withLock({ $0.popLast() }) { return workspace }
-        return try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
+        return try makeWorkspace()
     }
 
     private func returnWorkspace(_ workspace: ChunkWorkspace) {

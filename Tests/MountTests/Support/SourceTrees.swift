@@ -1,7 +1,9 @@
 /// Python programs that build source trees. They run with `python3 -c`
 /// (never saved as files) and take the target directory as `argv[1]`.
 enum SourceTrees {
-    /// Default chunk size of `encfs-pack` (64 KiB).
+    /// The trees' sizes sit around multiples of 64 KiB, which are chunk
+    /// boundaries for every chunk size up to 64 KiB, the default (8 KiB)
+    /// included.
     static let chunkSize = 65536
 
     /// A tree with every kind of entry the format stores: files of 0 bytes,
