@@ -507,6 +507,42 @@ final class AsymmetricKeysTests: XCTestCase {
         }
     }
 
+    func testPEM_RSAPrivateHalfNotMatchingPublicHalfIsRefused() throws {
+        // A traditional RSAPrivateKey (PKCS#1) is SEQUENCE { version, n, e,
+        // d, p, q, dp, dq, qinv }. Flipping a byte inside d leaves a valid
+        // public key (n, e) with private numbers that do not belong to it.
+        let rsa = try rsaFixture()
+        try openssl.write(rsa.privatePEM, to: "key.pem")
+        let der = try openssl.run(["pkey", "-in", "key.pem", "-traditional", "-outform", "DER"])
+        var cursor = 0
+        func readHeader() throws -> (tag: UInt8, length: Int) {
+            let tag = der[cursor]
+            var length = Int(der[cursor + 1])
+            cursor += 2
+            if length & 0x80 != 0 {
+                let bytes = length & 0x7F
+                length = der[cursor..<(cursor + bytes)].reduce(0) { $0 << 8 | Int($1) }
+                cursor += bytes
+            }
+            return (tag, length)
+        }
+        XCTAssertEqual(try readHeader().tag, 0x30)
+        var integers: [Range<Int>] = []
+        while integers.count < 4 {
+            let (tag, length) = try readHeader()
+            XCTAssertEqual(tag, 0x02)
+            integers.append(cursor..<(cursor + length))
+            cursor += length
+        }
+        let d = integers[3]
+        var damaged = der
+        damaged[d.lowerBound + d.count / 2] ^= 0x5A
+        XCTAssertNoThrow(try KeyPEM.privateKey(KeyPEM.armor(label: "RSA PRIVATE KEY", der: der)), "the undamaged key must load")
+        XCTAssertThrowsCryptError(.invalidKey("RSA private key does not match its public key")) {
+            _ = try KeyPEM.privateKey(KeyPEM.armor(label: "RSA PRIVATE KEY", der: damaged))
+        }
+    }
+
     /// Mutates valid PEM keys a few thousand times, in the text and in the
     /// DER under the base64, and feeds each result to both parsers. Nothing
     /// may crash; a refused input must give `CryptError.invalidKey`; a key

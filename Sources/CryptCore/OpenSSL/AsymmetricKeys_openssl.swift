@@ -72,6 +72,7 @@ public final class PrivateKey: @unchecked Sendable {
         defer { EVP_PKEY_free(pkey) }
         let kind = try AsymmetricKeyChecks.kind(of: pkey)
         try AsymmetricKeyChecks.validatePublicHalf(of: pkey, kind: kind)
+        try AsymmetricKeyChecks.validatePair(of: pkey, kind: kind)
         try self.init(retaining: pkey, kind: kind)
     }
 
@@ -470,6 +471,27 @@ enum AsymmetricKeyChecks {
             switch kind {
             case .rsa: throw .invalidKey("RSA public key has an invalid modulus or exponent")
             case .x25519: throw .invalidKey("X25519 key has no public part")
+            }
+        }
+    }
+
+    /// Checks that a private key's private half belongs to its public half.
+    /// The corresponding C function is `EVP_PKEY_pairwise_check`.
+    ///
+    /// A PEM file can pair an RSA modulus with unrelated private numbers (a
+    /// damaged or hand-edited key); without this check such an identity is
+    /// accepted and every bundle it should open then reports a slot that
+    /// "does not open", blaming the bundle instead of the key.
+    static func validatePair(of pkey: OpaquePointer, kind: AsymmetricKeyKind) throws(CryptError) {
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
+            throw openSSLError("EVP_PKEY_CTX_new_from_pkey")
+        }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        guard EVP_PKEY_pairwise_check(ctx) == 1 else {
+            ERR_clear_error()
+            switch kind {
+            case .rsa: throw .invalidKey("RSA private key does not match its public key")
+            case .x25519: throw .invalidKey("X25519 private key does not match its public key")
             }
         }
     }
