@@ -16,7 +16,7 @@ final class ChunkWorkspace: @unchecked Sendable {
     /// at least one. Fewer system calls for small chunks, and the batch
     /// stays in the core's cache until it is decrypted.
     let batchChunks: Int
-    static let batchBytes = 256 << 10
+    static let batchBytes = 64 << 10
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
