@@ -156,6 +156,28 @@ final class RekeyTests: KeyTestCase {
         XCTAssertTrue(try payload(bundle) == original, "the payload changed")
     }
 
+    func testRekey_ThroughSymlink_RewritesTheTargetAndKeepsTheLink() throws {
+        let raw = try makeRawKey()
+        let bundle = scratch.url("real.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "-q"]))
+        let original = try payload(bundle)
+        _ = try scratch.makeDirectory("links")
+        let link = scratch.url("links/app.encfs")
+        XCTAssertEqual(symlink("../real.encfs", link), 0)
+        let host = try keygenIdentity("host.key")
+        let result = try inspect(["rekey", link, "--key-file", raw, "--add-recipient", host.recipient])
+        XCTAssertEqual(result.status, 0, result.summary)
+        var st = stat()
+        XCTAssertEqual(lstat(link, &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFLNK, "the link was replaced by a file")
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: link), "../real.encfs")
+        XCTAssertEqual(try slots(bundle).count, 2, "the target did not get the new slot")
+        try assertOpens(bundle, ["--identity", host.key])
+        try assertOpens(link, ["--identity", host.key])
+        XCTAssertTrue(try payload(bundle) == original, "the payload changed")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.url("links")), ["app.encfs"], "a temporary file was left")
+    }
+
     func testRekey_RefusesToRemoveTheLastSlot_FileUnchanged() throws {
         let raw = try makeRawKey()
         let passphrase = try makePassphraseFile()

@@ -78,6 +78,16 @@ enum FileIO {
         }
     }
 
+    /// The absolute path of `path` with every symlink resolved. The
+    /// corresponding C function is `realpath`.
+    ///
+    /// - Throws: `BundleError.io` naming `path`.
+    static func resolvedPath(_ path: [UInt8]) throws -> [UInt8] {
+        guard let resolved = path.withCString({ realpath($0, nil) }) else { throw BundleError.lastIO("resolve", path) }
+        defer { free(resolved) }
+        return Array(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
+    }
+
     /// Reads a whole small file (key files, passphrase files) into wiping
     /// storage, refusing anything larger than `limit` bytes.
     ///

@@ -275,6 +275,13 @@ public final class BundleReader: Sendable {
         return Int(end - offset)
     }
 
+    /// Whether the file this reader has open is the one with `device` and
+    /// `inode` (the rekeyer checks it still reads the file it replaces).
+    func isBundleFile(device: dev_t, inode: ino_t) -> Bool {
+        var st = stat()
+        return fstat(fd, &st) == 0 && st.st_dev == device && st.st_ino == inode
+    }
+
     /// Copies the payload (chunk data and sealed index) byte for byte to
     /// `output` at `offset`, 1 MiB at a time. (`copy_file_range` would keep
     /// the copy in the kernel, but Glibc only declares it under _GNU_SOURCE,

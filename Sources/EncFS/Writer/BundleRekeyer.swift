@@ -73,16 +73,23 @@ public enum BundleRekeyer {
                                      indexLength: header.indexLength)
         let bytes = try newHeader.serialized(keys: reader.keys)
 
+        // Rewrite the file itself, not a symlink on the way: renaming over
+        // the link would turn it into a regular file and leave the bundle it
+        // points to (and every other link to it) with the old slots.
+        let target = try FileIO.resolvedPath(path)
         var st = stat()
-        guard path.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", path) }
-        let output = try AtomicFile(destination: path, mode: st.st_mode & 0o7777)
+        guard target.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", target) }
+        guard reader.isBundleFile(device: st.st_dev, inode: st.st_ino) else {
+            throw BundleError.rejected("the bundle file was replaced while it was being rekeyed")
+        }
+        let output = try AtomicFile(destination: target, mode: st.st_mode & 0o7777)
         // Keep the owner and group too (a 0640 bundle read by a service's
         // group must stay readable); best effort, since only root may give
         // a file away. Before fchmod: fchown clears set-id bits.
         _ = fchown(output.fd, st.st_uid, st.st_gid)
         _ = fchmod(output.fd, st.st_mode & 0o7777)
-        try bytes.withUnsafeBytes { try FileIO.writeAll(output.fd, $0, path: path) }
-        try reader.copyPayload(to: output.fd, at: UInt64(bytes.count), path: path)
+        try bytes.withUnsafeBytes { try FileIO.writeAll(output.fd, $0, path: target) }
+        try reader.copyPayload(to: output.fd, at: UInt64(bytes.count), path: target)
         try output.commit()
         return Outcome(added: added, removed: removed, slots: slots)
     }
