@@ -19,6 +19,19 @@ static inline int cfuse_session_loop_mt(struct fuse_session *se,
     return fuse_session_loop_mt(se, config);
 }
 
+// struct fuse_file_info keeps its flags in C bitfields; setting them from
+// Swift through the importer's synthesized accessors is fragile across
+// toolchains, so these helpers set exactly one flag each.
+static inline void cfuse_fi_set_keep_cache(struct fuse_file_info *fi) {
+    fi->keep_cache = 1;
+}
+static inline void cfuse_fi_set_cache_readdir(struct fuse_file_info *fi) {
+    fi->cache_readdir = 1;
+}
+static inline void cfuse_fi_set_noflush(struct fuse_file_info *fi) {
+    fi->noflush = 1;
+}
+
 // prctl is variadic in glibc, which Swift cannot call.
 static inline int cfuse_disable_dumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

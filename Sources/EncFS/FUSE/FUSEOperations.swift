@@ -17,6 +17,11 @@ enum FUSEOperations {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, conn in
             guard let conn else { return }
+            if let userdata {
+                let context = Unmanaged<MountContext>.fromOpaque(userdata).takeUnretainedValue()
+                context.kernelSkipsOpen.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPEN_SUPPORT) != 0, ordering: .relaxed)
+                context.kernelSkipsOpendir.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT) != 0, ordering: .relaxed)
+            }
             // Immutable content: cache symlinks, let readdirplus fill the
             // attribute cache, keep reads asynchronous.
             conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS)
@@ -68,9 +73,30 @@ enum FUSEOperations {
         // saves two round trips per opened file. Nothing is lost: reads find
         // the entry by inode and the file key in the reader's workspace
         // cache; the `ro` mount refuses writes and O_TRUNC with EROFS before
-        // anything reaches us.
-        ops.open = { req, _, _ in replyError(req, ENOSYS) }
-        ops.opendir = { req, _, _ in replyError(req, ENOSYS) }
+        // anything reaches us. An older kernel would take ENOSYS as a failed
+        // open, so there the opens are answered as before, with no state.
+        ops.open = { req, ino, fi in
+            guard let context = mountContext(req), let fi else { return replyError(req, EIO) }
+            if context.kernelSkipsOpen.load(ordering: .relaxed) { return replyError(req, ENOSYS) }
+            guard let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            guard entry.kind == .file else { return replyError(req, entry.kind == .directory ? EISDIR : ELOOP) }
+            guard fi.pointee.flags & O_ACCMODE == O_RDONLY, fi.pointee.flags & (O_TRUNC | O_CREAT) == 0 else { return replyError(req, EROFS) }
+            cfuse_fi_set_keep_cache(fi)
+            cfuse_fi_set_noflush(fi)
+            _ = fuse_reply_open(req, fi)
+        }
+        ops.opendir = { req, ino, fi in
+            guard let context = mountContext(req), let fi else { return replyError(req, EIO) }
+            if context.kernelSkipsOpendir.load(ordering: .relaxed) { return replyError(req, ENOSYS) }
+            guard let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            guard entry.kind == .directory else { return replyError(req, ENOTDIR) }
+            cfuse_fi_set_cache_readdir(fi)
+            cfuse_fi_set_keep_cache(fi)
+            _ = fuse_reply_open(req, fi)
+        }
+        // Only on kernels that send opens (above); there is nothing to free.
+        ops.release = { req, _, _ in replyError(req, 0) }
+        ops.releasedir = { req, _, _ in replyError(req, 0) }
         ops.read = { req, ino, size, offset, _ in
             guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, EBADF) }
             guard entry.kind == .file else { return replyError(req, EISDIR) }

@@ -29,6 +29,11 @@ final class MountContext: Sendable {
     /// Largest read-ahead window asked of the kernel (it also caps it at the
     /// bdi's read_ahead_kb, see `--readahead`).
     static let maximumReadahead = 1 << 20
+    /// Whether the kernel treats ENOSYS from open / opendir as "no open
+    /// needed" (FUSE_CAP_NO_OPEN_SUPPORT / _NO_OPENDIR_SUPPORT), learned in
+    /// `init` before any request.
+    let kernelSkipsOpen = Atomic<Bool>(false)
+    let kernelSkipsOpendir = Atomic<Bool>(false)
     /// Finds each worker thread's ``WorkerScratch``; its destructor
     /// releases a thread's scratch when libfuse ends the thread.
     private let scratchKey: pthread_key_t
