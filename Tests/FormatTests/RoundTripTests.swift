@@ -213,6 +213,9 @@ final class RoundTripTests: XCTestCase {
         XCTAssertThrowsBundleError(.notFound) { try reader.entry(bytes("no-such-file")) }
         XCTAssertThrowsBundleError(.notFound) { try reader.entry(bytes("zebra")) } // names are case-sensitive
         XCTAssertThrowsBundleError(.notADirectory) { try reader.entry(bytes("f-1/x")) }
+        XCTAssertThrowsBundleError(.notADirectory) { try reader.entry(bytes("f-1/..")) }
+        XCTAssertThrowsBundleError(.notADirectory) { try reader.entry(bytes("f-1/.")) }
+        XCTAssertThrowsBundleError(.notADirectory) { try reader.entry(bytes("nested/../f-1/../nested")) }
         XCTAssertEqual(try reader.entry(bytes("nested/../f-1")).position, try reader.entry(bytes("f-1")).position)
     }
 

@@ -170,12 +170,13 @@ public final class BundleIndex: Sendable {
         var current = root
         var hops = 0
         while let component = pending.popLast() {
+            // "f/." and "f/.." with f a file are not directories, as in POSIX.
+            guard current.kind == .directory else { throw BundleError.notADirectory }
             if component == [UInt8(ascii: ".")] { continue }
             if component == [UInt8(ascii: "."), UInt8(ascii: ".")] {
                 current = entry(at: current.parent)
                 continue
             }
-            guard current.kind == .directory else { throw BundleError.notADirectory }
             guard let next = component.withUnsafeBytes({ lookup($0, in: current) }) else { throw BundleError.notFound }
             if next.kind == .symlink, !pending.isEmpty || followingLast {
                 hops += 1
