@@ -102,12 +102,22 @@ public enum MountCommand {
         let mountpoint = args.positionals[1]
         // Core dumps off before any secret is read.
         MountSession.disableCoreDumps()
-        let reader: BundleReader
+        let foreground = args.has("--foreground")
+        // In the foreground this process serves: open everything. Otherwise
+        // only the header is unlocked here; the daemon loads and checks the
+        // index (once, not in both processes) and reports a damaged one
+        // through the status pipe before anything is mounted.
+        let opened: OpenedBundle
         do {
             let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                   passphraseFiles: args.values("--passphrase-file"),
                                                   identityFiles: args.values("--identity"), confirm: false)
-            reader = try BundleReader.open(path: bundle, materials: materials)
+            if foreground {
+                opened = .reader(try BundleReader.open(path: bundle, materials: materials))
+            } else {
+                let (descriptor, keys) = try BundleReader.unlock(path: bundle, materials: materials)
+                opened = .unlocked(descriptor: descriptor, keys: keys)
+            }
         } catch let e as KeyInputError {
             diagnostics.error(e.message, path: e.path)
             return ExitCode.failure
@@ -118,10 +128,17 @@ public enum MountCommand {
         do {
             try checkMountpoint(mountpoint)
         } catch {
+            if case .unlocked(let descriptor, _) = opened { close(descriptor) }
             diagnostics.report(error, path: mountpoint)
             return ExitCode.failure
         }
-        if args.has("--foreground") {
+        switch opened {
+        case .unlocked(let descriptor, let keys):
+            defer { close(descriptor) }
+            return spawnDaemon(bundleDescriptor: descriptor, contentKey: keys.contentKey, bundle: bundle, mountpoint: mountpoint,
+                               extraOptions: extraOptions, logFile: args.value("--log-file"), readahead: readahead,
+                               diagnostics: diagnostics)
+        case .reader(let reader):
             let logger: MountLogger
             if let logFile = args.value("--log-file") {
                 guard let fd = openLog(logFile) else {
@@ -145,14 +162,19 @@ public enum MountCommand {
                 return ExitCode.failure
             }
         }
-        return spawnDaemon(reader: reader, bundle: bundle, mountpoint: mountpoint, extraOptions: extraOptions,
-                           logFile: args.value("--log-file"), readahead: readahead, diagnostics: diagnostics)
+    }
+
+    /// What the command opened: the whole bundle when it serves in the
+    /// foreground, the unlocked file and keys when a daemon will serve.
+    private enum OpenedBundle {
+        case reader(BundleReader)
+        case unlocked(descriptor: Int32, keys: BundleKeys)
     }
 
     // MARK: - Parent side
 
-    private static func spawnDaemon(reader: BundleReader, bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String],
-                                    logFile: [UInt8]?, readahead: Int?, diagnostics: Diagnostics) -> Int32 {
+    private static func spawnDaemon(bundleDescriptor: Int32, contentKey: SymmetricKey, bundle: [UInt8], mountpoint: [UInt8],
+                                    extraOptions: [String], logFile: [UInt8]?, readahead: Int?, diagnostics: Diagnostics) -> Int32 {
         guard let absoluteBundle = realPath(bundle), let absoluteMountpoint = realPath(mountpoint) else {
             diagnostics.error("cannot resolve path", path: bundle)
             return ExitCode.failure
@@ -166,8 +188,12 @@ public enum MountCommand {
             close(fd)
             absoluteLog = realPath(logFile)
         }
-        guard let bundleCopy = try? reader.duplicateDescriptor() else {
-            diagnostics.error("cannot hand the bundle to the mount daemon", path: bundle)
+        // A copy numbered 10 or more: the child's dup2 calls fill fds 3…5 in
+        // turn, and the original (opened first, often fd 3) would be
+        // overwritten by the key pipe before it is copied to fd 5.
+        let bundleCopy = fcntl(bundleDescriptor, F_DUPFD_CLOEXEC, 10)
+        guard bundleCopy >= 0 else {
+            diagnostics.error("cannot hand the bundle to the mount daemon: \(String(cString: strerror(errno)))", path: bundle)
             return ExitCode.failure
         }
         defer { close(bundleCopy) }
@@ -215,7 +241,7 @@ public enum MountCommand {
             return ExitCode.failure
         }
         // Hand over the content key, then wait for the verdict.
-        reader.keys.contentKey.withUnsafeBytes { key in
+        contentKey.withUnsafeBytes { key in
             _ = write(keyPipe.write, key.baseAddress, key.count)
         }
         close(keyPipe.write)
@@ -280,8 +306,17 @@ public enum MountCommand {
         warnIfUnlocked(logger)
         _ = chdir("/")
         let session: MountSession
+        let reader: BundleReader
         do {
-            let reader = try BundleReader.open(descriptor: bundleFD, path: bundle, contentKey: key)
+            // The parent checked only the header; a damaged index is
+            // reported from here, naming the bundle.
+            reader = try BundleReader.open(descriptor: bundleFD, path: bundle, contentKey: key)
+        } catch let e as BundleError {
+            return fail(e.message, path: e.path ?? bundle)
+        } catch {
+            return fail("\(error)", path: bundle)
+        }
+        do {
             session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
                                        extraOptions: extraOptions, logger: logger)
             try session.mount()

@@ -47,6 +47,25 @@ public final class BundleReader: Sendable {
         try open(path: path) { header in try header.authenticate(contentKey: contentKey) }
     }
 
+    /// Opens the bundle file and unlocks its header with whichever of
+    /// `materials` opens a slot, without reading the index: what the mount
+    /// launcher needs to hand the bundle to its daemon, which loads and
+    /// checks the index itself (once, instead of in both processes).
+    ///
+    /// - Returns: the open file (close-on-exec; the caller closes it) and
+    ///   the bundle's keys.
+    /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
+    ///   corrupted header, length mismatch, I/O).
+    public static func unlock(path: [UInt8], materials: [KeyMaterial]) throws -> (descriptor: Int32, keys: BundleKeys) {
+        let fd = try openBundleFile(path)
+        do {
+            return (fd, try authenticate(fd: fd, path: path) { header in try header.unlock(with: materials) }.keys)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
     /// Reads and parses only the unauthenticated header (for tools that
     /// show slot kinds without a key).
     public static func readHeader(path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
@@ -95,33 +114,30 @@ public final class BundleReader: Sendable {
         try open(fd: descriptor, path: path) { header in try header.authenticate(contentKey: contentKey) }
     }
 
-    /// A new descriptor of the bundle file this reader has open
-    /// (close-on-exec), for handing the same file to a daemon.
-    ///
-    /// - Throws: `BundleError.io`.
-    public func duplicateDescriptor() throws -> Int32 {
-        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 10)
-        guard copy >= 0 else { throw BundleError.lastIO("duplicate bundle descriptor", path) }
-        return copy
-    }
-
     private static func open(path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         try open(fd: try openBundleFile(path), path: path, unlock: unlock)
     }
 
     private static func open(fd: Int32, path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         do {
-            let (header, fileSize) = try readHeader(fd: fd, path: path)
-            let keys = try unlock(header)
-            guard fileSize == header.bundleLength else {
-                throw BundleError.lengthMismatch(expected: header.bundleLength, actual: fileSize)
-            }
+            let (header, keys, fileSize) = try authenticate(fd: fd, path: path, unlock: unlock)
             let index = try readIndex(fd: fd, path: path, header: header, keys: keys)
             return BundleReader(fd: fd, path: path, header: header, index: index, keys: keys, size: fileSize)
         } catch {
             close(fd)
             throw error
         }
+    }
+
+    /// Reads the header, unlocks it and checks the file's length.
+    private static func authenticate(fd: Int32, path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws
+        -> (header: BundleHeader, keys: BundleKeys, fileSize: UInt64) {
+        let (header, fileSize) = try readHeader(fd: fd, path: path)
+        let keys = try unlock(header)
+        guard fileSize == header.bundleLength else {
+            throw BundleError.lengthMismatch(expected: header.bundleLength, actual: fileSize)
+        }
+        return (header, keys, fileSize)
     }
 
     private static func readIndex(fd: Int32, path: [UInt8], header: BundleHeader, keys: BundleKeys) throws -> BundleIndex {
