@@ -83,6 +83,25 @@ def drop_caches():
         f.write("3\n")
 
 
+def daemon_pid(mountpoint):
+    """The process serving mountpoint: its argv names the mountpoint and it holds /dev/fuse.
+    (Also used by bench_many.py.)"""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if mountpoint.encode() not in argv or b"fusermount" in argv[0]:
+                continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                if os.readlink(f"/proc/{entry}/fd/{fd}") == "/dev/fuse":
+                    return int(entry)
+        except OSError:
+            continue
+    return None
+
+
 def tree_bytes(path):
     """Apparent size of every non-directory below path (st_size, symlinks not followed)."""
     total = 0
@@ -392,23 +411,6 @@ class Bench:
                     return True
         return False
 
-    def daemon_pid(self, mountpoint):
-        """The process serving mountpoint: its argv names the mountpoint and it holds /dev/fuse."""
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-                if mountpoint.encode() not in argv or b"fusermount" in argv[0]:
-                    continue
-                for fd in os.listdir(f"/proc/{entry}/fd"):
-                    if os.readlink(f"/proc/{entry}/fd/{fd}") == "/dev/fuse":
-                        return int(entry)
-            except OSError:
-                continue
-        return None
-
     @staticmethod
     def vm_hwm_mib(pid):
         try:
@@ -462,7 +464,7 @@ class Bench:
             die(f"{system.name}: the mount command did not return after mounting")
         if proc.returncode != 0:
             die(f"{system.name}: mount command exited {proc.returncode}: {log_tail()}")
-        pid = self.daemon_pid(mp)
+        pid = daemon_pid(mp)
         if pid is None:
             die(f"{system.name}: cannot find the daemon serving {mp}")
         return elapsed, pid

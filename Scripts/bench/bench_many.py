@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import daemon_pid  # noqa: E402  (one copy of the /proc walk)
+
 PROG = "bench-many"
 MiB = 1 << 20
 BENCH_KEY = "6d" * 32  # public, benchmark-only key: the bundle holds nothing secret
@@ -103,24 +106,6 @@ def proc_status(pid):
             if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "VmLck"):
                 out[key] = int(value.split()[0]) / 1024  # kB → MiB
     return out
-
-
-def daemon_pid(mountpoint):
-    """The process serving mountpoint: its argv names the mountpoint and it holds /dev/fuse."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            if mountpoint.encode() not in argv or b"fusermount" in argv[0]:
-                continue
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                if os.readlink(f"/proc/{entry}/fd/{fd}") == "/dev/fuse":
-                    return int(entry)
-        except OSError:
-            continue
-    return None
 
 
 def is_mounted(mountpoint):
