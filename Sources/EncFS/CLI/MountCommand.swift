@@ -151,7 +151,7 @@ public enum MountCommand {
             }
             warnIfUnlocked(logger)
             do {
-                let session = try MountSession(reader: reader, bundlePath: realPath(bundle) ?? bundle, mountpoint: realPath(mountpoint) ?? mountpoint,
+                let session = try MountSession(reader: reader, bundlePath: (try? FileIO.resolvedPath(bundle)) ?? bundle, mountpoint: (try? FileIO.resolvedPath(mountpoint)) ?? mountpoint,
                                                extraOptions: extraOptions, logger: logger)
                 try session.mount()
                 applyReadahead(readahead, to: session, logger: logger)
@@ -175,7 +175,7 @@ public enum MountCommand {
 
     private static func spawnDaemon(bundleDescriptor: Int32, contentKey: SymmetricKey, bundle: [UInt8], mountpoint: [UInt8],
                                     extraOptions: [String], logFile: [UInt8]?, readahead: Int?, diagnostics: Diagnostics) -> Int32 {
-        guard let absoluteBundle = realPath(bundle), let absoluteMountpoint = realPath(mountpoint) else {
+        guard let absoluteBundle = (try? FileIO.resolvedPath(bundle)), let absoluteMountpoint = (try? FileIO.resolvedPath(mountpoint)) else {
             diagnostics.error("cannot resolve path", path: bundle)
             return ExitCode.failure
         }
@@ -186,7 +186,7 @@ public enum MountCommand {
                 return ExitCode.failure
             }
             close(fd)
-            absoluteLog = realPath(logFile)
+            absoluteLog = (try? FileIO.resolvedPath(logFile))
         }
         // A copy numbered 10 or more: the child's dup2 calls fill fds 3…5 in
         // turn, and the original (opened first, often fd 3) would be
@@ -223,7 +223,7 @@ public enum MountCommand {
         posix_spawnattr_setflags(&attributes, spawnSetSID)
 
         var pid: pid_t = 0
-        let executable = realPath(Array("/proc/self/exe".utf8)) ?? Array("/proc/self/exe".utf8)
+        let executable = (try? FileIO.resolvedPath(Array("/proc/self/exe".utf8))) ?? Array("/proc/self/exe".utf8)
         let cArgs = childArgs.map { arg -> UnsafeMutablePointer<CChar>? in arg.withCString { strdup($0) } }
         defer { cArgs.forEach { free($0) } }
         let rc = (cArgs + [nil]).withUnsafeBufferPointer { argv -> Int32 in
@@ -372,14 +372,6 @@ public enum MountCommand {
     private static func openLog(_ path: [UInt8]) -> Int32? {
         let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600) }
         return fd >= 0 ? fd : nil
-    }
-
-    private static func realPath(_ path: [UInt8]) -> [UInt8]? {
-        path.withCString { p -> [UInt8]? in
-            guard let resolved = realpath(p, nil) else { return nil }
-            defer { free(resolved) }
-            return Array(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
-        }
     }
 
     /// A pipe whose ends sit above the fds the child expects, close-on-exec.
