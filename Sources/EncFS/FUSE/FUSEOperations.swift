@@ -104,12 +104,13 @@ enum FUSEOperations {
             do {
                 let scratch = try context.scratch()
                 // max_read bounds size; a larger request gets its own buffer.
-                let buffer = size <= MountContext.maximumRead ? scratch.buffer(size: size) : ReplyBuffer(capacity: size)
+                var grown = false
+                let buffer = size <= MountContext.maximumRead ? scratch.buffer(size: size, grown: &grown) : ReplyBuffer(capacity: size)
                 let n = try context.reader.read(entry, fromOffset: UInt64(offset),
                                                 into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<size]),
                                                 using: scratch.workspace)
                 _ = fuse_reply_buf(req, buffer.bytes.baseAddress, n)
-                context.warnIfMemoryNotLocked()
+                if grown { context.warnIfMemoryNotLocked() }
             } catch {
                 if case BundleError.corruptChunk(let position, let chunk) = error {
                     if context.isFirstReport(ofCorruptChunk: chunk, entry: position) {

@@ -136,6 +136,7 @@ final class MountContext: Sendable {
             return Unmanaged<WorkerScratch>.fromOpaque(raw).takeUnretainedValue()
         }
         let scratch = WorkerScratch(workspace: try reader.makeWorkspace())
+        warnIfMemoryNotLocked()
         // Released by the key's destructor when the thread ends.
         guard pthread_setspecific(scratchKey, Unmanaged.passRetained(scratch).toOpaque()) == 0 else {
             preconditionFailure("internal error: pthread_setspecific failed for a valid key")
@@ -143,9 +144,8 @@ final class MountContext: Sendable {
         return scratch
     }
 
-    /// Logs once when a plaintext buffer could not be locked in memory.
-    /// Buffers and workspaces are made on the first reads of each thread, so
-    /// this runs after reads.
+    /// Logs once when a plaintext buffer could not be locked in memory;
+    /// called when a workspace or reply buffer has just been made.
     func warnIfMemoryNotLocked() {
         if SecureMemoryStatus.lockFailures > 0, !warnedAboutLocking.load(ordering: .relaxed),
            !warnedAboutLocking.exchange(true, ordering: .relaxed) {

@@ -22,9 +22,10 @@ final class WorkerScratch: @unchecked Sendable {
     }
 
     /// A buffer of at least `size` bytes (`size` ≤ ``MountContext/maximumRead``),
-    /// valid until the next call.
-    func buffer(size: Int) -> ReplyBuffer {
+    /// valid until the next call. `grown` is set when a new buffer was made.
+    func buffer(size: Int, grown: inout Bool) -> ReplyBuffer {
         if let buffer, buffer.bytes.count >= size { return buffer }
+        grown = true
         let step = MountContext.bufferStep
         let capacity = min((max(size, 1) + step - 1) / step * step, MountContext.maximumRead)
         let grown = ReplyBuffer(capacity: capacity)

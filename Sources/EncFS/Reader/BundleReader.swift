@@ -242,7 +242,7 @@ public final class BundleReader: Sendable {
         let bodyStart = UInt64(header.headerLength) + entry.first
         do {
             try index.withFileID(of: entry) { fileID in
-                let key = try givenKey ?? workspace.fileKey(fileID: fileID, derive: keys.fileKey(fileID:))
+                let key = try givenKey ?? workspace.fileKey(fileID: fileID, keys: keys)
                 // The sealed chunks fetched last: batch.lowerBound's bytes
                 // start at workspace.sealed[0].
                 var batch: Range<UInt64> = chunks.lowerBound..<chunks.lowerBound

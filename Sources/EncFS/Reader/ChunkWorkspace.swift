@@ -48,9 +48,9 @@ final class ChunkWorkspace: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - fileID: the file's 16-byte id.
-    ///   - derive: derives the key (``BundleKeys/fileKey(fileID:)``).
-    /// - Throws: what `derive` throws.
-    func fileKey(fileID: UnsafeRawBufferPointer, derive: (UnsafeRawBufferPointer) throws -> SymmetricKey) throws -> SymmetricKey {
+    ///   - keys: derive the key from these on a miss.
+    /// - Throws: `BundleError.crypto` when the derivation fails.
+    func fileKey(fileID: UnsafeRawBufferPointer, keys: BundleKeys) throws -> SymmetricKey {
         let size = BundleFormat.idSize
         for slot in 0..<Self.cachedKeyCount {
             if let key = cachedKeys[slot],
@@ -58,7 +58,7 @@ final class ChunkWorkspace: @unchecked Sendable {
                 return key
             }
         }
-        let key = try derive(fileID)
+        let key = try keys.fileKey(fileID: fileID)
         let slot = nextSlot
         nextSlot = (nextSlot + 1) % Self.cachedKeyCount
         UnsafeMutableRawBufferPointer(rebasing: cachedFileIDs[(slot * size)..<((slot + 1) * size)]).copyMemory(from: fileID)
