@@ -25,8 +25,8 @@ enum BundleFuzzing {
         FuzzTarget.require(reader.bundleSize == UInt64(input.count), "bundle size differs from the file's")
         IndexFuzzing.walk(reader.index)
         for position in 0..<reader.index.count {
-            let entry = reader.index.entry(at: position)
-            guard entry.kind == .file else { continue }
+            guard let entry = FuzzTarget.attempt("entry(at:)", { try reader.index.entry(at: position) }),
+                  entry.kind == .file else { continue }
             read(entry, of: reader)
         }
     }

@@ -6,7 +6,7 @@ import XCTest
 /// `BundleIndex` on index plaintext built here byte by byte (layout in
 /// docs/FORMAT.md): a large index opens and every name is found; the checks
 /// that run without per-entry arrays (file data in or out of record order,
-/// subdirectory counts kept in the records) give the same answers as before.
+/// subdirectory counts kept beside the records, 8 bytes per parent directory) give the same answers as before.
 final class IndexValidationTests: XCTestCase {
     /// One entry of a hand-built index.
     struct Record {
@@ -98,14 +98,14 @@ final class IndexValidationTests: XCTestCase {
         let index = try Self.open(records, dataLength: offset)
         XCTAssertEqual(index.count, records.count)
         XCTAssertEqual(index.fileCount, directories * perDirectory)
-        XCTAssertEqual(index.subdirectoryCount(of: index.root), directories)
+        XCTAssertEqual(index.subdirectoryCount(of: try index.root), directories)
         for d in 0..<directories {
-            let directory = index.entry(at: 1 + d)
+            let directory = try index.entry(at: 1 + d)
             XCTAssertEqual(index.subdirectoryCount(of: directory), 0)
             for f in 0..<perDirectory {
                 let position = 1 + directories + d * perDirectory + f
                 let name = records[position].name
-                let found = name.withUnsafeBytes { index.lookup($0, in: directory) }
+                let found = try name.withUnsafeBytes { try index.lookup($0, in: directory) }
                 guard found?.position == position else {
                     return XCTFail("lookup of \(String(decoding: name, as: UTF8.self)) found \(String(describing: found?.position))")
                 }
@@ -160,11 +160,11 @@ final class IndexValidationTests: XCTestCase {
             Record(parent: 4, kind: .directory, name: Array("w".utf8)),
         ]
         let index = try Self.open(records)
-        XCTAssertEqual((0..<records.count).map { index.subdirectoryCount(of: index.entry(at: $0)) }, [2, 2, 0, 0, 1, 0, 0, 0])
+        XCTAssertEqual(try (0..<records.count).map { index.subdirectoryCount(of: try index.entry(at: $0)) }, [2, 2, 0, 0, 1, 0, 0, 0])
     }
 
     func testOpen_DirectoryReservedBytesSet_FailsCorruptIndex() {
-        // The bytes that hold the count in memory must be zero in the bundle.
+        // Reserved bytes must be zero in the bundle.
         var records = Self.files(sizes: [1], offsets: [0])
         records[0].reserved28 = 1
         assertCorruptIndex(records, "root's reserved bytes 28..<32 are not zero")

@@ -116,7 +116,7 @@ final class NeverCrashTests: XCTestCase {
 
     private func readEverything(_ reader: BundleReader) throws {
         for position in 0..<reader.index.count {
-            let entry = reader.index.entry(at: position)
+            let entry = try reader.index.entry(at: position)
             guard entry.kind == .file else { continue }
             expectBundleErrorsOnly("read entry \(position)") {
                 let key = try reader.fileKey(for: entry)
@@ -162,7 +162,7 @@ final class NeverCrashTests: XCTestCase {
             }
             guard let index, mutated.count == plaintext.count, mutated != plaintext else { continue }
             accepted += 1
-            exercise(index)
+            try exercise(index)
             // Reseal (same length, so the header stays valid) and read.
             let resealed = try gcm.seal(key: reader.keys.indexKey, nonce: IndexBuilder.zeroNonce, aad: aad,
                                         plaintext: SecureBytes(copying: mutated))
@@ -190,12 +190,12 @@ final class NeverCrashTests: XCTestCase {
     }
 
     /// Every accessor on every entry of an index that passed validation.
-    private func exercise(_ index: BundleIndex) {
+    private func exercise(_ index: BundleIndex) throws {
         for position in 0..<index.count {
-            let entry = index.entry(at: position)
-            let path = index.path(of: entry)
-            _ = index.name(of: entry)
-            _ = index.entry(inode: UInt64(position) + 1)
+            let entry = try index.entry(at: position)
+            let path = try index.path(of: entry)
+            _ = try index.name(of: entry)
+            _ = try index.entry(inode: UInt64(position) + 1)
             if let found = try? index.resolve(path: path) {
                 XCTAssertEqual(found.position, position, "resolve(path(of: entry)) found another entry")
             }
@@ -203,16 +203,16 @@ final class NeverCrashTests: XCTestCase {
             case .directory:
                 _ = index.subdirectoryCount(of: entry)
                 for child in entry.children {
-                    let name = index.name(of: index.entry(at: child))
-                    XCTAssertEqual(name.withUnsafeBytes { index.lookup($0, in: entry)?.position }, child)
+                    let name = try index.name(of: index.entry(at: child))
+                    XCTAssertEqual(try name.withUnsafeBytes { try index.lookup($0, in: entry)?.position }, child)
                 }
             case .file:
                 _ = index.withFileID(of: entry) { Array($0) }
             case .symlink:
-                _ = index.withSymlinkTarget(of: entry) { Array($0) }
+                _ = try index.withSymlinkTarget(of: entry) { Array($0) }
             }
         }
-        _ = index.entry(inode: 0)
-        _ = index.entry(inode: UInt64(index.count) + 1)
+        _ = try index.entry(inode: 0)
+        _ = try index.entry(inode: UInt64(index.count) + 1)
     }
 }

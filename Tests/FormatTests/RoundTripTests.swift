@@ -166,7 +166,7 @@ final class RoundTripTests: XCTestCase {
         XCTAssertEqual(reader.index.totalFileBytes, UInt64(fileBytes))
 
         // The root.
-        let root = reader.index.root
+        let root = try reader.index.root
         XCTAssertEqual(root.kind, .directory)
         XCTAssertEqual(root.mode, Self.rootMode)
         XCTAssertEqual(root.mtimeSeconds, Self.mtime(-1).seconds)
@@ -180,13 +180,13 @@ final class RoundTripTests: XCTestCase {
             bfs += nodes.filter { $0.parent == bfs[next] }.map(\.path)
             next += 1
         }
-        XCTAssertEqual((0..<reader.index.count).map { reader.index.path(of: reader.index.entry(at: $0)).debugPath }, bfs.map(\.debugPath))
+        XCTAssertEqual(try (0..<reader.index.count).map { try reader.index.path(of: reader.index.entry(at: $0)).debugPath }, bfs.map(\.debugPath))
 
         for (i, node) in nodes.enumerated() {
             let what = node.path.debugPath
             let entry = try reader.entry(node.path)
-            XCTAssertEqual(reader.index.name(of: entry), node.name, what)
-            XCTAssertEqual(reader.index.path(of: entry), node.path, what)
+            XCTAssertEqual(try reader.index.name(of: entry), node.name, what)
+            XCTAssertEqual(try reader.index.path(of: entry), node.path, what)
             XCTAssertEqual(entry.mode, node.mode, "\(what): mode")
             XCTAssertEqual(entry.mtimeSeconds, Self.mtime(i).seconds, "\(what): mtime")
             XCTAssertEqual(entry.mtimeNanoseconds, Self.mtime(i).nanoseconds, "\(what): mtime nanoseconds")
@@ -197,16 +197,16 @@ final class RoundTripTests: XCTestCase {
                 try checkReads(reader, entry, contents, cs: cs, seed: UInt64(i), what: what)
             case .directory:
                 XCTAssertEqual(entry.kind, .directory, what)
-                let listed = entry.children.map { reader.index.name(of: reader.index.entry(at: $0)) }
+                let listed = try entry.children.map { try reader.index.name(of: reader.index.entry(at: $0)) }
                 XCTAssertEqual(listed.map(\.debugPath), nodes.filter { $0.parent == node.path }.map(\.name.debugPath), "\(what): listing")
                 XCTAssertThrowsBundleError(.isADirectory) { try reader.fileKey(for: entry) }
             case .symlink(let target):
                 XCTAssertEqual(entry.kind, .symlink, what)
-                XCTAssertEqual(reader.index.withSymlinkTarget(of: entry) { Array($0) }, target, what)
+                XCTAssertEqual(try reader.index.withSymlinkTarget(of: entry) { Array($0) }, target, what)
                 XCTAssertEqual(entry.size, UInt64(target.count), what)
             }
         }
-        let rootListing = root.children.map { reader.index.name(of: reader.index.entry(at: $0)) }
+        let rootListing = try root.children.map { try reader.index.name(of: reader.index.entry(at: $0)) }
         XCTAssertEqual(rootListing.map(\.debugPath), nodes.filter { $0.parent.isEmpty }.map(\.name.debugPath), "root listing")
 
         // Lookups that must fail.

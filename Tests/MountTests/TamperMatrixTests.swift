@@ -81,14 +81,14 @@ final class TamperMatrixTests: MountTestCase {
     // MARK: - Reading through the library
 
     /// Every entry as one line: path, kind, mode, size, mtime, symlink target.
-    private func listing(_ reader: BundleReader) -> [String] {
+    private func listing(_ reader: BundleReader) throws -> [String] {
         let index = reader.index
-        return (0..<index.count).map { position in
-            let entry = index.entry(at: position)
-            var line = "\(String(decoding: index.path(of: entry), as: UTF8.self)) \(entry.kind) \(String(entry.mode, radix: 8)) "
+        return try (0..<index.count).map { position in
+            let entry = try index.entry(at: position)
+            var line = "\(String(decoding: try index.path(of: entry), as: UTF8.self)) \(entry.kind) \(String(entry.mode, radix: 8)) "
             line += "\(entry.size) \(entry.mtimeSeconds).\(entry.mtimeNanoseconds)"
             if entry.kind == .symlink {
-                line += " -> " + index.withSymlinkTarget(of: entry) { String(decoding: $0, as: UTF8.self) }
+                line += try " -> " + index.withSymlinkTarget(of: entry) { String(decoding: $0, as: UTF8.self) }
             }
             return line
         }
@@ -157,7 +157,7 @@ final class TamperMatrixTests: MountTestCase {
     func testTamperMatrix_EveryVariantIsRefusedOrReadsOriginalBytesOrCorruptChunk() throws {
         let map = try XCTUnwrap(map)
         let pristineReader = try BundleReader.open(path: Array(bundle.utf8), materials: [try keyMaterial()])
-        let baseline = listing(pristineReader)
+        let baseline = try listing(pristineReader)
         // The pristine bundle reads back exactly the source.
         let clean = readEverything(pristineReader)
         XCTAssertEqual(clean.failed, [])
@@ -196,7 +196,7 @@ final class TamperMatrixTests: MountTestCase {
                     continue
                 }
                 XCTAssertFalse(variant.refusesOpen, "\(variant.name), \(secretName): opened")
-                XCTAssertEqual(listing(reader), baseline, "\(variant.name), \(secretName): the tree changed")
+                XCTAssertEqual(try listing(reader), baseline, "\(variant.name), \(secretName): the tree changed")
                 let result = readEverything(reader)
                 chunkReads += 1
                 XCTAssertEqual(result.violations, [], "\(variant.name), \(secretName)")

@@ -121,6 +121,52 @@ public final class AESGCM {
         }
     }
 
+    /// Decrypts and authenticates a message too large to hold at once, in
+    /// pieces the caller supplies in order.
+    ///
+    /// `pieces` is called once; it calls the function it is given with each
+    /// consecutive piece of ciphertext and a same-sized output buffer (may be
+    /// the same memory). After `pieces` returns, the tag is checked.
+    ///
+    /// Unlike ``open(key:nonce:aad:ciphertext:tag:into:)``, the plaintext of
+    /// each piece reaches the caller **before** the tag is checked: when
+    /// this throws, everything derived from it must be discarded.
+    ///
+    /// - Throws: `CryptError.authenticationFailure` when the tag does not
+    ///   verify; what `pieces` throws; `.invalidBufferSize` or `.openSSL`.
+    public func open(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+                     tag: UnsafeRawBufferPointer,
+                     pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
+        try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
+        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
+            let cipher = cipher(for: .decrypt)
+            guard EVP_DecryptInit_ex2(context, cipher, keyToInstall(k, cipherChanged: cipher != nil),
+                                      nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
+                preparedFor = nil
+                preparedKeyValid = false
+                throw openSSLError("EVP_DecryptInit_ex2")
+            }
+        }
+        try update(aad: aad, encrypt: false)
+        try pieces { ciphertext, plaintext in
+            guard plaintext.count == ciphertext.count else {
+                throw CryptError.invalidBufferSize(what: "output", expected: ciphertext.count, actual: plaintext.count)
+            }
+            try transform(ciphertext, into: plaintext, encrypt: false)
+        }
+        var tagCopy: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &tagCopy) { $0.copyMemory(from: tag) }
+        guard withUnsafeMutableBytes(of: &tagCopy, { t in
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagByteCount), t.baseAddress)
+        }) == 1 else { throw openSSLError("EVP_CIPHER_CTX_ctrl(SET_TAG)") }
+        var outLength: Int32 = 0
+        var scratch: UInt8 = 0
+        guard EVP_DecryptFinal_ex(context, &scratch, &outLength) == 1 else {
+            ERR_clear_error()
+            throw CryptError.authenticationFailure
+        }
+    }
+
     /// The cipher to pass to the next init: the fetched AES-256-GCM when the
     /// direction changes, nil (keep the current one) otherwise.
     private func cipher(for direction: Direction) -> OpaquePointer? {
@@ -228,4 +274,5 @@ final class Ciphers: @unchecked Sendable {
     }
 
     static let aes256gcm = Ciphers(name: "AES-256-GCM")
+    static let aes256ctr = Ciphers(name: "AES-256-CTR")
 }

@@ -28,4 +28,19 @@ public enum SHA256 {
         }
         return digest
     }
+
+    /// Writes the SHA-256 digest of `data` into `digest` (32 bytes), without
+    /// allocating. The corresponding C function is `EVP_Digest`.
+    public static func hash(_ data: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
+        precondition(digest.count == byteCount, "internal error: SHA-256 output of \(digest.count) bytes")
+        var length: UInt32 = 0
+        var empty: UInt8 = 0
+        let ok = withUnsafeMutablePointer(to: &empty) { dummy in
+            EVP_Digest(data.baseAddress ?? UnsafeRawPointer(dummy), data.count,
+                       digest.bindMemory(to: UInt8.self).baseAddress, &length, Digests.sha256.pointer, nil)
+        }
+        guard ok == 1, length == UInt32(byteCount) else {
+            preconditionFailure("internal error: EVP_Digest(SHA-256) failed")
+        }
+    }
 }

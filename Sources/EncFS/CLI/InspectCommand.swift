@@ -135,7 +135,7 @@ public enum InspectCommand {
         var counts = (files: 0, directories: 0, symlinks: 0)
         if let index = reader?.index {
             for position in 0..<index.count {
-                switch index.entry(at: position).kind {
+                switch try index.entry(at: position).kind {
                 case .file: counts.files += 1
                 case .directory: counts.directories += 1
                 case .symlink: counts.symlinks += 1
@@ -192,7 +192,7 @@ public enum InspectCommand {
         let start = try resolve(path, in: index)
         let out = OutputStream()
         let long = args.has("-l")
-        func describe(_ entry: IndexEntry, name: [UInt8]) {
+        func describe(_ entry: IndexEntry, name: [UInt8]) throws {
             if long {
                 let size = entry.kind == .directory ? 4096 : entry.size
                 out.write(modeString(entry) + " " + String(size).leftPadded(to: 12) + " "
@@ -201,12 +201,12 @@ public enum InspectCommand {
             out.write(name)
             if long, entry.kind == .symlink {
                 out.write(" -> ")
-                index.withSymlinkTarget(of: entry) { out.write($0) }
+                try index.withSymlinkTarget(of: entry) { out.write($0) }
             }
             out.write([0x0A])
         }
         guard start.kind == .directory else {
-            describe(start, name: path)
+            try describe(start, name: path)
             return ExitCode.success
         }
         if args.has("-R") {
@@ -216,19 +216,19 @@ public enum InspectCommand {
                 let dir = queue.removeFirst()
                 if !first { out.write([0x0A]) }
                 first = false
-                let dirPath = index.path(of: dir)
+                let dirPath = try index.path(of: dir)
                 out.write(dirPath.isEmpty ? Array(".".utf8) : Array("./".utf8) + dirPath)
                 out.write(Array(":\n".utf8))
                 for position in dir.children {
-                    let child = index.entry(at: position)
-                    describe(child, name: index.name(of: child))
+                    let child = try index.entry(at: position)
+                    try describe(child, name: index.name(of: child))
                     if child.kind == .directory { queue.append(child) }
                 }
             }
         } else {
             for position in start.children {
-                let child = index.entry(at: position)
-                describe(child, name: index.name(of: child))
+                let child = try index.entry(at: position)
+                try describe(child, name: index.name(of: child))
             }
         }
         return ExitCode.success
@@ -288,7 +288,7 @@ public enum InspectCommand {
         var totalChunks: UInt64 = 0
         var damagedChunks: UInt64 = 0
         for position in 0..<index.count {
-            let entry = index.entry(at: position)
+            let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
             let key = try reader.fileKey(for: entry)
             var bad: [UInt64] = []
@@ -305,7 +305,7 @@ public enum InspectCommand {
             damagedFiles += 1
             damagedChunks += UInt64(bad.count)
             out.write("damaged: ")
-            out.write(index.path(of: entry))
+            out.write(try index.path(of: entry))
             out.line(" (chunks \(ranges(bad)) of \(chunks))")
         }
         out.line("verified \(index.fileCount) files, \(totalChunks) chunks: "

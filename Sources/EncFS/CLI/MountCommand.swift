@@ -36,6 +36,10 @@ public enum MountCommand {
       --readahead KB           kernel read-ahead for this mount, 0 … 16384
                                (default 1024 when run as root, else the
                                kernel's 128; needs root to change)
+      --index-cache KB         memory for decrypted index pages, 64 … 1048576
+                               (default 4096); the rest of the index stays
+                               sealed in the bundle, so memory does not grow
+                               with the number of files
       -h, --help               this text
       --                       end of options
 
@@ -51,6 +55,7 @@ public enum MountCommand {
         .init(["-o"], takesValue: true),
         .init(["--log-file"], takesValue: true),
         .init(["--readahead"], takesValue: true),
+        .init(["--index-cache"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         .init([daemonFlag], takesValue: false),
     ])
@@ -94,9 +99,18 @@ public enum MountCommand {
             }
             readahead = kb
         }
+        var indexCacheKB = IndexPages.defaultCacheBytes >> 10
+        if let text = args.value("--index-cache") {
+            let range = (IndexPages.minimumCacheBytes >> 10)...(1 << 20)
+            guard let kb = Int(String(decoding: text, as: UTF8.self)), range.contains(kb) else {
+                diagnostics.error("--index-cache must be a number of KiB from \(range.lowerBound) to \(range.upperBound)")
+                return ExitCode.usage
+            }
+            indexCacheKB = kb
+        }
         if args.has(daemonFlag) {
             return runDaemon(bundle: args.positionals[0], mountpoint: args.positionals[1], extraOptions: extraOptions,
-                             logFile: args.value("--log-file"), readahead: readahead)
+                             logFile: args.value("--log-file"), readahead: readahead, indexCacheKB: indexCacheKB)
         }
         let bundle = args.positionals[0]
         let mountpoint = args.positionals[1]
@@ -113,7 +127,7 @@ public enum MountCommand {
                                                   passphraseFiles: args.values("--passphrase-file"),
                                                   identityFiles: args.values("--identity"), confirm: false)
             if foreground {
-                opened = .reader(try BundleReader.open(path: bundle, materials: materials))
+                opened = .reader(try BundleReader.open(path: bundle, materials: materials, indexCacheBytes: indexCacheKB << 10))
             } else {
                 let (descriptor, keys) = try BundleReader.unlock(path: bundle, materials: materials)
                 opened = .unlocked(descriptor: descriptor, keys: keys)
@@ -137,7 +151,7 @@ public enum MountCommand {
             defer { close(descriptor) }
             return spawnDaemon(bundleDescriptor: descriptor, contentKey: keys.contentKey, bundle: bundle, mountpoint: mountpoint,
                                extraOptions: extraOptions, logFile: args.value("--log-file"), readahead: readahead,
-                               diagnostics: diagnostics)
+                               indexCacheKB: indexCacheKB, diagnostics: diagnostics)
         case .reader(let reader):
             let logger: MountLogger
             if let logFile = args.value("--log-file") {
@@ -174,7 +188,8 @@ public enum MountCommand {
     // MARK: - Parent side
 
     private static func spawnDaemon(bundleDescriptor: Int32, contentKey: SymmetricKey, bundle: [UInt8], mountpoint: [UInt8],
-                                    extraOptions: [String], logFile: [UInt8]?, readahead: Int?, diagnostics: Diagnostics) -> Int32 {
+                                    extraOptions: [String], logFile: [UInt8]?, readahead: Int?, indexCacheKB: Int,
+                                    diagnostics: Diagnostics) -> Int32 {
         guard let absoluteBundle = (try? FileIO.resolvedPath(bundle)), let absoluteMountpoint = (try? FileIO.resolvedPath(mountpoint)) else {
             diagnostics.error("cannot resolve path", path: bundle)
             return ExitCode.failure
@@ -205,6 +220,7 @@ public enum MountCommand {
         for option in extraOptions { childArgs += [Array("-o".utf8), Array(option.utf8)] }
         if let absoluteLog { childArgs += [Array("--log-file".utf8), absoluteLog] }
         if let readahead { childArgs += [Array("--readahead".utf8), Array(String(readahead).utf8)] }
+        childArgs += [Array("--index-cache".utf8), Array(String(indexCacheKB).utf8)]
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -276,7 +292,7 @@ public enum MountCommand {
     // MARK: - Daemon side
 
     private static func runDaemon(bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String], logFile: [UInt8]?,
-                                  readahead: Int?) -> Int32 {
+                                  readahead: Int?, indexCacheKB: Int) -> Int32 {
         MountSession.disableCoreDumps()
         func fail(_ message: String, path: [UInt8]?) -> Int32 {
             var line = Array("1\(message)".utf8)
@@ -310,7 +326,7 @@ public enum MountCommand {
         do {
             // The parent checked only the header; a damaged index is
             // reported from here, naming the bundle.
-            reader = try BundleReader.open(descriptor: bundleFD, path: bundle, contentKey: key)
+            reader = try BundleReader.open(descriptor: bundleFD, path: bundle, contentKey: key, indexCacheBytes: indexCacheKB << 10)
         } catch let e as BundleError {
             return fail(e.message, path: e.path ?? bundle)
         } catch {

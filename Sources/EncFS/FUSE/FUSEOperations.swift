@@ -34,36 +34,48 @@ enum FUSEOperations {
         }
         ops.lookup = { req, parent, name in
             guard let context = mountContext(req), let name else { return replyError(req, ENOENT) }
-            guard let directory = context.reader.index.entry(inode: parent) else { return replyError(req, ENOENT) }
-            guard directory.kind == .directory else { return replyError(req, ENOTDIR) }
-            let raw = UnsafeRawBufferPointer(start: name, count: strlen(name))
-            guard let child = context.reader.index.lookup(raw, in: directory) else {
-                // Cache the negative answer as long as positive ones.
-                var e = fuse_entry_param()
-                e.ino = 0
-                e.entry_timeout = MountContext.cacheTimeout
+            do {
+                guard let directory = try context.reader.index.entry(inode: parent) else { return replyError(req, ENOENT) }
+                guard directory.kind == .directory else { return replyError(req, ENOTDIR) }
+                let raw = UnsafeRawBufferPointer(start: name, count: strlen(name))
+                guard let child = try context.reader.index.lookup(raw, in: directory) else {
+                    // Cache the negative answer as long as positive ones.
+                    var e = fuse_entry_param()
+                    e.ino = 0
+                    e.entry_timeout = MountContext.cacheTimeout
+                    _ = fuse_reply_entry(req, &e)
+                    return
+                }
+                var e = context.entryParameters(of: child)
                 _ = fuse_reply_entry(req, &e)
-                return
+            } catch {
+                replyError(req, context.indexFailure(error))
             }
-            var e = context.entryParameters(of: child)
-            _ = fuse_reply_entry(req, &e)
         }
         ops.forget = { req, _, _ in fuse_reply_none(req) }
         ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
         ops.getattr = { req, ino, _ in
-            guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
-            var st = context.attributes(of: entry)
-            _ = fuse_reply_attr(req, &st, MountContext.cacheTimeout)
+            guard let context = mountContext(req) else { return replyError(req, ENOENT) }
+            do {
+                guard let entry = try context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+                var st = context.attributes(of: entry)
+                _ = fuse_reply_attr(req, &st, MountContext.cacheTimeout)
+            } catch {
+                replyError(req, context.indexFailure(error))
+            }
         }
         ops.readlink = { req, ino in
-            guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
-            guard entry.kind == .symlink else { return replyError(req, EINVAL) }
-            context.reader.index.withSymlinkTarget(of: entry) { target in
-                var bytes = [UInt8](target)
-                bytes.append(0)
-                bytes.withUnsafeBufferPointer { b in
+            guard let context = mountContext(req) else { return replyError(req, ENOENT) }
+            do {
+                guard let entry = try context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+                guard entry.kind == .symlink else { return replyError(req, EINVAL) }
+                var target = try context.reader.index.withSymlinkTarget(of: entry) { [UInt8]($0) }
+                target.append(0)
+                target.withUnsafeBufferPointer { b in
                     b.withMemoryRebound(to: CChar.self) { _ = fuse_reply_readlink(req, $0.baseAddress) }
                 }
+            } catch {
+                replyError(req, context.indexFailure(error))
             }
         }
         // No open, release, opendir or releasedir: ENOSYS tells the kernel
@@ -78,7 +90,9 @@ enum FUSEOperations {
         ops.open = { req, ino, fi in
             guard let context = mountContext(req), let fi else { return replyError(req, EIO) }
             if context.kernelSkipsOpen.load(ordering: .relaxed) { return replyError(req, ENOSYS) }
-            guard let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            let found: IndexEntry?
+            do { found = try context.reader.index.entry(inode: ino) } catch { return replyError(req, context.indexFailure(error)) }
+            guard let entry = found else { return replyError(req, ENOENT) }
             guard entry.kind == .file else { return replyError(req, entry.kind == .directory ? EISDIR : ELOOP) }
             guard fi.pointee.flags & O_ACCMODE == O_RDONLY, fi.pointee.flags & (O_TRUNC | O_CREAT) == 0 else { return replyError(req, EROFS) }
             cfuse_fi_set_keep_cache(fi)
@@ -88,7 +102,9 @@ enum FUSEOperations {
         ops.opendir = { req, ino, fi in
             guard let context = mountContext(req), let fi else { return replyError(req, EIO) }
             if context.kernelSkipsOpendir.load(ordering: .relaxed) { return replyError(req, ENOSYS) }
-            guard let entry = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+            let found: IndexEntry?
+            do { found = try context.reader.index.entry(inode: ino) } catch { return replyError(req, context.indexFailure(error)) }
+            guard let entry = found else { return replyError(req, ENOENT) }
             guard entry.kind == .directory else { return replyError(req, ENOTDIR) }
             cfuse_fi_set_cache_readdir(fi)
             cfuse_fi_set_keep_cache(fi)
@@ -98,11 +114,22 @@ enum FUSEOperations {
         ops.release = { req, _, _ in replyError(req, 0) }
         ops.releasedir = { req, _, _ in replyError(req, 0) }
         ops.read = { req, ino, size, offset, _ in
-            guard let context = mountContext(req), let entry = context.reader.index.entry(inode: ino) else { return replyError(req, EBADF) }
-            guard entry.kind == .file else { return replyError(req, EISDIR) }
+            guard let context = mountContext(req) else { return replyError(req, EBADF) }
+            guard ino >= 1, ino <= UInt64(context.reader.index.count) else { return replyError(req, EBADF) }
             guard offset >= 0 else { return replyError(req, EINVAL) }
+            let position = Int(ino - 1)
+            let scratch: WorkerScratch
+            let entry: IndexEntry
             do {
-                let scratch = try context.scratch()
+                scratch = try context.scratch()
+                // The thread's workspace remembers the files it read last,
+                // so a run of reads of one file does not touch the index.
+                entry = try scratch.workspace.cachedEntry(at: position) ?? context.reader.index.entry(at: position)
+            } catch {
+                return replyError(req, context.indexFailure(error))
+            }
+            guard entry.kind == .file else { return replyError(req, EISDIR) }
+            do {
                 // max_read bounds size; a larger request gets its own buffer.
                 var grown = false
                 let buffer = size <= MountContext.maximumRead ? scratch.buffer(size: size, grown: &grown) : ReplyBuffer(capacity: size)
@@ -112,14 +139,13 @@ enum FUSEOperations {
                 _ = fuse_reply_buf(req, buffer.bytes.baseAddress, n)
                 if grown { context.warnIfMemoryNotLocked() }
             } catch {
+                let path = (try? context.reader.index.path(of: entry)) ?? Array("inode \(ino)".utf8)
                 if case BundleError.corruptChunk(let position, let chunk) = error {
                     if context.isFirstReport(ofCorruptChunk: chunk, entry: position) {
-                        context.logger.log("error", "chunk \(chunk) failed authentication, returning EIO",
-                                           path: context.reader.index.path(of: entry))
+                        context.logger.log("error", "chunk \(chunk) failed authentication, returning EIO", path: path)
                     }
                 } else {
-                    context.logger.log("error", "read failed: \((error as? BundleError)?.message ?? "\(error)")",
-                                       path: context.reader.index.path(of: entry))
+                    context.logger.log("error", "read failed: \((error as? BundleError)?.message ?? "\(error)")", path: path)
                 }
                 replyError(req, errnoOf(error))
             }
@@ -144,7 +170,7 @@ enum FUSEOperations {
         ops.access = { req, ino, _ in
             // Permission bits are checked by the kernel (default_permissions);
             // writes are refused by the read-only mount.
-            guard let context = mountContext(req), context.reader.index.entry(inode: ino) != nil else { return replyError(req, ENOENT) }
+            guard let context = mountContext(req), ino >= 1, ino <= UInt64(context.reader.index.count) else { return replyError(req, ENOENT) }
             replyError(req, 0)
         }
         ops.getxattr = { req, _, _, _ in replyError(req, ENODATA) }
@@ -187,48 +213,62 @@ private func errnoOf(_ error: Error) -> Int32 {
 
 /// readdir and readdirplus: offset 0 starts, 1 = ".", 2 = "..", 3 + k = child k.
 private func listDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, plus: Bool) {
-    guard let context = mountContext(req), let directory = context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
+    guard let context = mountContext(req) else { return replyError(req, ENOENT) }
+    let index = context.reader.index
+    let found: IndexEntry?
+    do { found = try index.entry(inode: ino) } catch { return replyError(req, context.indexFailure(error)) }
+    guard let directory = found else { return replyError(req, ENOENT) }
     guard directory.kind == .directory else { return replyError(req, ENOTDIR) }
     guard offset >= 0 else { return replyError(req, EINVAL) }
-    let index = context.reader.index
     let capacity = min(size, 1 << 20)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 1), alignment: 8)
     defer { buffer.deallocate() }
     guard let base = buffer.baseAddress?.assumingMemoryBound(to: CChar.self) else { return replyError(req, EIO) }
+    // One name at a time, NUL-terminated (names are at most 255 bytes).
+    let name = UnsafeMutableRawBufferPointer.allocate(byteCount: BundleFormat.maximumNameLength + 1, alignment: 8)
+    defer { name.deallocate() }
     var used = 0
     let children = directory.children
     let total = 2 + children.count
     var position = Int(min(offset, off_t(total)))
-    while position < total {
-        let entry: IndexEntry
-        var name: [UInt8]
-        switch position {
-        case 0:
-            entry = directory
-            name = [0x2E]
-        case 1:
-            entry = index.entry(at: directory.parent)
-            name = [0x2E, 0x2E]
-        default:
-            entry = index.entry(at: children.lowerBound + position - 2)
-            name = index.name(of: entry)
-        }
-        name.append(0)
-        let remaining = capacity - used
-        let added: Int = name.withUnsafeBufferPointer { n in
-            n.withMemoryRebound(to: CChar.self) { cname in
-                if plus {
-                    var e = context.entryParameters(of: entry)
-                    return fuse_add_direntry_plus(req, base + used, remaining, cname.baseAddress, &e, off_t(position + 1))
-                } else {
-                    var st = context.attributes(of: entry)
-                    return fuse_add_direntry(req, base + used, remaining, cname.baseAddress, &st, off_t(position + 1))
-                }
+    do {
+        while position < total {
+            let entry: IndexEntry
+            let length: Int
+            switch position {
+            case 0:
+                entry = directory
+                name[0] = 0x2E
+                length = 1
+            case 1:
+                entry = try index.entry(at: directory.parent)
+                name[0] = 0x2E
+                name[1] = 0x2E
+                length = 2
+            default:
+                entry = try index.entry(at: children.lowerBound + position - 2)
+                length = try index.copyName(of: entry, into: name)
             }
+            name[length] = 0
+            let remaining = capacity - used
+            let cname = name.baseAddress?.assumingMemoryBound(to: CChar.self)
+            let added: Int
+            if plus {
+                var e = context.entryParameters(of: entry)
+                added = fuse_add_direntry_plus(req, base + used, remaining, cname, &e, off_t(position + 1))
+            } else {
+                var st = context.attributes(of: entry)
+                added = fuse_add_direntry(req, base + used, remaining, cname, &st, off_t(position + 1))
+            }
+            if added > remaining { break }
+            used += added
+            position += 1
         }
-        if added > remaining { break }
-        used += added
-        position += 1
+    } catch {
+        // Entries already in the buffer are fine; the next call retries
+        // from the failed one.
+        if used == 0 { return replyError(req, context.indexFailure(error)) }
+        _ = context.indexFailure(error)
     }
     _ = fuse_reply_buf(req, base, used)
 }

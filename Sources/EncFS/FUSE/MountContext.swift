@@ -43,6 +43,8 @@ final class MountContext: Sendable {
     /// (readahead, then the page itself) and programs retry too; a damaged
     /// chunk gets one log line per mount, not one per attempt.
     private let loggedCorruptChunks = Mutex<Set<CorruptChunk>>([])
+    /// Index failures already logged (see ``indexFailure(_:)``).
+    private let loggedIndexFailures = Mutex<Set<String>>([])
     /// Beyond this many damaged chunks every failure is logged again
     /// rather than remembered, so the set stays bounded.
     static let maximumLoggedCorruptChunks = 4096
@@ -121,6 +123,18 @@ final class MountContext: Sendable {
             guard logged.count < Self.maximumLoggedCorruptChunks else { return !logged.contains(key) }
             return logged.insert(key).inserted
         }
+    }
+
+    /// Logs a failure to read the index (a page of a paged index that no
+    /// longer matches the bundle verified at mount, or an I/O error) once
+    /// per distinct message, and returns the errno to reply with.
+    func indexFailure(_ error: Error) -> Int32 {
+        let message = (error as? BundleError)?.message ?? "\(error)"
+        let first = loggedIndexFailures.withLock { logged in
+            logged.count < 64 ? logged.insert(message).inserted : !logged.contains(message)
+        }
+        if first { logger.log("error", "index read failed: \(message), returning EIO") }
+        return EIO
     }
 
     /// Reply buffers grow in steps of this size: most reads are readahead

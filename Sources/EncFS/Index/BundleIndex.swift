@@ -3,8 +3,10 @@ import CryptCore
 import Glibc
 #endif
 
-/// The decrypted, validated index: every entry of the bundle in a compact
-/// form (fixed-size records plus one string table), kept in wiping memory.
+/// The validated index: every entry of the bundle in a compact form
+/// (fixed-size records plus one string table). The plaintext is held by
+/// `IndexPages`: in wiping memory, or, for an opened bundle, sealed in the
+/// file and decrypted a page at a time into a bounded, locked cache.
 ///
 /// Plaintext layout (little-endian):
 /// ```
@@ -23,7 +25,8 @@ public final class BundleIndex: Sendable {
     static let magic: [UInt8] = Array("ENCFSIDX".utf8)
     static let headerSize = 32
 
-    private let storage: SecureBytes
+    /// The plaintext: in memory, or paged in from the bundle (see `IndexPages`).
+    let pages: IndexPages
     /// Number of entries, root included.
     public let count: Int
     /// When the bundle was packed (seconds since the epoch).
@@ -34,13 +37,35 @@ public final class BundleIndex: Sendable {
     public let totalFileBytes: UInt64
     /// Number of regular files.
     public let fileCount: Int
+    /// Positions of the directories that have subdirectories, ascending,
+    /// and how many each has (for st_nlink): counted at load, 8 bytes per
+    /// such directory instead of anything per entry.
+    private let parentPositions: [UInt32]
+    private let subdirectoryCounts: [UInt32]
 
-    /// Lets `fill` write the index plaintext into the index's own wiping
-    /// storage, then validates it against the header it came with.
+    /// Validates index plaintext against the header it came with.
     ///
-    /// The reader decrypts the sealed index in place in that storage, so at
-    /// no time are two copies of a large index alive (with 1,000,000 entries
-    /// each copy is about 75 MB).
+    /// - Parameters:
+    ///   - pages: the plaintext.
+    ///   - layout: the bundle's chunk layout.
+    ///   - dataLength: bytes of chunk data before the index (its offset).
+    /// - Throws: `BundleError.corruptIndex` naming the first violation, or
+    ///   what reading a page throws.
+    init(pages: IndexPages, layout: ChunkLayout, dataLength: UInt64) throws {
+        let parsed = try Self.validate(pages, layout: layout, dataLength: dataLength)
+        self.pages = pages
+        count = parsed.count
+        creationTime = parsed.creationTime
+        stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
+        totalFileBytes = parsed.totalFileBytes
+        fileCount = parsed.fileCount
+        parentPositions = parsed.parentPositions
+        subdirectoryCounts = parsed.subdirectoryCounts
+    }
+
+    /// Lets `fill` write the index plaintext into wiping storage, then
+    /// validates it against the header it came with (all of it stays in
+    /// memory: for tools and tests; a mounted bundle pages it).
     ///
     /// - Parameters:
     ///   - byteCount: length of the plaintext.
@@ -50,105 +75,107 @@ public final class BundleIndex: Sendable {
     ///     given; if it throws, the buffer is wiped and the error rethrown.
     /// - Throws: what `fill` throws, or `BundleError.corruptIndex` naming
     ///   the first violation.
-    public init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64,
-                fill: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
-        var validated: Parsed?
-        storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in
-            try fill(buffer)
-            validated = try Self.validate(buffer, layout: layout, dataLength: dataLength)
-        }
-        guard let parsed = validated else { preconditionFailure("internal error: index storage built without validation") }
-        count = parsed.count
-        creationTime = parsed.creationTime
-        stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
-        totalFileBytes = parsed.totalFileBytes
-        fileCount = parsed.fileCount
+    public convenience init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64,
+                            fill: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
+        let storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in try fill(buffer) }
+        try self.init(pages: IndexPages(resident: storage), layout: layout, dataLength: dataLength)
     }
 
-    /// Validates a copy of a decrypted index against the header it came
-    /// with (for tools and the fuzzer; the reader uses
-    /// ``init(byteCount:layout:dataLength:fill:)``, which needs no copy).
+    /// Validates a decrypted index held in memory (for tools and the
+    /// fuzzer). The index keeps a reference to `plaintext`, no copy.
     ///
     /// - Parameters:
-    ///   - plaintext: the decrypted index; the caller keeps it.
+    ///   - plaintext: the decrypted index.
     ///   - layout: the bundle's chunk layout.
     ///   - dataLength: bytes of chunk data before the index (its offset).
     /// - Throws: `BundleError.corruptIndex` naming the first violation.
     public convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
-        try self.init(byteCount: plaintext.count, layout: layout, dataLength: dataLength) { buffer in
-            plaintext.withUnsafeBytes { buffer.copyMemory(from: $0) }
-        }
+        try self.init(pages: IndexPages(resident: plaintext), layout: layout, dataLength: dataLength)
     }
 
     /// The entry at `position`.
     ///
     /// - Precondition: `position < count`; callers map inodes through
     ///   ``entry(inode:)``, which checks.
-    public func entry(at position: Int) -> IndexEntry {
+    /// - Throws: what reading a page of a paged index throws
+    ///   (`BundleError.corruptIndex` when the bundle changed since it was
+    ///   verified, `.io`).
+    public func entry(at position: Int) throws -> IndexEntry {
         precondition(position >= 0 && position < count, "internal error: index position \(position) out of range")
-        return storage.withUnsafeBytes { b in
-            let start = recordsOffset + position * IndexEntry.recordSize
-            return IndexEntry(record: UnsafeRawBufferPointer(rebasing: b[start..<(start + IndexEntry.recordSize)]), position: position)
+        return try pages.withBytes(at: recordsOffset + position * IndexEntry.recordSize, count: IndexEntry.recordSize) {
+            IndexEntry(record: $0, position: position)
         }
     }
 
     /// The entry for a FUSE inode number (position + 1), or nil.
-    public func entry(inode: UInt64) -> IndexEntry? {
+    ///
+    /// - Throws: as ``entry(at:)``.
+    public func entry(inode: UInt64) throws -> IndexEntry? {
         guard inode >= 1, inode <= UInt64(count) else { return nil }
-        return entry(at: Int(inode - 1))
+        return try entry(at: Int(inode - 1))
     }
 
     /// The root directory.
-    public var root: IndexEntry { entry(at: 0) }
+    public var root: IndexEntry {
+        get throws { try entry(at: 0) }
+    }
 
-    /// Calls `body` with the name bytes of `entry` (valid during the call).
-    public func withName<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try storage.withUnsafeBytes { b in
-            let start = stringsOffset + Int(entry.nameOffset)
-            return try body(UnsafeRawBufferPointer(rebasing: b[start..<(start + Int(entry.nameLength))]))
-        }
+    /// Calls `body` with the name bytes of `entry` (valid during the call;
+    /// for a paged index `body` runs under its lock and must not call back
+    /// into the index).
+    public func withName<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try pages.withBytes(at: stringsOffset + Int(entry.nameOffset), count: Int(entry.nameLength), body)
     }
 
     /// The name bytes of `entry` as a new array (not for hot paths).
-    public func name(of entry: IndexEntry) -> [UInt8] { withName(of: entry) { Array($0) } }
+    public func name(of entry: IndexEntry) throws -> [UInt8] { try withName(of: entry) { Array($0) } }
 
-    /// Calls `body` with the target bytes of a symlink.
-    public func withSymlinkTarget<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    /// Copies the name of `entry` into `buffer` (at least 255 bytes).
+    ///
+    /// - Returns: the name's length.
+    public func copyName(of entry: IndexEntry, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let length = Int(entry.nameLength)
+        try pages.copyBytes(at: stringsOffset + Int(entry.nameOffset), into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length]))
+        return length
+    }
+
+    /// Calls `body` with the target bytes of a symlink (same rules as
+    /// ``withName(of:_:)``).
+    public func withSymlinkTarget<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         precondition(entry.kind == .symlink, "internal error: target of a non-symlink")
-        return try storage.withUnsafeBytes { b in
-            let start = stringsOffset + Int(entry.first)
-            return try body(UnsafeRawBufferPointer(rebasing: b[start..<(start + Int(entry.size))]))
-        }
+        return try pages.withBytes(at: stringsOffset + Int(entry.first), count: Int(entry.size), body)
     }
 
     /// The file id of a file entry.
     public func withFileID<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try storage.withUnsafeBytes { b in
-            let start = recordsOffset + entry.position * IndexEntry.recordSize + 48
-            return try body(UnsafeRawBufferPointer(rebasing: b[start..<(start + BundleFormat.idSize)]))
-        }
+        try entry.withFileID(body)
     }
 
     /// Subdirectories of a directory entry (for st_nlink); 0 for others.
-    ///
-    /// Counted at load into the directory's record (see
-    /// ``IndexEntry/subdirectoryCountOffset``), so no array per entry.
     public func subdirectoryCount(of entry: IndexEntry) -> Int {
         guard entry.kind == .directory else { return 0 }
-        return storage.withUnsafeBytes { b in
-            Int(b.le32(at: recordsOffset + entry.position * IndexEntry.recordSize + IndexEntry.subdirectoryCountOffset))
+        var low = 0
+        var high = parentPositions.count
+        let position = UInt32(entry.position)
+        while low < high {
+            let mid = (low + high) / 2
+            if parentPositions[mid] == position { return Int(subdirectoryCounts[mid]) }
+            if parentPositions[mid] < position { low = mid + 1 } else { high = mid }
         }
+        return 0
     }
 
     /// Finds the child of `directory` called `name` by binary search.
-    public func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) -> IndexEntry? {
+    ///
+    /// - Throws: as ``entry(at:)``.
+    public func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) throws -> IndexEntry? {
         guard directory.kind == .directory else { return nil }
         var low = directory.children.lowerBound
         var high = directory.children.upperBound
         while low < high {
             let mid = (low + high) / 2
-            let candidate = entry(at: mid)
-            let order = withName(of: candidate) { compareBytes($0, name) }
+            let candidate = try entry(at: mid)
+            let order = try withName(of: candidate) { compareBytes($0, name) }
             if order == 0 { return candidate }
             if order < 0 { low = mid + 1 } else { high = mid }
         }
@@ -164,24 +191,24 @@ public final class BundleIndex: Sendable {
     /// `followingLast` is set. At most 40 links are followed.
     ///
     /// - Throws: `BundleError.notFound`, `.notADirectory`, `.io(ELOOP)`, or
-    ///   `.rejected` for an absolute symlink target.
+    ///   `.rejected` for an absolute symlink target; as ``entry(at:)``.
     public func resolve(path: [UInt8], followingLast: Bool = false) throws -> IndexEntry {
         var pending = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init).reversed() as [[UInt8]]
-        var current = root
+        var current = try root
         var hops = 0
         while let component = pending.popLast() {
             // "f/." and "f/.." with f a file are not directories, as in POSIX.
             guard current.kind == .directory else { throw BundleError.notADirectory }
             if component == [UInt8(ascii: ".")] { continue }
             if component == [UInt8(ascii: "."), UInt8(ascii: ".")] {
-                current = entry(at: current.parent)
+                current = try entry(at: current.parent)
                 continue
             }
-            guard let next = component.withUnsafeBytes({ lookup($0, in: current) }) else { throw BundleError.notFound }
+            guard let next = try component.withUnsafeBytes({ try lookup($0, in: current) }) else { throw BundleError.notFound }
             if next.kind == .symlink, !pending.isEmpty || followingLast {
                 hops += 1
                 guard hops <= 40 else { throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path) }
-                let target = withSymlinkTarget(of: next) { Array($0) }
+                let target = try withSymlinkTarget(of: next) { Array($0) }
                 guard target.first != UInt8(ascii: "/") else { throw BundleError.rejected("symlink points outside the bundle") }
                 // Continue from the link's directory with the target's components.
                 let parts = target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
@@ -194,12 +221,14 @@ public final class BundleIndex: Sendable {
     }
 
     /// The path of `entry` from the root, '/'-separated, without a leading '/'.
-    public func path(of entry: IndexEntry) -> [UInt8] {
+    ///
+    /// - Throws: as ``entry(at:)``.
+    public func path(of entry: IndexEntry) throws -> [UInt8] {
         var parts: [[UInt8]] = []
         var current = entry
         while current.position != 0 {
-            parts.append(name(of: current))
-            current = self.entry(at: current.parent)
+            parts.append(try name(of: current))
+            current = try self.entry(at: current.parent)
         }
         return Array(parts.reversed().joined(separator: [UInt8(ascii: "/")]))
     }
@@ -211,26 +240,47 @@ public final class BundleIndex: Sendable {
         var creationTime: Int64
         var totalFileBytes: UInt64
         var fileCount: Int
+        var parentPositions: [UInt32]
+        var subdirectoryCounts: [UInt32]
     }
 
-    /// Checks every rule of the format on the plaintext in `storage`, and
-    /// writes each directory's subdirectory count into its record's reserved
-    /// bytes (``IndexEntry/subdirectoryCountOffset``) once those have been
-    /// checked to be zero: the only write, into the index's own storage.
-    private static func validate(_ storage: UnsafeMutableRawBufferPointer, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
-        let b = UnsafeRawBufferPointer(storage)
+    /// Records validated per copy out of the pages.
+    private static let recordBatch = 256
+
+    /// Checks every rule of the format, reading the plaintext front to back
+    /// (records in batches, names as they come, each parent once per run of
+    /// siblings), so a paged index is validated with a bounded cache.
+    private static func validate(_ pages: IndexPages, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
         func bad(_ why: String) -> BundleError { .corruptIndex(why) }
-        guard b.count >= headerSize, b.starts(with: magic) else { throw bad("bad index magic") }
-        let count = Int(b.le32(at: 8))
-        guard count >= 1, count <= BundleFormat.maximumEntries else { throw bad("entry count \(count)") }
-        guard b.le32(at: 12) == 0 else { throw bad("reserved bytes are not zero") }
-        let stringsLength = b.le64(at: 16)
-        let creationTime = Int64(bitPattern: b.le64(at: 24))
-        let recordsEnd = UInt64(headerSize) + UInt64(count) * UInt64(IndexEntry.recordSize)
-        guard stringsLength <= UInt64(b.count), recordsEnd + stringsLength == UInt64(b.count) else {
-            throw bad("index length \(b.count) does not match \(count) entries and \(stringsLength) string bytes")
+        guard pages.count >= headerSize else { throw bad("bad index magic") }
+        let (magicOK, count, reservedOK, stringsLength, creationTime) = try pages.withBytes(at: 0, count: headerSize) { b in
+            (b.starts(with: magic), Int(b.le32(at: 8)), b.le32(at: 12) == 0, b.le64(at: 16), Int64(bitPattern: b.le64(at: 24)))
         }
-        let strings = UnsafeRawBufferPointer(rebasing: b[Int(recordsEnd)...])
+        guard magicOK else { throw bad("bad index magic") }
+        guard count >= 1, count <= BundleFormat.maximumEntries else { throw bad("entry count \(count)") }
+        guard reservedOK else { throw bad("reserved bytes are not zero") }
+        let recordsEnd = UInt64(headerSize) + UInt64(count) * UInt64(IndexEntry.recordSize)
+        guard stringsLength <= UInt64(pages.count), recordsEnd + stringsLength == UInt64(pages.count) else {
+            throw bad("index length \(pages.count) does not match \(count) entries and \(stringsLength) string bytes")
+        }
+        let stringsStart = Int(recordsEnd)
+        // Scratch for a batch of records and two names; wiped on the way out.
+        let batch = UnsafeMutableRawBufferPointer.allocate(byteCount: recordBatch * IndexEntry.recordSize, alignment: 16)
+        let names = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * 256, alignment: 16)
+        defer {
+            SecureBytes.wipe(batch)
+            SecureBytes.wipe(names)
+            batch.deallocate()
+            names.deallocate()
+        }
+        var current = UnsafeMutableRawBufferPointer(rebasing: names[0..<256])
+        var previous = UnsafeMutableRawBufferPointer(rebasing: names[256..<512])
+        var previousLength = 0
+        // The parent of the last record checked: positions, child range.
+        var parentPosition = -1
+        var parentIsDirectory = false
+        var parentFirst: UInt64 = 0
+        var parentSize: UInt64 = 0
         // Files' chunk data must not overlap. encfs-pack lays it out in
         // record order, so the check is one running end, without an array
         // of ranges (16 bytes per file); any other order falls back to
@@ -241,86 +291,114 @@ public final class BundleIndex: Sendable {
         var fileCount = 0
         var childTotal = 0
         var nextChild = 1 // breadth-first: child ranges tile 1 ..< count in order
-        for position in 0..<count {
-            let start = headerSize + position * IndexEntry.recordSize
-            let r = UnsafeRawBufferPointer(rebasing: b[start..<(start + IndexEntry.recordSize)])
-            guard let kind = IndexEntry.Kind(rawValue: r[4]) else { throw bad("entry \(position) has unknown kind \(r[4])") }
-            guard r[5] == 0, r.le16(at: 14) == 0, r.le32(at: 28) == 0 else { throw bad("entry \(position) has non-zero reserved bytes") }
-            guard r.le16(at: 6) & ~0o7777 == 0 else { throw bad("entry \(position) has invalid mode bits") }
-            guard r.le32(at: 24) < 1_000_000_000 else { throw bad("entry \(position) has invalid nanoseconds") }
-            let parent = Int(r.le32(at: 0))
-            let nameOffset = UInt64(r.le32(at: 8))
-            let nameLength = Int(r.le16(at: 12))
-            let size = r.le64(at: 32)
-            let first = r.le64(at: 40)
-            let idIsZero = r[48..<64].allSatisfy { $0 == 0 }
-            if position == 0 {
-                guard parent == 0, kind == .directory, nameLength == 0, nameOffset == 0 else { throw bad("root entry is malformed") }
-            } else {
-                guard parent < position else { throw bad("entry \(position) comes before its parent") }
-                guard nameLength >= 1, nameLength <= BundleFormat.maximumNameLength,
-                      nameOffset + UInt64(nameLength) <= stringsLength else { throw bad("entry \(position) has an invalid name") }
-                let name = UnsafeRawBufferPointer(rebasing: strings[Int(nameOffset)..<(Int(nameOffset) + nameLength)])
-                guard !name.contains(0), !name.contains(UInt8(ascii: "/")),
-                      !(nameLength == 1 && name[0] == UInt8(ascii: ".")),
-                      !(nameLength == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")) else {
-                    throw bad("entry \(position) has an invalid name")
-                }
-                let parentRecord = UnsafeRawBufferPointer(rebasing: b[(headerSize + parent * IndexEntry.recordSize)...])
-                let parentFirst = parentRecord.le64(at: 40)
-                let parentSize = parentRecord.le64(at: 32)
-                guard parentRecord[4] == IndexEntry.Kind.directory.rawValue,
-                      UInt64(position) >= parentFirst, UInt64(position) - parentFirst < parentSize else {
-                    throw bad("entry \(position) is not among its parent's children")
-                }
-                if UInt64(position) > parentFirst {
-                    let previous = UnsafeRawBufferPointer(rebasing: b[(start - IndexEntry.recordSize)..<start])
-                    let prevName = UnsafeRawBufferPointer(rebasing: strings[Int(previous.le32(at: 8))..<(Int(previous.le32(at: 8)) + Int(previous.le16(at: 12)))])
-                    guard compareBytes(prevName, name) < 0 else { throw bad("entries \(position - 1) and \(position) are not in name order") }
-                }
-            }
-            switch kind {
-            case .directory:
-                guard idIsZero else { throw bad("directory \(position) has a file id") }
-                guard size <= UInt64(count) else { throw bad("directory \(position) has \(size) children") }
-                if size > 0 {
-                    guard first == UInt64(nextChild), first + size <= UInt64(count) else {
-                        throw bad("directory \(position) has an invalid child range")
-                    }
-                    nextChild += Int(size)
+        var parentPositions: [UInt32] = []
+        var subdirectoryCounts: [UInt32] = []
+        var batchStart = 0
+        while batchStart < count {
+            let batchCount = min(recordBatch, count - batchStart)
+            try pages.copyBytes(at: headerSize + batchStart * IndexEntry.recordSize,
+                                into: UnsafeMutableRawBufferPointer(rebasing: batch[0..<(batchCount * IndexEntry.recordSize)]))
+            for k in 0..<batchCount {
+                let position = batchStart + k
+                let r = UnsafeRawBufferPointer(rebasing: batch[(k * IndexEntry.recordSize)..<((k + 1) * IndexEntry.recordSize)])
+                guard let kind = IndexEntry.Kind(rawValue: r[4]) else { throw bad("entry \(position) has unknown kind \(r[4])") }
+                guard r[5] == 0, r.le16(at: 14) == 0, r.le32(at: 28) == 0 else { throw bad("entry \(position) has non-zero reserved bytes") }
+                guard r.le16(at: 6) & ~0o7777 == 0 else { throw bad("entry \(position) has invalid mode bits") }
+                guard r.le32(at: 24) < 1_000_000_000 else { throw bad("entry \(position) has invalid nanoseconds") }
+                let parent = Int(r.le32(at: 0))
+                let nameOffset = UInt64(r.le32(at: 8))
+                let nameLength = Int(r.le16(at: 12))
+                let size = r.le64(at: 32)
+                let first = r.le64(at: 40)
+                let idIsZero = r[48..<64].allSatisfy { $0 == 0 }
+                if position == 0 {
+                    guard parent == 0, kind == .directory, nameLength == 0, nameOffset == 0 else { throw bad("root entry is malformed") }
                 } else {
-                    guard first == 0 else { throw bad("empty directory \(position) has a child offset") }
+                    guard parent < position else { throw bad("entry \(position) comes before its parent") }
+                    guard nameLength >= 1, nameLength <= BundleFormat.maximumNameLength,
+                          nameOffset + UInt64(nameLength) <= stringsLength else { throw bad("entry \(position) has an invalid name") }
+                    let name = UnsafeMutableRawBufferPointer(rebasing: current[0..<nameLength])
+                    try pages.copyBytes(at: stringsStart + Int(nameOffset), into: name)
+                    guard !name.contains(0), !name.contains(UInt8(ascii: "/")),
+                          !(nameLength == 1 && name[0] == UInt8(ascii: ".")),
+                          !(nameLength == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")) else {
+                        throw bad("entry \(position) has an invalid name")
+                    }
+                    if parent != parentPosition {
+                        if parent >= batchStart {
+                            let p = UnsafeRawBufferPointer(rebasing: batch[((parent - batchStart) * IndexEntry.recordSize)...])
+                            (parentIsDirectory, parentFirst, parentSize) = (p[4] == IndexEntry.Kind.directory.rawValue, p.le64(at: 40), p.le64(at: 32))
+                        } else {
+                            (parentIsDirectory, parentFirst, parentSize) = try pages.withBytes(
+                                at: headerSize + parent * IndexEntry.recordSize, count: IndexEntry.recordSize) { p in
+                                (p[4] == IndexEntry.Kind.directory.rawValue, p.le64(at: 40), p.le64(at: 32))
+                            }
+                        }
+                        parentPosition = parent
+                    }
+                    guard parentIsDirectory, UInt64(position) >= parentFirst, UInt64(position) - parentFirst < parentSize else {
+                        throw bad("entry \(position) is not among its parent's children")
+                    }
+                    if UInt64(position) > parentFirst {
+                        guard compareBytes(UnsafeRawBufferPointer(rebasing: previous[0..<previousLength]), UnsafeRawBufferPointer(name)) < 0 else {
+                            throw bad("entries \(position - 1) and \(position) are not in name order")
+                        }
+                    }
+                    swap(&current, &previous)
+                    previousLength = nameLength
                 }
-                childTotal += Int(size)
-                if position != 0 {
-                    // The parent's record was checked (parent < position):
-                    // its reserved bytes started at zero. At most count − 1
-                    // increments in all, so no overflow.
-                    let at = headerSize + parent * IndexEntry.recordSize + IndexEntry.subdirectoryCountOffset
-                    storage.storeBytes(of: (b.le32(at: at) + 1).littleEndian, toByteOffset: at, as: UInt32.self)
+                switch kind {
+                case .directory:
+                    guard idIsZero else { throw bad("directory \(position) has a file id") }
+                    guard size <= UInt64(count) else { throw bad("directory \(position) has \(size) children") }
+                    if size > 0 {
+                        guard first == UInt64(nextChild), first + size <= UInt64(count) else {
+                            throw bad("directory \(position) has an invalid child range")
+                        }
+                        nextChild += Int(size)
+                    } else {
+                        guard first == 0 else { throw bad("empty directory \(position) has a child offset") }
+                    }
+                    childTotal += Int(size)
+                    if position != 0 {
+                        // Parents come in ascending order (breadth-first), so
+                        // the counts stay sorted by position.
+                        if parentPositions.last == UInt32(parent) {
+                            subdirectoryCounts[subdirectoryCounts.count - 1] += 1
+                        } else {
+                            guard parentPositions.last.map({ $0 < UInt32(parent) }) ?? true else {
+                                throw bad("entry \(position) is out of breadth-first order")
+                            }
+                            parentPositions.append(UInt32(parent))
+                            subdirectoryCounts.append(1)
+                        }
+                    }
+                case .file:
+                    guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
+                    let length = layout.ciphertextSize(forPlaintextSize: size)
+                    guard first <= dataLength, length <= dataLength - first else {
+                        throw bad("file \(position) lies outside the data region")
+                    }
+                    if length > 0 {
+                        if first < dataEnd { dataInRecordOrder = false }
+                        dataEnd = max(dataEnd, first + length)
+                    }
+                    totalFileBytes &+= size
+                    fileCount += 1
+                case .symlink:
+                    guard idIsZero else { throw bad("symlink \(position) has a file id") }
+                    guard size >= 1, size <= UInt64(BundleFormat.maximumSymlinkLength), first <= stringsLength,
+                          size <= stringsLength - first else { throw bad("symlink \(position) has an invalid target") }
+                    let holdsNUL = try pages.withBytes(at: stringsStart + Int(first), count: Int(size)) { $0.contains(0) }
+                    guard !holdsNUL else { throw bad("symlink \(position) target holds NUL") }
                 }
-            case .file:
-                guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
-                let length = layout.ciphertextSize(forPlaintextSize: size)
-                guard first <= dataLength, length <= dataLength - first else {
-                    throw bad("file \(position) lies outside the data region")
-                }
-                if length > 0 {
-                    if first < dataEnd { dataInRecordOrder = false }
-                    dataEnd = max(dataEnd, first + length)
-                }
-                totalFileBytes &+= size
-                fileCount += 1
-            case .symlink:
-                guard idIsZero else { throw bad("symlink \(position) has a file id") }
-                guard size >= 1, size <= UInt64(BundleFormat.maximumSymlinkLength), first <= stringsLength,
-                      size <= stringsLength - first else { throw bad("symlink \(position) has an invalid target") }
-                guard !strings[Int(first)..<Int(first + size)].contains(0) else { throw bad("symlink \(position) target holds NUL") }
             }
+            batchStart += batchCount
         }
         guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
-        if !dataInRecordOrder, dataRangesOverlap(b, count: count, layout: layout) { throw bad("file data ranges overlap") }
-        return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount)
+        if !dataInRecordOrder, try dataRangesOverlap(pages, count: count, layout: layout) { throw bad("file data ranges overlap") }
+        return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount,
+                      parentPositions: parentPositions, subdirectoryCounts: subdirectoryCounts)
     }
 }
 
@@ -328,13 +406,15 @@ extension BundleIndex {
     /// Whether any two files' chunk data overlap, for an index whose data
     /// is not in record order (never written by encfs-pack). Runs after
     /// every record has been checked, so sizes and offsets are in range.
-    fileprivate static func dataRangesOverlap(_ b: UnsafeRawBufferPointer, count: Int, layout: ChunkLayout) -> Bool {
+    fileprivate static func dataRangesOverlap(_ pages: IndexPages, count: Int, layout: ChunkLayout) throws -> Bool {
         var ranges: [(start: UInt64, end: UInt64)] = []
         for position in 0..<count {
-            let r = UnsafeRawBufferPointer(rebasing: b[(headerSize + position * IndexEntry.recordSize)...])
-            guard r[4] == IndexEntry.Kind.file.rawValue else { continue }
-            let length = layout.ciphertextSize(forPlaintextSize: r.le64(at: 32))
-            if length > 0 { ranges.append((r.le64(at: 40), r.le64(at: 40) + length)) }
+            let (isFile, size, first) = try pages.withBytes(at: headerSize + position * IndexEntry.recordSize, count: IndexEntry.recordSize) { r in
+                (r[4] == IndexEntry.Kind.file.rawValue, r.le64(at: 32), r.le64(at: 40))
+            }
+            guard isFile else { continue }
+            let length = layout.ciphertextSize(forPlaintextSize: size)
+            if length > 0 { ranges.append((first, first + length)) }
         }
         ranges.sort { $0.start < $1.start }
         return ranges.indices.dropFirst().contains { ranges[$0].start < ranges[$0 - 1].end }

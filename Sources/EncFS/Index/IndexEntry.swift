@@ -11,7 +11,7 @@
 /// 14 u16  reserved (0)
 /// 16 i64  mtime, seconds
 /// 24 u32  mtime, nanoseconds (< 10^9)
-/// 28 u32  reserved (0); in memory, a directory's subdirectory count
+/// 28 u32  reserved (0)
 /// 32 u64  size: file bytes / directory child count / symlink target length
 /// 40 u64  first: file payload offset / first child record / target offset in the string table
 /// 48 16B  file id (files; zero otherwise)
@@ -26,12 +26,6 @@ public struct IndexEntry: Sendable, Equatable {
 
     /// Size of one record.
     public static let recordSize = 64
-
-    /// Where, in memory, a directory's record holds its number of
-    /// subdirectories: reserved bytes that must be zero in the bundle.
-    /// `BundleIndex` checks them, then counts into them while it validates,
-    /// so st_nlink needs no array beside the records (4 bytes per entry).
-    static let subdirectoryCountOffset = 28
 
     /// The record's position in the index (inode = position + 1).
     public let position: Int
@@ -48,6 +42,15 @@ public struct IndexEntry: Sendable, Equatable {
     public let size: UInt64
     /// Payload offset / first child / target offset, by kind.
     public let first: UInt64
+    /// The file id (files; zero otherwise), as stored.
+    let fileID: FileID
+
+    /// A file's 16-byte id, kept in the entry so reading a file needs
+    /// nothing else from the index.
+    struct FileID: Sendable, Equatable {
+        var low: UInt64
+        var high: UInt64
+    }
 
     /// Decodes the record at `position` from an index already validated by
     /// ``BundleIndex``.
@@ -62,6 +65,14 @@ public struct IndexEntry: Sendable, Equatable {
         mtimeNanoseconds = r.le32(at: 24)
         size = r.le64(at: 32)
         first = r.le64(at: 40)
+        fileID = FileID(low: r.loadUnaligned(fromByteOffset: 48, as: UInt64.self),
+                        high: r.loadUnaligned(fromByteOffset: 56, as: UInt64.self))
+    }
+
+    /// Calls `body` with the 16 bytes of the file id.
+    func withFileID<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var id = fileID
+        return try withUnsafeBytes(of: &id) { try body($0) }
     }
 
     /// Children of a directory, as record positions.

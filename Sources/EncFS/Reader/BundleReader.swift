@@ -37,14 +37,16 @@ public final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
     ///   corrupted header or index, length mismatch, I/O).
-    public static func open(path: [UInt8], materials: [KeyMaterial]) throws -> BundleReader {
-        try open(path: path) { header in try header.unlock(with: materials) }
+    public static func open(path: [UInt8], materials: [KeyMaterial],
+                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
+        try open(path: path, indexCacheBytes: indexCacheBytes) { header in try header.unlock(with: materials) }
     }
 
     /// Opens a bundle with a known content key (the mount daemon gets it
     /// from the process that verified the user's secret).
-    public static func open(path: [UInt8], contentKey: SymmetricKey) throws -> BundleReader {
-        try open(path: path) { header in try header.authenticate(contentKey: contentKey) }
+    public static func open(path: [UInt8], contentKey: SymmetricKey,
+                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
+        try open(path: path, indexCacheBytes: indexCacheBytes) { header in try header.authenticate(contentKey: contentKey) }
     }
 
     /// Opens the bundle file and unlocks its header with whichever of
@@ -109,19 +111,26 @@ public final class BundleReader: Sendable {
     /// swapped in at the path meanwhile cannot take its place. The reader
     /// takes ownership of `descriptor` (closed on failure and in `deinit`).
     ///
-    /// - Parameter path: used in messages only.
-    public static func open(descriptor: Int32, path: [UInt8], contentKey: SymmetricKey) throws -> BundleReader {
-        try open(fd: descriptor, path: path) { header in try header.authenticate(contentKey: contentKey) }
+    /// - Parameters:
+    ///   - path: used in messages only.
+    ///   - indexCacheBytes: memory for decrypted index pages (at least
+    ///     `IndexPages.minimumCacheBytes`).
+    public static func open(descriptor: Int32, path: [UInt8], contentKey: SymmetricKey,
+                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
+        try open(fd: descriptor, path: path, indexCacheBytes: indexCacheBytes) { header in
+            try header.authenticate(contentKey: contentKey)
+        }
     }
 
-    private static func open(path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
-        try open(fd: try openBundleFile(path), path: path, unlock: unlock)
+    private static func open(path: [UInt8], indexCacheBytes: Int, unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
+        try open(fd: try openBundleFile(path), path: path, indexCacheBytes: indexCacheBytes, unlock: unlock)
     }
 
-    private static func open(fd: Int32, path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
+    private static func open(fd: Int32, path: [UInt8], indexCacheBytes: Int,
+                             unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         do {
             let (header, keys, fileSize) = try authenticate(fd: fd, path: path, unlock: unlock)
-            let index = try readIndex(fd: fd, path: path, header: header, keys: keys)
+            let index = try readIndex(fd: fd, path: path, header: header, keys: keys, cacheBytes: indexCacheBytes)
             return BundleReader(fd: fd, path: path, header: header, index: index, keys: keys, size: fileSize)
         } catch {
             close(fd)
@@ -140,7 +149,8 @@ public final class BundleReader: Sendable {
         return (header, keys, fileSize)
     }
 
-    private static func readIndex(fd: Int32, path: [UInt8], header: BundleHeader, keys: BundleKeys) throws -> BundleIndex {
+    private static func readIndex(fd: Int32, path: [UInt8], header: BundleHeader, keys: BundleKeys,
+                                  cacheBytes: Int) throws -> BundleIndex {
         // Sizes were bounded by the authenticated header and the file size
         // (the header parser checked indexLength ≥ the tag size).
         let plainLength = Int(header.indexLength) - AESGCM.tagByteCount
@@ -148,29 +158,13 @@ public final class BundleReader: Sendable {
         var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
         let gotTag = try tag.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: start + UInt64(plainLength), path: path) }
         guard gotTag == tag.count else { throw BundleError.corruptIndex("index is truncated") }
-        let aad = IndexBuilder.associatedData(header)
-        let gcm: AESGCM
-        do { gcm = try AESGCM() } catch { throw BundleError.crypto("index decryption failed") }
-        // The ciphertext is read straight into the index's storage and
-        // decrypted in place: no second copy of the index is ever alive.
-        return try BundleIndex(byteCount: plainLength, layout: header.layout, dataLength: header.indexOffset) { buffer in
-            let got = try FileIO.preadFull(fd, into: buffer, at: start, path: path)
-            guard got == plainLength else { throw BundleError.corruptIndex("index is truncated") }
-            do {
-                try IndexBuilder.zeroNonce.withUnsafeBytes { nonce in
-                    try aad.withUnsafeBytes { a in
-                        try tag.withUnsafeBytes { t in
-                            try gcm.open(key: keys.indexKey, nonce: nonce, aad: a,
-                                         ciphertext: UnsafeRawBufferPointer(buffer), tag: t, into: buffer)
-                        }
-                    }
-                }
-            } catch CryptError.authenticationFailure {
-                throw BundleError.corruptIndex("index failed authentication")
-            } catch {
-                throw BundleError.crypto("index decryption failed")
-            }
+        // The plaintext is never held whole: see IndexPages.
+        let pages = try tag.withUnsafeBytes { t in
+            try IndexPages.sealed(descriptor: fd, path: path, start: start, length: plainLength, tag: t,
+                                  key: keys.indexKey, nonce: IndexBuilder.zeroNonce,
+                                  aad: IndexBuilder.associatedData(header), cacheBytes: cacheBytes)
         }
+        return try BundleIndex(pages: pages, layout: header.layout, dataLength: header.indexOffset)
     }
 
     // MARK: - Reading files
@@ -180,7 +174,7 @@ public final class BundleReader: Sendable {
     /// - Throws: `BundleError.isADirectory` for non-files, `.crypto`.
     public func fileKey(for entry: IndexEntry) throws -> SymmetricKey {
         guard entry.kind == .file else { throw BundleError.isADirectory }
-        return try index.withFileID(of: entry) { try keys.fileKey(fileID: $0) }
+        return try entry.withFileID { try keys.fileKey(fileID: $0) }
     }
 
     /// Reads plaintext of `entry` starting at `offset` into `buffer`,
@@ -241,8 +235,8 @@ public final class BundleReader: Sendable {
         defer { if given == nil { returnWorkspace(workspace) } }
         let bodyStart = UInt64(header.headerLength) + entry.first
         do {
-            try index.withFileID(of: entry) { fileID in
-                let key = try givenKey ?? workspace.fileKey(fileID: fileID, keys: keys)
+            let key = try givenKey ?? workspace.fileKey(for: entry, keys: keys)
+            try entry.withFileID { fileID in
                 // The sealed chunks fetched last: batch.lowerBound's bytes
                 // start at workspace.sealed[0].
                 var batch: Range<UInt64> = chunks.lowerBound..<chunks.lowerBound

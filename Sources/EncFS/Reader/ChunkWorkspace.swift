@@ -20,15 +20,19 @@ final class ChunkWorkspace: @unchecked Sendable {
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
-    /// The ids of the files whose keys are cached, 16 bytes per slot.
-    private let cachedFileIDs: UnsafeMutableRawBufferPointer
-    /// The cached file keys, by slot; nil while a slot is empty.
+    /// The files whose entries and keys are cached, by slot: index
+    /// position, −1 while a slot is empty. A workspace belongs to one reader
+    /// (one bundle), so a position names one file.
+    private var cachedPositions: [Int]
+    private var cachedEntries: [IndexEntry?]
+    /// The cached file keys, by slot.
     private var cachedKeys: [SymmetricKey?]
     /// The slot the next miss replaces (round robin).
     private var nextSlot = 0
-    /// Keys cached per workspace. The mount has no per-open state (the
-    /// kernel skips open and release), so a read finds its file's key here;
-    /// a few slots cover a thread alternating between files.
+    /// Files cached per workspace. The mount has no per-open state (the
+    /// kernel skips open and release), so a read finds its file's entry and
+    /// key here, without touching the index; a few slots cover a thread
+    /// alternating between files.
     static let cachedKeyCount = 4
 
     init(layout: ChunkLayout, bundleID: [UInt8]) throws {
@@ -39,29 +43,36 @@ final class ChunkWorkspace: @unchecked Sendable {
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
         plaintextLocked = SecureMemory.lock(plaintext)
-        cachedFileIDs = .allocate(byteCount: Self.cachedKeyCount * BundleFormat.idSize, alignment: 8)
-        cachedFileIDs.initializeMemory(as: UInt8.self, repeating: 0)
+        cachedPositions = Array(repeating: -1, count: Self.cachedKeyCount)
+        cachedEntries = Array(repeating: nil, count: Self.cachedKeyCount)
         cachedKeys = Array(repeating: nil, count: Self.cachedKeyCount)
     }
 
-    /// The key of the file with id `fileID`, derived on a miss.
+    /// The cached entry at index `position`, if this workspace read that
+    /// file recently.
+    func cachedEntry(at position: Int) -> IndexEntry? {
+        for slot in 0..<Self.cachedKeyCount where cachedPositions[slot] == position {
+            return cachedEntries[slot]
+        }
+        return nil
+    }
+
+    /// The key of file `entry`, derived on a miss (and then cached with the
+    /// entry).
     ///
     /// - Parameters:
-    ///   - fileID: the file's 16-byte id.
+    ///   - entry: a file entry of this workspace's bundle.
     ///   - keys: derive the key from these on a miss.
     /// - Throws: `BundleError.crypto` when the derivation fails.
-    func fileKey(fileID: UnsafeRawBufferPointer, keys: BundleKeys) throws -> SymmetricKey {
-        let size = BundleFormat.idSize
-        for slot in 0..<Self.cachedKeyCount {
-            if let key = cachedKeys[slot],
-               UnsafeRawBufferPointer(rebasing: cachedFileIDs[(slot * size)..<((slot + 1) * size)]).elementsEqual(fileID) {
-                return key
-            }
+    func fileKey(for entry: IndexEntry, keys: BundleKeys) throws -> SymmetricKey {
+        for slot in 0..<Self.cachedKeyCount where cachedPositions[slot] == entry.position {
+            if let key = cachedKeys[slot] { return key }
         }
-        let key = try keys.fileKey(fileID: fileID)
+        let key = try entry.withFileID { try keys.fileKey(fileID: $0) }
         let slot = nextSlot
         nextSlot = (nextSlot + 1) % Self.cachedKeyCount
-        UnsafeMutableRawBufferPointer(rebasing: cachedFileIDs[(slot * size)..<((slot + 1) * size)]).copyMemory(from: fileID)
+        cachedPositions[slot] = entry.position
+        cachedEntries[slot] = entry
         cachedKeys[slot] = key
         return key
     }
@@ -70,6 +81,5 @@ final class ChunkWorkspace: @unchecked Sendable {
         SecureMemory.release(plaintext, locked: plaintextLocked)
         sealed.deallocate()
         plaintext.deallocate()
-        cachedFileIDs.deallocate()
     }
 }

@@ -111,9 +111,9 @@ struct BundleRegions {
         let layout = header.layout
         let index = reader.index
         for position in 0..<index.count {
-            let entry = index.entry(at: position)
+            let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
-            let path = String(decoding: index.path(of: entry), as: UTF8.self)
+            let path = String(decoding: try index.path(of: entry), as: UTF8.self)
             for chunk in 0..<layout.chunkCount(forPlaintextSize: entry.size) {
                 let start = h + entry.first + layout.ciphertextOffset(ofChunk: chunk)
                 let sealed = layout.sealedSize(ofChunk: chunk, plaintextSize: entry.size)

@@ -1,0 +1,358 @@
+import CryptCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The index plaintext: either all of it in wiping memory, or left sealed
+/// in the bundle and decrypted one page at a time into a bounded cache.
+///
+/// A mounted bundle uses the sealed form, so the daemon's memory does not
+/// grow with the number of entries (1,000,000 entries take about 76 MB of
+/// index plaintext; the cache holds 4 MiB by default).
+///
+/// How a page is trusted without its own tag (the format seals the index as
+/// one AES-GCM message, see docs/FORMAT.md): at open the whole message is
+/// decrypted and its tag checked (``sealed(descriptor:path:start:length:tag:key:nonce:aad:cacheBytes:)``),
+/// and the SHA-256 of each 16 KiB page of *ciphertext* is kept. Later a page
+/// is read again from the bundle, its ciphertext must hash to the digest
+/// taken when the tag was verified, and only then is it decrypted (AES-CTR
+/// from the page's own block, which is exactly GCM's keystream: `AESCTR`).
+/// A bundle changed after the mount therefore gives a "changed since it
+/// was verified" error, never other plaintext.
+public final class IndexPages: Sendable {
+    /// Bytes per page: a multiple of 16 (AES blocks) and of nothing else in
+    /// the layout, so records and names may straddle two pages.
+    public static let pageSize = 16 << 10
+    /// Default cache: 256 pages.
+    public static let defaultCacheBytes = 4 << 20
+    /// The smallest cache accepted (4 pages).
+    public static let minimumCacheBytes = 4 * pageSize
+
+    /// Plaintext length in bytes.
+    let count: Int
+    private let backing: Backing
+
+    private enum Backing: Sendable {
+        case resident(SecureBytes)
+        case sealed(SealedPages)
+    }
+
+    /// The sealed form's digests and cache, owned by one class so the enum
+    /// can hold the (non-copyable) mutex.
+    private final class SealedPages: Sendable {
+        let digests: [UInt8]
+        let cache: Mutex<PageCache>
+
+        init(digests: [UInt8], cache: PageCache) {
+            self.digests = digests
+            self.cache = Mutex(cache)
+        }
+    }
+
+    /// All of the plaintext in memory (tests, tools, the fuzzer).
+    init(resident plaintext: SecureBytes) {
+        count = plaintext.count
+        backing = .resident(plaintext)
+    }
+
+    private init(count: Int, digests: [UInt8], cache: PageCache) {
+        self.count = count
+        backing = .sealed(SealedPages(digests: digests, cache: cache))
+    }
+
+    /// Whether the plaintext is read from the bundle page by page.
+    var isPaged: Bool {
+        if case .sealed = backing { return true }
+        return false
+    }
+
+    /// Pages the cache can hold (0 when resident).
+    var cachedPageLimit: Int {
+        switch backing {
+        case .resident: return 0
+        case .sealed(let sealed): return sealed.cache.withLock { $0.slotCount }
+        }
+    }
+
+    /// The pages in the cache now, ascending (for tests and diagnostics).
+    var cachedPages: [Int] {
+        switch backing {
+        case .resident: return []
+        case .sealed(let sealed): return sealed.cache.withLock { $0.cachedPages }
+        }
+    }
+
+    /// Decrypts and authenticates a sealed index once, keeping per page the
+    /// digest of its ciphertext, and as many decrypted pages as the cache
+    /// holds.
+    ///
+    /// - Parameters:
+    ///   - descriptor: the bundle, open for reading; duplicated, so the
+    ///     caller keeps its own.
+    ///   - path: for messages.
+    ///   - start: file offset of the sealed index.
+    ///   - length: plaintext length (the tag follows it).
+    ///   - tag: the index's GCM tag.
+    ///   - key, nonce, aad: how the index was sealed.
+    ///   - cacheBytes: cache size, at least ``minimumCacheBytes``.
+    /// - Throws: `BundleError.corruptIndex` when the tag fails or the file is
+    ///   short, `.io`, `.crypto`.
+    static func sealed(descriptor: Int32, path: [UInt8], start: UInt64, length: Int, tag: UnsafeRawBufferPointer,
+                       key: SymmetricKey, nonce: [UInt8], aad: [UInt8], cacheBytes: Int) throws -> IndexPages {
+        precondition(length >= 0 && cacheBytes >= minimumCacheBytes, "internal error: index pages \(length), cache \(cacheBytes)")
+        let pageCount = (length + pageSize - 1) / pageSize
+        let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard fd >= 0 else { throw BundleError.lastIO("duplicate bundle descriptor", path) }
+        let cache: PageCache
+        do {
+            cache = try PageCache(fd: fd, path: path, start: start, length: length, key: key, nonce: nonce,
+                                  slotCount: min(cacheBytes / pageSize, max(pageCount, 1)), pageCount: pageCount)
+        } catch {
+            close(fd)
+            throw error
+        }
+        var digests = [UInt8](repeating: 0, count: pageCount * SHA256.byteCount)
+        let gcm: AESGCM
+        do { gcm = try AESGCM() } catch { throw BundleError.crypto("index decryption failed") }
+        // 1 MiB of ciphertext per pread; each page is hashed, then decrypted
+        // into a free cache slot (or a scratch page once the cache is full).
+        let batchBytes = 64 * pageSize
+        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: min(max(length, 1), batchBytes), alignment: 4096)
+        defer { sealed.deallocate() }
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 4096)
+        let scratchLocked = SecureMemory.lock(scratch)
+        defer {
+            SecureMemory.release(scratch, locked: scratchLocked)
+            scratch.deallocate()
+        }
+        do {
+            try nonce.withUnsafeBytes { n in
+                try aad.withUnsafeBytes { a in
+                    try gcm.open(key: key, nonce: n, aad: a, tag: tag) { decrypt in
+                        var done = 0
+                        while done < length {
+                            let want = min(length - done, batchBytes)
+                            let got = try FileIO.preadFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]),
+                                                           at: start + UInt64(done), path: path)
+                            guard got == want else { throw BundleError.corruptIndex("index is truncated") }
+                            var at = 0
+                            while at < want {
+                                let page = (done + at) / pageSize
+                                let pageBytes = min(pageSize, want - at)
+                                let ciphertext = UnsafeRawBufferPointer(rebasing: sealed[at..<(at + pageBytes)])
+                                digests.withUnsafeMutableBytes { d in
+                                    SHA256.hash(ciphertext, into: UnsafeMutableRawBufferPointer(
+                                        rebasing: d[(page * SHA256.byteCount)..<((page + 1) * SHA256.byteCount)]))
+                                }
+                                let target = cache.adoptFreeSlot(forPage: page, byteCount: pageBytes)
+                                    ?? UnsafeMutableRawBufferPointer(rebasing: scratch[0..<pageBytes])
+                                try decrypt(ciphertext, target)
+                                at += pageBytes
+                            }
+                            done += want
+                        }
+                    }
+                }
+            }
+        } catch CryptError.authenticationFailure {
+            throw BundleError.corruptIndex("index failed authentication")
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError.crypto("index decryption failed")
+        }
+        return IndexPages(count: length, digests: digests, cache: cache)
+    }
+
+    /// Calls `body` with the plaintext bytes `offset ..< offset + byteCount`.
+    ///
+    /// For a paged index `body` runs with the cache locked: it must not call
+    /// back into this index. A range that straddles pages is assembled in a
+    /// temporary buffer, wiped afterwards.
+    ///
+    /// - Throws: `BundleError.corruptIndex` when a page no longer matches
+    ///   the bundle that was verified, `.io`, `.crypto`, or what `body` throws.
+    func withBytes<R: Sendable>(at offset: Int, count byteCount: Int, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        precondition(offset >= 0 && byteCount >= 0 && offset <= count - byteCount,
+                     "internal error: index bytes \(offset)+\(byteCount) of \(count)")
+        switch backing {
+        case .resident(let bytes):
+            return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + byteCount)])) }
+        case .sealed(let sealed):
+            let digests = sealed.digests
+            return try sealed.cache.withLock { cache -> R in
+                let page = offset / Self.pageSize
+                let within = offset - page * Self.pageSize
+                if within + byteCount <= Self.pageSize {
+                    let bytes = try cache.page(page, digests: digests)
+                    return try body(UnsafeRawBufferPointer(rebasing: bytes[within..<(within + byteCount)]))
+                }
+                return try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16) { joined -> R in
+                    defer { SecureBytes.wipe(joined) }
+                    try cache.copy(at: offset, into: joined, digests: digests)
+                    return try body(UnsafeRawBufferPointer(joined))
+                }
+            }
+        }
+    }
+
+    /// Copies the plaintext bytes at `offset` into `buffer` (any length up
+    /// to the end of the index).
+    ///
+    /// - Throws: as ``withBytes(at:count:_:)``.
+    func copyBytes(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws {
+        precondition(offset >= 0 && offset <= count - buffer.count, "internal error: index bytes \(offset)+\(buffer.count) of \(count)")
+        switch backing {
+        case .resident(let bytes):
+            bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + buffer.count)])) }
+        case .sealed(let sealed):
+            let digests = sealed.digests
+            try sealed.cache.withLock { cache in try cache.copy(at: offset, into: buffer, digests: digests) }
+        }
+    }
+}
+
+/// The decrypted pages of a sealed index and what it takes to load more:
+/// used only with `IndexPages`' lock held.
+///
+/// Eviction is CLOCK (second chance): cheap, and good for the scans the
+/// index sees (validation, `find`, reading every file in tree order).
+/// Slots are one locked allocation, wiped before it is freed.
+/// `@unchecked Sendable`: its creator fills it before sharing it, and from
+/// then on it is touched only inside `IndexPages`' mutex.
+private final class PageCache: @unchecked Sendable {
+    let slotCount: Int
+    private let slots: UnsafeMutableRawBufferPointer
+    private let slotsLocked: Bool
+    /// The page in each slot, −1 when free.
+    private var pageInSlot: [Int]
+    /// The slot holding each page, −1 when not cached.
+    private var slotOfPage: [Int32]
+    private var referenced: [Bool]
+    private var hand = 0
+    /// Slots handed out while the index was first decrypted.
+    private var adopted = 0
+    /// Ciphertext of the page being loaded (not secret).
+    private let sealed: UnsafeMutableRawBufferPointer
+    private var digest = [UInt8](repeating: 0, count: SHA256.byteCount)
+    private let ctr: AESCTR
+    private let fd: Int32
+    private let path: [UInt8]
+    private let start: UInt64
+    private let length: Int
+    private let key: SymmetricKey
+    private let nonce: [UInt8]
+
+    init(fd: Int32, path: [UInt8], start: UInt64, length: Int, key: SymmetricKey, nonce: [UInt8],
+         slotCount: Int, pageCount: Int) throws {
+        do { ctr = try AESCTR() } catch { throw BundleError.crypto("index decryption failed") }
+        self.slotCount = slotCount
+        slots = .allocate(byteCount: slotCount * IndexPages.pageSize, alignment: 4096)
+        slots.initializeMemory(as: UInt8.self, repeating: 0)
+        slotsLocked = SecureMemory.lock(slots)
+        pageInSlot = Array(repeating: -1, count: slotCount)
+        slotOfPage = Array(repeating: -1, count: pageCount)
+        referenced = Array(repeating: false, count: slotCount)
+        sealed = .allocate(byteCount: IndexPages.pageSize, alignment: 4096)
+        self.fd = fd
+        self.path = path
+        self.start = start
+        self.length = length
+        self.key = key
+        self.nonce = nonce
+    }
+
+    deinit {
+        SecureMemory.release(slots, locked: slotsLocked)
+        slots.deallocate()
+        sealed.deallocate()
+        close(fd)
+    }
+
+    var cachedPages: [Int] { pageInSlot.filter { $0 >= 0 }.sorted() }
+
+    /// While the index is first decrypted: the next free slot, now holding
+    /// `page` (its first `byteCount` bytes are about to be written), or nil
+    /// when every slot is taken.
+    func adoptFreeSlot(forPage page: Int, byteCount: Int) -> UnsafeMutableRawBufferPointer? {
+        guard adopted < slotCount else { return nil }
+        let slot = adopted
+        adopted += 1
+        pageInSlot[slot] = page
+        slotOfPage[page] = Int32(slot)
+        return UnsafeMutableRawBufferPointer(rebasing: slots[(slot * IndexPages.pageSize)..<(slot * IndexPages.pageSize + byteCount)])
+    }
+
+    /// The plaintext of `page`, loaded on a miss.
+    func page(_ page: Int, digests: [UInt8]) throws -> UnsafeRawBufferPointer {
+        let pageBytes = min(IndexPages.pageSize, length - page * IndexPages.pageSize)
+        var slot = Int(slotOfPage[page])
+        if slot < 0 {
+            slot = victim()
+            try load(page, into: slot, byteCount: pageBytes, digests: digests)
+        }
+        referenced[slot] = true
+        let base = slot * IndexPages.pageSize
+        return UnsafeRawBufferPointer(rebasing: slots[base..<(base + pageBytes)])
+    }
+
+    /// Copies plaintext at `offset` into `buffer`, page by page.
+    func copy(at offset: Int, into buffer: UnsafeMutableRawBufferPointer, digests: [UInt8]) throws {
+        var done = 0
+        while done < buffer.count {
+            let at = offset + done
+            let bytes = try page(at / IndexPages.pageSize, digests: digests)
+            let within = at % IndexPages.pageSize
+            let take = min(bytes.count - within, buffer.count - done)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + take)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[within..<(within + take)]))
+            done += take
+        }
+    }
+
+    /// The slot to reuse: a free one, else the first unreferenced one the
+    /// clock hand finds (clearing reference bits as it passes).
+    private func victim() -> Int {
+        while true {
+            let slot = hand
+            hand = (hand + 1) % slotCount
+            if pageInSlot[slot] < 0 { return slot }
+            if !referenced[slot] {
+                slotOfPage[pageInSlot[slot]] = -1
+                pageInSlot[slot] = -1
+                return slot
+            }
+            referenced[slot] = false
+        }
+    }
+
+    /// Reads `page`'s ciphertext, checks it against the digest taken when
+    /// the index was authenticated, and decrypts it into `slot`.
+    private func load(_ page: Int, into slot: Int, byteCount: Int, digests: [UInt8]) throws {
+        let ciphertext = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<byteCount])
+        let got = try FileIO.preadFull(fd, into: ciphertext, at: start + UInt64(page * IndexPages.pageSize), path: path)
+        guard got == byteCount else { throw BundleError.corruptIndex("index page \(page) is truncated (the bundle changed after it was verified)") }
+        let matches = digest.withUnsafeMutableBytes { d in
+            SHA256.hash(UnsafeRawBufferPointer(ciphertext), into: d)
+            return digests.withUnsafeBytes { all in
+                UnsafeRawBufferPointer(d).elementsEqual(all[(page * SHA256.byteCount)..<((page + 1) * SHA256.byteCount)])
+            }
+        }
+        guard matches else { throw BundleError.corruptIndex("index page \(page) changed after the bundle was verified") }
+        let base = slot * IndexPages.pageSize
+        let target = UnsafeMutableRawBufferPointer(rebasing: slots[base..<(base + byteCount)])
+        do {
+            try nonce.withUnsafeBytes { n in
+                try ctr.decryptSegment(key: key, nonce: n, messageOffset: page * IndexPages.pageSize,
+                                       ciphertext: UnsafeRawBufferPointer(ciphertext), into: target)
+            }
+        } catch {
+            SecureBytes.wipe(target)
+            throw BundleError.crypto("index decryption failed")
+        }
+        pageInSlot[slot] = page
+        slotOfPage[page] = Int32(slot)
+        referenced[slot] = false
+    }
+}
