@@ -40,6 +40,9 @@ public enum MountCommand {
                                (default 4096); the rest of the index stays
                                sealed in the bundle, so memory does not grow
                                with the number of files
+      --threads N              worker threads, 1 … 64 (default: two per CPU,
+                               at least 4); more help only when the bundle
+                               sits on slow storage and reads wait for it
       -h, --help               this text
       --                       end of options
 
@@ -56,6 +59,7 @@ public enum MountCommand {
         .init(["--log-file"], takesValue: true),
         .init(["--readahead"], takesValue: true),
         .init(["--index-cache"], takesValue: true),
+        .init(["--threads"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         .init([daemonFlag], takesValue: false),
     ])
@@ -108,9 +112,18 @@ public enum MountCommand {
             }
             indexCacheKB = kb
         }
+        var threads = MountSession.defaultThreads
+        if let text = args.value("--threads") {
+            guard let n = Int(String(decoding: text, as: UTF8.self)), (1...MountSession.maximumThreads).contains(n) else {
+                diagnostics.error("--threads must be a number from 1 to \(MountSession.maximumThreads)")
+                return ExitCode.usage
+            }
+            threads = n
+        }
         if args.has(daemonFlag) {
             return runDaemon(bundle: args.positionals[0], mountpoint: args.positionals[1], extraOptions: extraOptions,
-                             logFile: args.value("--log-file"), readahead: readahead, indexCacheKB: indexCacheKB)
+                             logFile: args.value("--log-file"), readahead: readahead, indexCacheKB: indexCacheKB,
+                             threads: threads)
         }
         let bundle = args.positionals[0]
         let mountpoint = args.positionals[1]
@@ -151,7 +164,7 @@ public enum MountCommand {
             defer { close(descriptor) }
             return spawnDaemon(bundleDescriptor: descriptor, contentKey: keys.contentKey, bundle: bundle, mountpoint: mountpoint,
                                extraOptions: extraOptions, logFile: args.value("--log-file"), readahead: readahead,
-                               indexCacheKB: indexCacheKB, diagnostics: diagnostics)
+                               indexCacheKB: indexCacheKB, threads: threads, diagnostics: diagnostics)
         case .reader(let reader):
             let logger: MountLogger
             if let logFile = args.value("--log-file") {
@@ -166,7 +179,7 @@ public enum MountCommand {
             warnIfUnlocked(logger)
             do {
                 let session = try MountSession(reader: reader, bundlePath: (try? FileIO.resolvedPath(bundle)) ?? bundle, mountpoint: (try? FileIO.resolvedPath(mountpoint)) ?? mountpoint,
-                                               extraOptions: extraOptions, logger: logger)
+                                               extraOptions: extraOptions, logger: logger, threads: threads)
                 try session.mount()
                 applyReadahead(readahead, to: session, logger: logger)
                 try session.run()
@@ -189,7 +202,7 @@ public enum MountCommand {
 
     private static func spawnDaemon(bundleDescriptor: Int32, contentKey: SymmetricKey, bundle: [UInt8], mountpoint: [UInt8],
                                     extraOptions: [String], logFile: [UInt8]?, readahead: Int?, indexCacheKB: Int,
-                                    diagnostics: Diagnostics) -> Int32 {
+                                    threads: Int, diagnostics: Diagnostics) -> Int32 {
         guard let absoluteBundle = (try? FileIO.resolvedPath(bundle)), let absoluteMountpoint = (try? FileIO.resolvedPath(mountpoint)) else {
             diagnostics.error("cannot resolve path", path: bundle)
             return ExitCode.failure
@@ -221,6 +234,7 @@ public enum MountCommand {
         if let absoluteLog { childArgs += [Array("--log-file".utf8), absoluteLog] }
         if let readahead { childArgs += [Array("--readahead".utf8), Array(String(readahead).utf8)] }
         childArgs += [Array("--index-cache".utf8), Array(String(indexCacheKB).utf8)]
+        childArgs += [Array("--threads".utf8), Array(String(threads).utf8)]
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -292,7 +306,7 @@ public enum MountCommand {
     // MARK: - Daemon side
 
     private static func runDaemon(bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String], logFile: [UInt8]?,
-                                  readahead: Int?, indexCacheKB: Int) -> Int32 {
+                                  readahead: Int?, indexCacheKB: Int, threads: Int) -> Int32 {
         MountSession.disableCoreDumps()
         func fail(_ message: String, path: [UInt8]?) -> Int32 {
             var line = Array("1\(message)".utf8)
@@ -334,7 +348,7 @@ public enum MountCommand {
         }
         do {
             session = try MountSession(reader: reader, bundlePath: bundle, mountpoint: mountpoint,
-                                       extraOptions: extraOptions, logger: logger)
+                                       extraOptions: extraOptions, logger: logger, threads: threads)
             try session.mount()
         } catch let e as BundleError {
             return fail(e.message, path: e.path ?? mountpoint)

@@ -1,0 +1,95 @@
+import XCTest
+
+/// `encfs-mount --threads N`: the daemon serves with N libfuse workers,
+/// starts them on demand, and keeps every one it started (a worker ended
+/// and re-created under load costs its scratch and key derivations again).
+final class WorkerThreadTests: MountTestCase {
+    /// Reads random 4 KiB blocks of FILE from 8 threads for SECONDS and
+    /// prints how many reads returned the expected bytes and how many not.
+    static let load = #"""
+    import os, random, sys, threading
+    path, seconds, expected = sys.argv[1], float(sys.argv[2]), open(sys.argv[3], "rb").read()
+    import time
+    stop = time.monotonic() + seconds
+    counts = [0, 0]
+    lock = threading.Lock()
+    def work(seed):
+        rng = random.Random(seed)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        buf = __import__("mmap").mmap(-1, 4096)
+        ok = bad = 0
+        while time.monotonic() < stop:
+            off = rng.randrange(len(expected) // 4096) * 4096
+            n = os.preadv(fd, [buf], off)
+            if buf[:n] == expected[off:off + n] and n == 4096: ok += 1
+            else: bad += 1
+        os.close(fd)
+        with lock:
+            counts[0] += ok; counts[1] += bad
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    print(counts[0], counts[1])
+    """#
+
+    private func threadIDs(_ pid: pid_t) throws -> Set<String> {
+        Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))
+    }
+
+    private func mountLoaded(threads: String?) throws -> (MountedBundle, pid_t, String) {
+        let source = scratch.url("src")
+        try check("mkdir", [source])
+        try check("sh", ["-c", "head -c 4194304 /dev/urandom > \"$1\"", "sh", "\(source)/data.bin"])
+        let key = try makeKeyFile()
+        let bundle = scratch.url("threads.encfs")
+        _ = try packOrThrow(source, bundle, keyFile: key)
+        let mounted = try mount(bundle, keyFile: key, options: threads.map { ["--threads", $0] } ?? [])
+        let pid = try XCTUnwrap(mounted.daemonPID)
+        return (mounted, pid, "\(source)/data.bin")
+    }
+
+    private func runLoad(_ mounted: MountedBundle, expected: String) throws {
+        let result = try python(Self.load, [mounted.path("data.bin"), "1.5", expected])
+        let counts = result.output.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        XCTAssertEqual(counts.count, 2, result.summary)
+        XCTAssertGreaterThan(counts.first ?? 0, 100, result.summary)
+        XCTAssertEqual(counts.last ?? -1, 0, "reads returned wrong bytes: \(result.summary)")
+    }
+
+    func testThreadsOption_ServesWithExactlyThatManyWorkersAndKeepsThem() throws {
+        let (mounted, pid, expected) = try mountLoaded(threads: "3")
+        try runLoad(mounted, expected: expected)
+        let afterFirst = try threadIDs(pid)
+        // Main thread + 3 workers: eight concurrent readers needed them all.
+        XCTAssertEqual(afterFirst.count, 4, "\(afterFirst)")
+        try runLoad(mounted, expected: expected)
+        XCTAssertEqual(try threadIDs(pid), afterFirst, "a worker was ended and re-created under load")
+    }
+
+    func testDefaultThreads_TwoPerCPUAtLeastFour() throws {
+        let (mounted, pid, expected) = try mountLoaded(threads: nil)
+        try runLoad(mounted, expected: expected)
+        let cpus = ProcessInfo.processInfo.activeProcessorCount
+        let expectedWorkers = min(64, max(4, 2 * cpus))
+        let ids = try threadIDs(pid)
+        // Eight readers start at most eight workers.
+        XCTAssertEqual(ids.count, 1 + min(expectedWorkers, 8), "\(ids)")
+        try runLoad(mounted, expected: expected)
+        XCTAssertEqual(try threadIDs(pid), ids, "a worker was ended and re-created under load")
+    }
+
+    func testThreadsOption_RejectsOutOfRange() throws {
+        let source = scratch.url("src")
+        try check("mkdir", [source])
+        let key = try makeKeyFile()
+        let bundle = scratch.url("empty.encfs")
+        _ = try packOrThrow(source, bundle, keyFile: key)
+        let mountpoint = try scratch.makeDirectory("mnt")
+        for value in ["0", "65", "four", ""] {
+            let result = try run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "--threads", value])
+            XCTAssertEqual(result.status, 2, "--threads \(value): \(result.summary)")
+            XCTAssertTrue(result.errorOutput.contains("--threads must be a number from 1 to 64"), result.summary)
+            XCTAssertFalse(MountTable.isMounted(mountpoint))
+        }
+    }
+}
