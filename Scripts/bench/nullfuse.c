@@ -4,8 +4,9 @@
  * The "FUSE alone, no crypto" ceiling for Scripts/bench.sh. It is configured
  * the way encfs-mount configures its own session, so that the difference
  * between the two is the daemon's work and nothing else:
- *   - low-level API, multithreaded loop (max 16 threads, 16 idle so no worker
- *     is ended and re-created under load, no clone_fd);
+ *   - low-level API, multithreaded loop with encfs-mount's default thread
+ *     count (two per online CPU, at least 4), all kept once started (as many
+ *     idle as threads), no clone_fd;
  *   - keep_cache on every open, cache_readdir on directories, entry, attribute
  *     and negative-lookup timeouts of one year (the tree does not change while
  *     the benchmark runs);
@@ -523,8 +524,12 @@ int main(int argc, char *argv[])
 	} else {
 		struct fuse_loop_config *config = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(config, 0);
-		fuse_loop_cfg_set_idle_threads(config, 16);
-		fuse_loop_cfg_set_max_threads(config, 16);
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		unsigned threads = cpus > 2 ? (unsigned)(2 * cpus) : 4;
+		if (threads > 64)
+			threads = 64;
+		fuse_loop_cfg_set_idle_threads(config, threads);
+		fuse_loop_cfg_set_max_threads(config, threads);
 		rc = fuse_session_loop_mt(se, config);
 		fuse_loop_cfg_destroy(config);
 	}
