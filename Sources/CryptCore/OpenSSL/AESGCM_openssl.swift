@@ -61,15 +61,7 @@ public final class AESGCM {
                      plaintext: UnsafeRawBufferPointer, into ciphertext: UnsafeMutableRawBufferPointer,
                      tag: UnsafeMutableRawBufferPointer) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: plaintext.count, output: ciphertext.count)
-        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
-            let cipher = cipher(for: .encrypt)
-            guard EVP_EncryptInit_ex2(context, cipher, keyToInstall(k, cipherChanged: cipher != nil),
-                                      nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
-                preparedFor = nil
-                preparedKeyValid = false
-                throw openSSLError("EVP_EncryptInit_ex2")
-            }
-        }
+        try begin(.encrypt, key: key, nonce: nonce)
         try update(aad: aad, encrypt: true)
         try transform(plaintext, into: ciphertext, encrypt: true)
         var outLength: Int32 = 0
@@ -91,30 +83,11 @@ public final class AESGCM {
                      ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer,
                      into plaintext: UnsafeMutableRawBufferPointer) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: ciphertext.count, output: plaintext.count)
-        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
-            let cipher = cipher(for: .decrypt)
-            guard EVP_DecryptInit_ex2(context, cipher, keyToInstall(k, cipherChanged: cipher != nil),
-                                      nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
-                preparedFor = nil
-                preparedKeyValid = false
-                throw openSSLError("EVP_DecryptInit_ex2")
-            }
-        }
+        try begin(.decrypt, key: key, nonce: nonce)
         do {
             try update(aad: aad, encrypt: false)
             try transform(ciphertext, into: plaintext, encrypt: false)
-            // SET_TAG takes a non-const pointer; give it a private copy.
-            var tagCopy: (UInt64, UInt64) = (0, 0)
-            withUnsafeMutableBytes(of: &tagCopy) { $0.copyMemory(from: tag) }
-            guard withUnsafeMutableBytes(of: &tagCopy, { t in
-                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagByteCount), t.baseAddress)
-            }) == 1 else { throw openSSLError("EVP_CIPHER_CTX_ctrl(SET_TAG)") }
-            var outLength: Int32 = 0
-            var scratch: UInt8 = 0
-            guard EVP_DecryptFinal_ex(context, &scratch, &outLength) == 1 else {
-                ERR_clear_error()
-                throw CryptError.authenticationFailure
-            }
+            try finishDecryption(tag: tag)
         } catch {
             SecureBytes.wipe(plaintext)
             throw error
@@ -138,15 +111,7 @@ public final class AESGCM {
                      tag: UnsafeRawBufferPointer,
                      pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
-        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
-            let cipher = cipher(for: .decrypt)
-            guard EVP_DecryptInit_ex2(context, cipher, keyToInstall(k, cipherChanged: cipher != nil),
-                                      nonce.bindMemory(to: UInt8.self).baseAddress, nil) == 1 else {
-                preparedFor = nil
-                preparedKeyValid = false
-                throw openSSLError("EVP_DecryptInit_ex2")
-            }
-        }
+        try begin(.decrypt, key: key, nonce: nonce)
         try update(aad: aad, encrypt: false)
         try pieces { ciphertext, plaintext in
             guard plaintext.count == ciphertext.count else {
@@ -154,6 +119,32 @@ public final class AESGCM {
             }
             try transform(ciphertext, into: plaintext, encrypt: false)
         }
+        try finishDecryption(tag: tag)
+    }
+
+    /// Sets the context up for one message: cipher only when the direction
+    /// changed, key only when its bytes changed (see ``preparedFor`` and
+    /// ``preparedKey``), nonce always.
+    private func begin(_ direction: Direction, key: SymmetricKey, nonce: UnsafeRawBufferPointer) throws {
+        try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
+            let cipher = cipher(for: direction)
+            let installKey = keyToInstall(k, cipherChanged: cipher != nil)
+            let iv = nonce.bindMemory(to: UInt8.self).baseAddress
+            let ok = direction == .encrypt ? EVP_EncryptInit_ex2(context, cipher, installKey, iv, nil)
+                                           : EVP_DecryptInit_ex2(context, cipher, installKey, iv, nil)
+            guard ok == 1 else {
+                preparedFor = nil
+                preparedKeyValid = false
+                throw openSSLError(direction == .encrypt ? "EVP_EncryptInit_ex2" : "EVP_DecryptInit_ex2")
+            }
+        }
+    }
+
+    /// Checks the tag after the last ciphertext of a decryption.
+    ///
+    /// - Throws: `CryptError.authenticationFailure` when it does not verify.
+    private func finishDecryption(tag: UnsafeRawBufferPointer) throws {
+        // SET_TAG takes a non-const pointer; give it a private copy.
         var tagCopy: (UInt64, UInt64) = (0, 0)
         withUnsafeMutableBytes(of: &tagCopy) { $0.copyMemory(from: tag) }
         guard withUnsafeMutableBytes(of: &tagCopy, { t in
