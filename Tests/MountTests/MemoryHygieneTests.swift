@@ -9,7 +9,9 @@ import Glibc
 /// core-dump limits) to passphrases given through the environment, the
 /// environment the background command hands to the daemon it spawns, the
 /// packer's own environment while it runs, every error message, the log,
-/// and `VmLck` (keys and plaintext buffers are `mlock`ed).
+/// and `VmLck` (keys and plaintext buffers are `mlock`ed; with CAP_IPC_LOCK
+/// dropped, an unprivileged user's 8 MiB RLIMIT_MEMLOCK suffices, and a
+/// limit of 0 gives one warning each for keys and buffers).
 final class MemoryHygieneTests: MountTestCase {
     private var key = ""
     private var keyHex = ""
@@ -90,6 +92,58 @@ final class MemoryHygieneTests: MountTestCase {
             report("foreground \(foreground): VmLck \(beforeReads) kB after mounting, \(afterReads) kB after reading")
             unmount(mounted)
         }
+    }
+
+    /// Mounts in the background with CAP_IPC_LOCK dropped (root ignores
+    /// RLIMIT_MEMLOCK otherwise) and RLIMIT_MEMLOCK set to `limitBytes`, as
+    /// an unprivileged user would run it.
+    private func mountWithMemlockLimit(_ limitBytes: Int) throws -> (mountpoint: String, log: String, pid: pid_t) {
+        guard getuid() == 0 else { throw XCTSkip("dropping CAP_IPC_LOCK to apply RLIMIT_MEMLOCK is tested as root") }
+        let mountpoint = try scratch.makeDirectory(uniqueName("mnt-memlock"))
+        let log = scratch.url(uniqueName("memlock") + ".log")
+        addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        let result = try run("setpriv", ["--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock",
+                                         "prlimit", "--memlock=\(limitBytes):\(limitBytes)",
+                                         try Tools.mount(), bundle, mountpoint, "--key-file", key, "--log-file", log])
+        XCTAssertEqual(result.status, 0, result.summary)
+        guard Deadline.poll(seconds: 15, { MountTable.isMounted(mountpoint) && MountTable.isServing(mountpoint) }) else {
+            throw SubprocessError("\(mountpoint) is not serving: \(result.summary)")
+        }
+        let pid = try XCTUnwrap(ProcessTable.daemon(servingAt: mountpoint))
+        let capabilities = try String(decoding: procFile(pid, "status"), as: UTF8.self)
+        let effective = capabilities.split(separator: "\n").first { $0.hasPrefix("CapEff:") }.map(String.init) ?? ""
+        let mask = UInt64(effective.split(separator: "\t").last.map(String.init) ?? "", radix: 16) ?? UInt64.max
+        XCTAssertEqual(mask & (1 << 14), 0, "the daemon still has CAP_IPC_LOCK: \(effective)")
+        return (mountpoint, log, pid)
+    }
+
+    private func logLines(_ log: String) -> [String] {
+        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// No lockable memory at all: the mount still serves correct data and
+    /// says so once for the keys and once for the plaintext buffers.
+    func testDaemon_MemlockLimitZero_WarnsOnceEachAndServes() throws {
+        let (mountpoint, log, pid) = try mountWithMemlockLimit(0)
+        for _ in 0..<3 {
+            let cmp = try run("cmp", [scratch.url("src/file"), "\(mountpoint)/file"])
+            XCTAssertEqual(cmp.status, 0, cmp.summary)
+        }
+        XCTAssertEqual(ProcessTable.statusKilobytes("VmLck", of: pid), 0)
+        let lines = logLines(log)
+        XCTAssertEqual(lines.filter { $0.contains("warning: could not lock key memory (RLIMIT_MEMLOCK)") }.count, 1, "\(lines)")
+        XCTAssertEqual(lines.filter { $0.contains("warning: could not lock plaintext buffers in memory (RLIMIT_MEMLOCK)") }.count, 1,
+                       "\(lines)")
+    }
+
+    /// The default limit of an unprivileged user (8 MiB) holds the keys,
+    /// the index cache and the worker buffers: no warning, memory locked.
+    func testDaemon_DefaultUserMemlockLimit_LocksEverything() throws {
+        let (mountpoint, log, pid) = try mountWithMemlockLimit(8 << 20)
+        let cmp = try run("cmp", [scratch.url("src/file"), "\(mountpoint)/file"])
+        XCTAssertEqual(cmp.status, 0, cmp.summary)
+        XCTAssertGreaterThan(ProcessTable.statusKilobytes("VmLck", of: pid) ?? 0, 0)
+        XCTAssertFalse(logLines(log).contains { $0.contains("could not lock") }, "\(logLines(log))")
     }
 
     // MARK: - The environment

@@ -176,6 +176,9 @@ public final class IndexPages: Sendable {
     func withBytes<R: Sendable>(at offset: Int, count byteCount: Int, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         precondition(offset >= 0 && byteCount >= 0 && offset <= count - byteCount,
                      "internal error: index bytes \(offset)+\(byteCount) of \(count)")
+        // Nothing to read (the root's empty name, possibly at the very end
+        // of the index): no page is touched.
+        if byteCount == 0 { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
         switch backing {
         case .resident(let bytes):
             return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + byteCount)])) }
@@ -203,6 +206,7 @@ public final class IndexPages: Sendable {
     /// - Throws: as ``withBytes(at:count:_:)``.
     func copyBytes(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws {
         precondition(offset >= 0 && offset <= count - buffer.count, "internal error: index bytes \(offset)+\(buffer.count) of \(count)")
+        if buffer.isEmpty { return }
         switch backing {
         case .resident(let bytes):
             bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + buffer.count)])) }
