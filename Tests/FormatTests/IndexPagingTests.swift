@@ -1,5 +1,7 @@
 import CryptCore
+import Dispatch
 import Foundation
+import Synchronization
 @testable import EncFS
 import XCTest
 
@@ -181,6 +183,35 @@ final class IndexPagingTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(failures, paged.index.count / 2)
+    }
+
+    /// Four threads resolving random entries at once through a 4-page
+    /// cache (the FUSE workers share one): every answer as from the whole
+    /// index, while pages are evicted under the others' feet.
+    func testSmallCache_ConcurrentReadersGetRightAnswers() throws {
+        let tmp = try TemporaryDirectory()
+        let (bundle, key) = try makeBundle(in: tmp)
+        let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
+        let resident = try residentIndex(of: bundle, key: key)
+        let expected = try (0..<resident.count).map { try resident.path(of: resident.entry(at: $0)) }
+        let wrong = Mutex(0)
+        let checked = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            var rng = SeededGenerator(seed: UInt64(500 + thread))
+            for _ in 0..<3000 {
+                let position = Int(rng.next() % UInt64(expected.count))
+                do {
+                    let entry = try paged.index.resolve(path: expected[position])
+                    let path = try paged.index.path(of: paged.index.entry(at: position))
+                    if entry.position != position || path != expected[position] { wrong.withLock { $0 += 1 } }
+                } catch {
+                    wrong.withLock { $0 += 1 }
+                }
+                checked.withLock { $0 += 1 }
+            }
+        }
+        XCTAssertEqual(wrong.withLock { $0 }, 0)
+        XCTAssertEqual(checked.withLock { $0 }, 12000)
     }
 
     /// Any cache size from the minimum up serves the same answers.

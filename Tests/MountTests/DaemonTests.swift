@@ -58,6 +58,25 @@ final class DaemonTests: MountTestCase {
         }
     }
 
+    /// The daemon serves the file the command opened and verified (handed
+    /// over as a descriptor), not whatever is at the path later: a bundle
+    /// renamed over the original after mounting changes nothing, even for
+    /// index pages and chunks read only after the kernel dropped its caches.
+    func testBackgroundDaemon_ServesTheVerifiedFileNotThePath() throws {
+        let other = try scratch.makeDirectory("other")
+        try scratch.write("other/file", Array(repeating: 0x5A, count: content.count))
+        try scratch.write("other/elsewhere", Array("other\n".utf8))
+        let otherBundle = scratch.url("other.encfs")
+        try packOrThrow(other, otherBundle, keyFile: key)
+        let mounted = try mount(bundle, keyFile: key, options: ["--index-cache", "64"])
+        XCTAssertEqual(rename(otherBundle, bundle), 0, String(cString: strerror(errno)))
+        try check("sh", ["-c", "sync; echo 3 > /proc/sys/vm/drop_caches"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mounted.mountpoint).sorted(), ["file", "small"])
+        let cmp = try run("cmp", [scratch.url("src/file"), mounted.path("file")])
+        XCTAssertEqual(cmp.status, 0, cmp.summary)
+        XCTAssertEqual(try String(contentsOfFile: mounted.path("small"), encoding: .utf8), "small\n")
+    }
+
     func testBackgroundDaemon_DetachedFromTerminalAndDirectories() throws {
         let mounted = try mount(bundle, keyFile: key)
         let pid = try XCTUnwrap(mounted.daemonPID)
