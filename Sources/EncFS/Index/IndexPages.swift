@@ -14,12 +14,15 @@ import Glibc
 /// How a page is trusted without its own tag (the format seals the index as
 /// one AES-GCM message, see docs/FORMAT.md): at open the whole message is
 /// decrypted and its tag checked (``sealed(descriptor:path:start:length:tag:key:nonce:aad:cacheBytes:)``),
-/// and the SHA-256 of each 16 KiB page of *ciphertext* is kept. Later a page
-/// is read again from the bundle, its ciphertext must hash to the digest
-/// taken when the tag was verified, and only then is it decrypted (AES-CTR
-/// from the page's own block, which is exactly GCM's keystream: `AESCTR`).
-/// A bundle changed after the mount therefore gives a "changed since it
-/// was verified" error, never other plaintext.
+/// and a GMAC tag of each 16 KiB page of *ciphertext* is kept, under a
+/// random key made for this index that never leaves the process (AES-GCM
+/// with the page as associated data and nonce = page number; the tags are
+/// never shown, so a forgery is a blind guess). When a page is read again
+/// from the bundle its ciphertext must give the same tag, and only then is
+/// it decrypted (AES-CTR from the page's own block, which is exactly GCM's
+/// keystream: `AESCTR`). A bundle changed after the mount therefore gives a
+/// "changed after the bundle was verified" error, never other plaintext.
+/// GMAC runs at GHASH speed, several times SHA-256's here.
 public final class IndexPages: Sendable {
     /// Bytes per page: a multiple of 16 (AES blocks) and of nothing else in
     /// the layout, so records and names may straddle two pages.
@@ -38,14 +41,14 @@ public final class IndexPages: Sendable {
         case sealed(SealedPages)
     }
 
-    /// The sealed form's digests and cache, owned by one class so the enum
-    /// can hold the (non-copyable) mutex.
+    /// The sealed form's page tags and cache, owned by one class so the
+    /// enum can hold the (non-copyable) mutex.
     private final class SealedPages: Sendable {
-        let digests: [UInt8]
+        let tags: [UInt8]
         let cache: Mutex<PageCache>
 
-        init(digests: [UInt8], cache: PageCache) {
-            self.digests = digests
+        init(tags: [UInt8], cache: PageCache) {
+            self.tags = tags
             self.cache = Mutex(cache)
         }
     }
@@ -56,9 +59,9 @@ public final class IndexPages: Sendable {
         backing = .resident(plaintext)
     }
 
-    private init(count: Int, digests: [UInt8], cache: PageCache) {
+    private init(count: Int, tags: [UInt8], cache: PageCache) {
         self.count = count
-        backing = .sealed(SealedPages(digests: digests, cache: cache))
+        backing = .sealed(SealedPages(tags: tags, cache: cache))
     }
 
     /// Whether the plaintext is read from the bundle page by page.
@@ -84,7 +87,7 @@ public final class IndexPages: Sendable {
     }
 
     /// Decrypts and authenticates a sealed index once, keeping per page the
-    /// digest of its ciphertext, and as many decrypted pages as the cache
+    /// tag of its ciphertext, and as many decrypted pages as the cache
     /// holds.
     ///
     /// - Parameters:
@@ -112,7 +115,7 @@ public final class IndexPages: Sendable {
             close(fd)
             throw error
         }
-        var digests = [UInt8](repeating: 0, count: pageCount * SHA256.byteCount)
+        var tags = [UInt8](repeating: 0, count: pageCount * PageCache.tagSize)
         let gcm: AESGCM
         do { gcm = try AESGCM() } catch { throw BundleError.crypto("index decryption failed") }
         // 1 MiB of ciphertext per pread; each page is hashed, then decrypted
@@ -141,9 +144,9 @@ public final class IndexPages: Sendable {
                                 let page = (done + at) / pageSize
                                 let pageBytes = min(pageSize, want - at)
                                 let ciphertext = UnsafeRawBufferPointer(rebasing: sealed[at..<(at + pageBytes)])
-                                digests.withUnsafeMutableBytes { d in
-                                    SHA256.hash(ciphertext, into: UnsafeMutableRawBufferPointer(
-                                        rebasing: d[(page * SHA256.byteCount)..<((page + 1) * SHA256.byteCount)]))
+                                try tags.withUnsafeMutableBytes { t in
+                                    try cache.tag(ofPage: page, ciphertext: ciphertext, into: UnsafeMutableRawBufferPointer(
+                                        rebasing: t[(page * PageCache.tagSize)..<((page + 1) * PageCache.tagSize)]))
                                 }
                                 let target = cache.adoptFreeSlot(forPage: page, byteCount: pageBytes)
                                     ?? UnsafeMutableRawBufferPointer(rebasing: scratch[0..<pageBytes])
@@ -162,7 +165,7 @@ public final class IndexPages: Sendable {
         } catch {
             throw BundleError.crypto("index decryption failed")
         }
-        return IndexPages(count: length, digests: digests, cache: cache)
+        return IndexPages(count: length, tags: tags, cache: cache)
     }
 
     /// Calls `body` with the plaintext bytes `offset ..< offset + byteCount`.
@@ -183,17 +186,17 @@ public final class IndexPages: Sendable {
         case .resident(let bytes):
             return try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + byteCount)])) }
         case .sealed(let sealed):
-            let digests = sealed.digests
+            let tags = sealed.tags
             return try sealed.cache.withLock { cache -> R in
                 let page = offset / Self.pageSize
                 let within = offset - page * Self.pageSize
                 if within + byteCount <= Self.pageSize {
-                    let bytes = try cache.page(page, digests: digests)
+                    let bytes = try cache.page(page, tags: tags)
                     return try body(UnsafeRawBufferPointer(rebasing: bytes[within..<(within + byteCount)]))
                 }
                 return try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16) { joined -> R in
                     defer { SecureBytes.wipe(joined) }
-                    try cache.copy(at: offset, into: joined, digests: digests)
+                    try cache.copy(at: offset, into: joined, tags: tags)
                     return try body(UnsafeRawBufferPointer(joined))
                 }
             }
@@ -211,8 +214,8 @@ public final class IndexPages: Sendable {
         case .resident(let bytes):
             bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + buffer.count)])) }
         case .sealed(let sealed):
-            let digests = sealed.digests
-            try sealed.cache.withLock { cache in try cache.copy(at: offset, into: buffer, digests: digests) }
+            let tags = sealed.tags
+            try sealed.cache.withLock { cache in try cache.copy(at: offset, into: buffer, tags: tags) }
         }
     }
 }
@@ -239,7 +242,13 @@ private final class PageCache: @unchecked Sendable {
     private var adopted = 0
     /// Ciphertext of the page being loaded (not secret).
     private let sealed: UnsafeMutableRawBufferPointer
-    private var digest = [UInt8](repeating: 0, count: SHA256.byteCount)
+    /// Bytes of one page tag.
+    static let tagSize = AESGCM.tagByteCount
+    /// The tag of the page being loaded.
+    private let loadedTag = UnsafeMutableRawBufferPointer.allocate(byteCount: PageCache.tagSize, alignment: 16)
+    /// Key of the page tags: random, made for this index, never stored.
+    private let tagKey: SymmetricKey
+    private let tagger: AESGCM
     private let ctr: AESCTR
     private let fd: Int32
     private let path: [UInt8]
@@ -250,7 +259,13 @@ private final class PageCache: @unchecked Sendable {
 
     init(fd: Int32, path: [UInt8], start: UInt64, length: Int, key: SymmetricKey, nonce: [UInt8],
          slotCount: Int, pageCount: Int) throws {
-        do { ctr = try AESCTR() } catch { throw BundleError.crypto("index decryption failed") }
+        do {
+            ctr = try AESCTR()
+            tagger = try AESGCM()
+            tagKey = try SymmetricKey.random()
+        } catch {
+            throw BundleError.crypto("index decryption failed")
+        }
         self.slotCount = slotCount
         slots = .allocate(byteCount: slotCount * IndexPages.pageSize, alignment: 4096)
         slots.initializeMemory(as: UInt8.self, repeating: 0)
@@ -271,10 +286,27 @@ private final class PageCache: @unchecked Sendable {
         SecureMemory.release(slots, locked: slotsLocked)
         slots.deallocate()
         sealed.deallocate()
+        loadedTag.deallocate()
         close(fd)
     }
 
     var cachedPages: [Int] { pageInSlot.filter { $0 >= 0 }.sorted() }
+
+    /// Writes the GMAC tag of a page's ciphertext into `tag` (16 bytes):
+    /// AES-GCM under ``tagKey`` with nonce = page number, the ciphertext as
+    /// associated data and nothing to encrypt.
+    func tag(ofPage page: Int, ciphertext: UnsafeRawBufferPointer, into tag: UnsafeMutableRawBufferPointer) throws {
+        var nonce: (UInt64, UInt32) = (UInt64(page).littleEndian, 0)
+        do {
+            try withUnsafeBytes(of: &nonce) { n in
+                try tagger.seal(key: tagKey, nonce: UnsafeRawBufferPointer(rebasing: n[0..<AESGCM.nonceByteCount]), aad: ciphertext,
+                                plaintext: UnsafeRawBufferPointer(start: nil, count: 0),
+                                into: UnsafeMutableRawBufferPointer(start: nil, count: 0), tag: tag)
+            }
+        } catch {
+            throw BundleError.crypto("index page authentication failed")
+        }
+    }
 
     /// While the index is first decrypted: the next free slot, now holding
     /// `page` (its first `byteCount` bytes are about to be written), or nil
@@ -289,12 +321,12 @@ private final class PageCache: @unchecked Sendable {
     }
 
     /// The plaintext of `page`, loaded on a miss.
-    func page(_ page: Int, digests: [UInt8]) throws -> UnsafeRawBufferPointer {
+    func page(_ page: Int, tags: [UInt8]) throws -> UnsafeRawBufferPointer {
         let pageBytes = min(IndexPages.pageSize, length - page * IndexPages.pageSize)
         var slot = Int(slotOfPage[page])
         if slot < 0 {
             slot = victim()
-            try load(page, into: slot, byteCount: pageBytes, digests: digests)
+            try load(page, into: slot, byteCount: pageBytes, tags: tags)
         }
         referenced[slot] = true
         let base = slot * IndexPages.pageSize
@@ -302,11 +334,11 @@ private final class PageCache: @unchecked Sendable {
     }
 
     /// Copies plaintext at `offset` into `buffer`, page by page.
-    func copy(at offset: Int, into buffer: UnsafeMutableRawBufferPointer, digests: [UInt8]) throws {
+    func copy(at offset: Int, into buffer: UnsafeMutableRawBufferPointer, tags: [UInt8]) throws {
         var done = 0
         while done < buffer.count {
             let at = offset + done
-            let bytes = try page(at / IndexPages.pageSize, digests: digests)
+            let bytes = try page(at / IndexPages.pageSize, tags: tags)
             let within = at % IndexPages.pageSize
             let take = min(bytes.count - within, buffer.count - done)
             UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + take)])
@@ -331,17 +363,16 @@ private final class PageCache: @unchecked Sendable {
         }
     }
 
-    /// Reads `page`'s ciphertext, checks it against the digest taken when
+    /// Reads `page`'s ciphertext, checks it against the tag taken when
     /// the index was authenticated, and decrypts it into `slot`.
-    private func load(_ page: Int, into slot: Int, byteCount: Int, digests: [UInt8]) throws {
+    private func load(_ page: Int, into slot: Int, byteCount: Int, tags: [UInt8]) throws {
         let ciphertext = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<byteCount])
         let got = try FileIO.preadFull(fd, into: ciphertext, at: start + UInt64(page * IndexPages.pageSize), path: path)
         guard got == byteCount else { throw BundleError.corruptIndex("index page \(page) is truncated (the bundle changed after it was verified)") }
-        let matches = digest.withUnsafeMutableBytes { d in
-            SHA256.hash(UnsafeRawBufferPointer(ciphertext), into: d)
-            return digests.withUnsafeBytes { all in
-                UnsafeRawBufferPointer(d).elementsEqual(all[(page * SHA256.byteCount)..<((page + 1) * SHA256.byteCount)])
-            }
+        try tag(ofPage: page, ciphertext: UnsafeRawBufferPointer(ciphertext), into: loadedTag)
+        let matches = tags.withUnsafeBytes { all in
+            ConstantTime.equal(UnsafeRawBufferPointer(loadedTag),
+                               UnsafeRawBufferPointer(rebasing: all[(page * Self.tagSize)..<((page + 1) * Self.tagSize)]))
         }
         guard matches else { throw BundleError.corruptIndex("index page \(page) changed after the bundle was verified") }
         let base = slot * IndexPages.pageSize
