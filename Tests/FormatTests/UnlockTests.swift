@@ -32,6 +32,40 @@ final class UnlockTests: XCTestCase {
         XCTAssertEqual(try byPassphrase.contents(of: bytes("a.txt")), contents)
     }
 
+    /// A passphrase slot with the given cost and random salt and wrap (it
+    /// never opens; only its parameters matter here).
+    private func passphraseSlot(logN: UInt8, r: UInt32, p: UInt32) throws -> KeySlot {
+        var body: [UInt8] = [logN, 0, 0, 0]
+        body.appendLE(r)
+        body.appendLE(p)
+        body += try SecureRandom.bytes(KeySlot.saltSize + KeySlot.wrappedSize)
+        return KeySlot(kindCode: KeySlot.Kind.passphrase.rawValue, body: body)
+    }
+
+    /// Five slots at the per-slot limit (2^24 work each, about 6 s here)
+    /// exceed the total a reader spends per passphrase: refused before any
+    /// scrypt run, while a raw key is still only matched by id.
+    func testUnlock_PassphraseSlotsOverTotalWork_RefusedBeforeScrypt() throws {
+        let slots = try (0..<5).map { _ in try passphraseSlot(logN: 21, r: 8, p: 1) }
+        let header = BundleHeader(bundleID: try SecureRandom.bytes(BundleFormat.idSize), layout: ChunkLayout(chunkSizeLog2: 13),
+                                  slots: slots, payloadLength: 0, indexOffset: 0, indexLength: 0)
+        XCTAssertThrowsError(try header.unlock(with: [.passphrase(passphrase)])) { error in
+            guard case BundleError.limitExceeded(let why) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(why.contains("5 passphrase slots need scrypt work 83886080"), why)
+        }
+        XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["passphrase"])) { _ = try header.unlock(with: [.rawKey(self.key)]) }
+    }
+
+    func testTotalScryptWork_LimitIsInclusive() throws {
+        XCTAssertNoThrow(try KeySlot.checkTotalScryptWork(Array(repeating: KeySlot.maximumScryptWork, count: 4)))
+        XCTAssertNoThrow(try KeySlot.checkTotalScryptWork(Array(repeating: 1 << 20, count: 64)))
+        XCTAssertThrowsError(try KeySlot.checkTotalScryptWork(Array(repeating: KeySlot.maximumScryptWork, count: 4) + [1]))
+        // Slot work saturates just over the per-slot limit, whatever the fields say.
+        XCTAssertEqual(KeySlot.work(of: Scrypt.Parameters(logN: 200, r: 8, p: 1)), KeySlot.maximumScryptWork + 1)
+        XCTAssertEqual(KeySlot.work(of: Scrypt.Parameters(logN: 30, r: .max, p: .max)), KeySlot.maximumScryptWork + 1)
+        XCTAssertEqual(KeySlot.work(of: Scrypt.Parameters.default), 1 << 20)
+    }
+
     func testOpen_WrongKeyFails() {
         XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["raw-key", "passphrase"])) {
             try BundleReader.open(path: bundle, materials: [.rawKey(TestSecrets.key(2))])

@@ -81,6 +81,19 @@ final class PassphraseTests: MountTestCase {
         XCTAssertFalse(MountTable.isMounted(mnt))
     }
 
+    /// Nine passphrase slots at the highest cost encfs-pack offers would need
+    /// more scrypt work per passphrase than a reader spends: refused at
+    /// once (no scrypt run), nothing written.
+    func testPack_PassphraseSlotsOverTotalWork_Refused() throws {
+        let files = try (0..<9).map { try scratch.write("pass-\($0)", Array("passphrase \($0)\n".utf8), mode: 0o600) }
+        let bundle = scratch.url("heavy.encfs")
+        let result = try pack(source, bundle, files.flatMap { ["--passphrase-file", $0] } + ["--scrypt-log-n", "20", "-q"])
+        XCTAssertEqual(result.status, 1, result.summary)
+        XCTAssertTrue(result.errorOutput.contains("9 passphrase slots need scrypt work 75497472"), result.summary)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: bundle))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.contains("heavy") }, [])
+    }
+
     func testPack_KeyAndPassphraseSlotsEachOpen() throws {
         let key = try makeKeyFile()
         let both = scratch.url("both.encfs")

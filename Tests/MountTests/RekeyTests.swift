@@ -61,6 +61,22 @@ final class RekeyTests: KeyTestCase {
         XCTAssertEqual(result.output, "hello, rekey\n", file: file, line: line)
     }
 
+    /// Adding passphrase slots that would take the bundle over the total
+    /// scrypt work a reader spends is refused before any work, the bundle
+    /// unchanged.
+    func testRekey_PassphraseSlotsOverTotalWork_RefusedBundleUnchanged() throws {
+        let raw = try makeRawKey()
+        let bundle = scratch.url("heavy.encfs")
+        assertSuccess(try pack(source, bundle, ["--key-file", raw, "-q"]))
+        let before = try contents(bundle)
+        var arguments = ["rekey", bundle, "--key-file", raw, "--scrypt-log-n", "20"]
+        for i in 0..<9 { arguments += ["--add-passphrase-file", try makePassphraseFile("pass-\(i)")] }
+        let result = try inspect(arguments)
+        XCTAssertEqual(result.status, 1, result.summary)
+        XCTAssertTrue(result.errorOutput.contains("9 passphrase slots need scrypt work 75497472"), result.summary)
+        XCTAssertTrue(try contents(bundle) == before, "the bundle changed")
+    }
+
     func testRekey_AddSlots_NewSecretsOpen_PayloadIdentical_ModeKept() throws {
         let host = try keygenIdentity("host.key")
         let bundle = scratch.url("b.encfs")

@@ -184,7 +184,14 @@ public struct BundleHeader: Sendable {
         // each passphrase costs one scrypt run per passphrase slot.
         let ordered = materials.filter { if case .passphrase = $0 { false } else { true } }
             + materials.filter { if case .passphrase = $0 { true } else { false } }
+        var checkedWork = false
         for material in ordered {
+            if case .passphrase = material, !checkedWork {
+                // Before the first scrypt run: bound the time a hostile or
+                // damaged header can cost (every passphrase tries every slot).
+                try KeySlot.checkTotalScryptWork(slots.compactMap(\.scryptWork))
+                checkedWork = true
+            }
             for (i, slot) in slots.enumerated() {
                 if let contentKey = try slot.unwrap(with: material, bundleID: bundleID, position: i + 1) {
                     return try authenticate(contentKey: contentKey)

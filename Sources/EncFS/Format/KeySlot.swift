@@ -63,6 +63,43 @@ public struct KeySlot: Sendable, Equatable {
     /// while adding little memory, so a damaged slot with p = 2^20 + 1 (one
     /// flipped bit) would keep a mount busy for hours before failing.
     static let maximumScryptWork: UInt64 = 1 << 24
+    /// The most scrypt work a reader spends on all passphrase slots of one
+    /// bundle for one passphrase: four slots at ``maximumScryptWork`` (about
+    /// 25 s on these machines) or 64 at encfs-pack's default cost. Without
+    /// it, 64 slots at the per-slot limit would take about 7 minutes for
+    /// every wrong passphrase.
+    public static let maximumTotalScryptWork: UInt64 = 1 << 26
+
+    /// The scrypt work (N · r · p) of a passphrase slot, at most
+    /// ``maximumScryptWork`` + 1 (a slot over the limit is refused before
+    /// any work is spent on it); nil for other slots.
+    var scryptWork: UInt64? {
+        guard let parameters = scryptParameters else { return nil }
+        return Self.work(of: parameters)
+    }
+
+    /// N · r · p, at most ``maximumScryptWork`` + 1.
+    static func work(of parameters: Scrypt.Parameters) -> UInt64 {
+        guard parameters.logN < 40 else { return maximumScryptWork + 1 }
+        let (nr, o1) = (UInt64(1) << parameters.logN).multipliedReportingOverflow(by: UInt64(parameters.r))
+        let (nrp, o2) = nr.multipliedReportingOverflow(by: UInt64(parameters.p))
+        return o1 || o2 ? maximumScryptWork + 1 : min(nrp, maximumScryptWork + 1)
+    }
+
+    /// Refuses slot sets whose passphrase slots together need more than
+    /// ``maximumTotalScryptWork`` per passphrase, so no writer makes a
+    /// bundle readers refuse, and no reader spends minutes on a hostile one.
+    ///
+    /// - Parameter works: the scrypt work of each passphrase slot.
+    /// - Throws: `BundleError.limitExceeded` naming the totals.
+    static func checkTotalScryptWork(_ works: [UInt64]) throws {
+        let total = works.reduce(UInt64(0)) { $0 &+ $1 }
+        guard total <= maximumTotalScryptWork else {
+            throw BundleError.limitExceeded("\(works.count) passphrase slots need scrypt work \(total) (N · r · p summed) for each "
+                                            + "passphrase tried, more than \(maximumTotalScryptWork) (2^26); "
+                                            + "use fewer passphrase slots or a lower cost, or a key file or identity")
+        }
+    }
     static let x25519BodySize = fingerprintSize + AsymmetricKeyKind.x25519ByteCount + wrappedSize
     static let rsaBodySizes = (fingerprintSize + AsymmetricKeyKind.minimumRSABits / 8)...(fingerprintSize + AsymmetricKeyKind.maximumRSABits / 8)
 

@@ -55,6 +55,10 @@ public enum BundleRekeyer {
             }
             removed += before - slots.count
         }
+        // Before any scrypt run: readers refuse more passphrase work than this.
+        try KeySlot.checkTotalScryptWork(slots.compactMap(\.scryptWork) + changes.addKeys.compactMap {
+            if case .passphrase = $0 { KeySlot.work(of: changes.scrypt) } else { nil }
+        })
         var added = 0
         for material in changes.addKeys {
             slots.append(try KeySlot.make(for: material, wrapping: contentKey, bundleID: header.bundleID, scrypt: changes.scrypt))

@@ -65,6 +65,10 @@ public enum BundleWriter {
         let contentKey: SymmetricKey
         do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }
         let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
+        // Before any scrypt run: readers refuse more passphrase work than this.
+        try KeySlot.checkTotalScryptWork(options.keys.compactMap {
+            if case .passphrase = $0 { KeySlot.work(of: options.scrypt) } else { nil }
+        })
         var slots = try options.keys.map {
             try KeySlot.make(for: $0, wrapping: contentKey, bundleID: bundleID, scrypt: options.scrypt)
         }
