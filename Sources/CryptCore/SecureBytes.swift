@@ -1,7 +1,8 @@
 /// Owned storage for secret bytes that wipes itself.
 ///
-/// The buffer is allocated once, locked in memory where `RLIMIT_MEMLOCK`
-/// allows (best effort: a failed `mlock` is remembered in
+/// The buffer is allocated once (small secrets from `SecureHeap`, a region
+/// locked once; larger ones on their own), locked in memory where
+/// `RLIMIT_MEMLOCK` allows (best effort: a failed `mlock` is remembered in
 /// ``SecureBytes/lockWarningNeeded`` so the caller can warn once), and wiped
 /// with `OPENSSL_cleanse` in `deinit`. Bytes are reachable only through
 /// `withUnsafeBytes`; `==` compares in constant time.
@@ -11,6 +12,9 @@
 public final class SecureBytes: @unchecked Sendable, Equatable {
     private let storage: UnsafeMutableRawBufferPointer
     private let locked: Bool
+    /// Whether `storage` came from `SecureHeap` (small secrets) rather
+    /// than its own allocation and `mlock`.
+    private let fromHeap: Bool
 
     /// The number of secret bytes.
     ///
@@ -26,19 +30,36 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     /// - Throws: whatever `initializer` throws.
     public init<E: Error>(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws(E) -> Void) throws(E) {
         precondition(count >= 0, "internal error: negative secret size")
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
-        storage.initializeMemory(as: UInt8.self, repeating: 0)
-        locked = MemoryLock.lock(storage)
+        if let (buffer, heapLocked) = SecureHeap.allocate(max(count, 1)) {
+            storage = buffer
+            locked = heapLocked
+            fromHeap = true
+            if !heapLocked { SecureMemoryStatus.recordLockFailure() }
+        } else {
+            storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+            storage.initializeMemory(as: UInt8.self, repeating: 0)
+            locked = MemoryLock.lock(storage)
+            fromHeap = false
+        }
         let view = UnsafeMutableRawBufferPointer(rebasing: storage[0..<count])
         do {
             try initializer(view)
         } catch {
-            Self.wipe(storage)
-            if locked { MemoryLock.unlock(storage) }
-            storage.deallocate()
+            Self.release(storage, locked: locked, fromHeap: fromHeap)
             throw error
         }
         _count = count
+    }
+
+    /// Wipes and frees storage from either source.
+    private static func release(_ storage: UnsafeMutableRawBufferPointer, locked: Bool, fromHeap: Bool) {
+        if fromHeap {
+            SecureHeap.free(storage)
+        } else {
+            wipe(storage)
+            if locked { MemoryLock.unlock(storage) }
+            storage.deallocate()
+        }
     }
 
     private let _count: Int
@@ -67,11 +88,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
         }
     }
 
-    deinit {
-        Self.wipe(storage)
-        if locked { MemoryLock.unlock(storage) }
-        storage.deallocate()
-    }
+    deinit { Self.release(storage, locked: locked, fromHeap: fromHeap) }
 
     /// Calls `body` with a read-only view of the secret.
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
