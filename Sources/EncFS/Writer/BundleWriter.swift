@@ -239,6 +239,11 @@ final class ChunkSink {
         writer.async {
             do {
                 try FileIO.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<length]), at: offset, path: path)
+                // Start writing these pages to disk now (Linux starts
+                // writeback for dirty pages on POSIX_FADV_DONTNEED, without
+                // waiting), so the disk works while the next buffers are
+                // read and encrypted, instead of all at the final fsync.
+                _ = posix_fadvise(fd, off_t(offset), off_t(length), POSIX_FADV_DONTNEED)
             } catch let error as BundleError {
                 failure.value.withLock { if $0 == nil { $0 = error } }
             } catch {
