@@ -649,8 +649,10 @@ class Bench:
             # A build that follows a heavy writer (gocryptfs's cp through
             # FUSE) starts while the virtual disk is still busy with it even
             # after `sync`; rotating the order gives every build every place.
-            turn = rep % len(self.systems)
-            for s in self.systems[turn:] + self.systems[:turn]:
+            builders = [s for s in self.systems if s.builds]
+            others = [s for s in self.systems if not s.builds]
+            turn = rep % max(len(builders), 1)
+            for s in others + builders[turn:] + builders[:turn]:
                 self.do_pack(s, rep)
         for rep in range(reps):
             log(f"round A (mount, sequential, random), repetition {rep + 1}/{reps}")
