@@ -7,24 +7,10 @@ import XCTest
 /// the two halves of the paged index (verify once in pieces, read pages
 /// later by segment).
 final class AESCTRTests: XCTestCase {
-    private struct Message {
-        let key: SymmetricKey
-        let nonce: [UInt8]
-        let aad: [UInt8]
-        let plaintext: [UInt8]
-        var ciphertext: [UInt8]
-        var tag: [UInt8]
-    }
+    private typealias Message = SealedMessage
 
     private func makeMessage(size: Int, gcm: AESGCM) throws -> Message {
-        let key = try SymmetricKey.random()
-        let nonce = try SecureRandom.bytes(AESGCM.nonceByteCount)
-        let aad = Array("index aad".utf8)
-        let plaintext = try SecureRandom.bytes(size)
-        var ciphertext = [UInt8](repeating: 0, count: size)
-        var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
-        try gcm.seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext, into: &ciphertext, tag: &tag)
-        return Message(key: key, nonce: nonce, aad: aad, plaintext: plaintext, ciphertext: ciphertext, tag: tag)
+        try SealedMessage(size: size, aad: Array("index aad".utf8), gcm: gcm)
     }
 
     private func segment(_ m: Message, offset: Int, count: Int, ctr: AESCTR) throws -> [UInt8] {
@@ -56,11 +42,11 @@ final class AESCTRTests: XCTestCase {
         let gcm = try AESGCM()
         let ctr = try AESCTR()
         let m = try makeMessage(size: 1000, gcm: gcm)
-        let otherNonce = Message(key: m.key, nonce: m.nonce.map { $0 ^ 1 }, aad: m.aad, plaintext: m.plaintext,
-                             ciphertext: m.ciphertext, tag: m.tag)
+        var otherNonce = m
+        otherNonce.nonce = m.nonce.map { $0 ^ 1 }
         XCTAssertNotEqual(try segment(otherNonce, offset: 32, count: 64, ctr: ctr), Array(m.plaintext[32..<96]))
-        let otherKey = Message(key: try SymmetricKey.random(), nonce: m.nonce, aad: m.aad, plaintext: m.plaintext,
-                               ciphertext: m.ciphertext, tag: m.tag)
+        var otherKey = m
+        otherKey.key = try SymmetricKey.random()
         XCTAssertNotEqual(try segment(otherKey, offset: 32, count: 64, ctr: ctr), Array(m.plaintext[32..<96]))
     }
 
@@ -118,8 +104,8 @@ final class AESCTRTests: XCTestCase {
         badTag.tag[0] ^= 1
         var badCiphertext = m
         badCiphertext.ciphertext[4999] ^= 0x80
-        let badAAD = Message(key: m.key, nonce: m.nonce, aad: m.aad + [0], plaintext: m.plaintext,
-                             ciphertext: m.ciphertext, tag: m.tag)
+        var badAAD = m
+        badAAD.aad = m.aad + [0]
         for (what, bad) in [("tag", badTag), ("ciphertext", badCiphertext), ("aad", badAAD)] {
             XCTAssertThrowsCryptError(.authenticationFailure, what) { _ = try openInPieces(bad, pieces: [1000], gcm: gcm) }
         }

@@ -10,25 +10,10 @@ final class AESGCMCorruptionTests: XCTestCase {
     /// Sizes covering a partial block, whole blocks and a multi-block message.
     static let sizes = [1, 16, 33, 4097]
 
-    /// One sealed message and everything needed to open it.
-    private struct Sealed {
-        let key: SymmetricKey
-        let nonce: [UInt8]
-        let aad: [UInt8]
-        let plaintext: [UInt8]
-        var ciphertext: [UInt8]
-        var tag: [UInt8]
-    }
+    private typealias Sealed = SealedMessage
 
     private func makeSealed(size: Int, gcm: AESGCM) throws -> Sealed {
-        let key = try SymmetricKey.random()
-        let nonce = try SecureRandom.bytes(AESGCM.nonceByteCount)
-        let aad = Array("bundle v1, entry 3, chunk 0".utf8)
-        let plaintext = try SecureRandom.bytes(size)
-        var ciphertext = [UInt8](repeating: 0, count: size)
-        var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
-        try gcm.seal(key: key, nonce: nonce, aad: aad, plaintext: plaintext, into: &ciphertext, tag: &tag)
-        return Sealed(key: key, nonce: nonce, aad: aad, plaintext: plaintext, ciphertext: ciphertext, tag: tag)
+        try SealedMessage(size: size, aad: Array("bundle v1, entry 3, chunk 0".utf8), gcm: gcm)
     }
 
     /// Opens `s` (out of place) and requires an authentication failure and a
