@@ -124,13 +124,7 @@ final class IndexCacheTests: MountTestCase {
     }
 
     func testIndexCacheOption_RejectsOutOfRange() throws {
-        let (_, bundle, key) = try makeBundle()
-        let mountpoint = try scratch.makeDirectory("mnt")
-        for value in ["63", "1048577", "abc", "-1"] {
-            let result = try run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "--index-cache", value])
-            XCTAssertEqual(result.status, 2, "--index-cache \(value): \(result.summary)")
-            XCTAssertTrue(result.errorOutput.contains("--index-cache must be a number of KiB from 64 to 1048576"), result.summary)
-            XCTAssertFalse(MountTable.isMounted(mountpoint))
-        }
+        try assertMountOptionRejected("--index-cache", values: ["63", "1048577", "abc", "-1"],
+                                      message: "--index-cache must be a number of KiB from 64 to 1048576")
     }
 }

@@ -79,17 +79,7 @@ final class WorkerThreadTests: MountTestCase {
     }
 
     func testThreadsOption_RejectsOutOfRange() throws {
-        let source = scratch.url("src")
-        try check("mkdir", [source])
-        let key = try makeKeyFile()
-        let bundle = scratch.url("empty.encfs")
-        _ = try packOrThrow(source, bundle, keyFile: key)
-        let mountpoint = try scratch.makeDirectory("mnt")
-        for value in ["0", "65", "four", ""] {
-            let result = try run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "--threads", value])
-            XCTAssertEqual(result.status, 2, "--threads \(value): \(result.summary)")
-            XCTAssertTrue(result.errorOutput.contains("--threads must be a number from 1 to 64"), result.summary)
-            XCTAssertFalse(MountTable.isMounted(mountpoint))
-        }
+        try assertMountOptionRejected("--threads", values: ["0", "65", "four", ""],
+                                      message: "--threads must be a number from 1 to 64")
     }
 }

@@ -56,13 +56,9 @@ enum FUSEOperations {
         ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
         ops.getattr = { req, ino, _ in
             guard let context = mountContext(req) else { return replyError(req, ENOENT) }
-            do {
-                guard let entry = try context.reader.index.entry(inode: ino) else { return replyError(req, ENOENT) }
-                var st = context.attributes(of: entry)
-                _ = fuse_reply_attr(req, &st, MountContext.cacheTimeout)
-            } catch {
-                replyError(req, context.indexFailure(error))
-            }
+            guard let entry = entryOrReply(req, context, ino) else { return }
+            var st = context.attributes(of: entry)
+            _ = fuse_reply_attr(req, &st, MountContext.cacheTimeout)
         }
         ops.readlink = { req, ino in
             guard let context = mountContext(req) else { return replyError(req, ENOENT) }
@@ -90,9 +86,7 @@ enum FUSEOperations {
         ops.open = { req, ino, fi in
             guard let context = mountContext(req), let fi else { return replyError(req, EIO) }
             if context.kernelSkipsOpen.load(ordering: .relaxed) { return replyError(req, ENOSYS) }
-            let found: IndexEntry?
-            do { found = try context.reader.index.entry(inode: ino) } catch { return replyError(req, context.indexFailure(error)) }
-            guard let entry = found else { return replyError(req, ENOENT) }
+            guard let entry = entryOrReply(req, context, ino) else { return }
             guard entry.kind == .file else { return replyError(req, entry.kind == .directory ? EISDIR : ELOOP) }
             guard fi.pointee.flags & O_ACCMODE == O_RDONLY, fi.pointee.flags & (O_TRUNC | O_CREAT) == 0 else { return replyError(req, EROFS) }
             cfuse_fi_set_keep_cache(fi)
@@ -102,9 +96,7 @@ enum FUSEOperations {
         ops.opendir = { req, ino, fi in
             guard let context = mountContext(req), let fi else { return replyError(req, EIO) }
             if context.kernelSkipsOpendir.load(ordering: .relaxed) { return replyError(req, ENOSYS) }
-            let found: IndexEntry?
-            do { found = try context.reader.index.entry(inode: ino) } catch { return replyError(req, context.indexFailure(error)) }
-            guard let entry = found else { return replyError(req, ENOENT) }
+            guard let entry = entryOrReply(req, context, ino) else { return }
             guard entry.kind == .directory else { return replyError(req, ENOTDIR) }
             cfuse_fi_set_cache_readdir(fi)
             cfuse_fi_set_keep_cache(fi)
@@ -206,6 +198,18 @@ private func replyError(_ req: fuse_req_t?, _ code: Int32) {
     _ = fuse_reply_err(req, code)
 }
 
+/// The entry of inode `ino`, or nil after replying ENOENT (no such inode)
+/// or the index failure's errno (logged once by the context).
+private func entryOrReply(_ req: fuse_req_t?, _ context: MountContext, _ ino: fuse_ino_t) -> IndexEntry? {
+    do {
+        if let entry = try context.reader.index.entry(inode: ino) { return entry }
+        replyError(req, ENOENT)
+    } catch {
+        replyError(req, context.indexFailure(error))
+    }
+    return nil
+}
+
 /// The one translation from errors to errno.
 private func errnoOf(_ error: Error) -> Int32 {
     (error as? BundleError)?.errno ?? EIO
@@ -215,9 +219,7 @@ private func errnoOf(_ error: Error) -> Int32 {
 private func listDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ offset: off_t, plus: Bool) {
     guard let context = mountContext(req) else { return replyError(req, ENOENT) }
     let index = context.reader.index
-    let found: IndexEntry?
-    do { found = try index.entry(inode: ino) } catch { return replyError(req, context.indexFailure(error)) }
-    guard let directory = found else { return replyError(req, ENOENT) }
+    guard let directory = entryOrReply(req, context, ino) else { return }
     guard directory.kind == .directory else { return replyError(req, ENOTDIR) }
     guard offset >= 0 else { return replyError(req, EINVAL) }
     let capacity = min(size, 1 << 20)

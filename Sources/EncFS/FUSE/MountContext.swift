@@ -127,14 +127,16 @@ final class MountContext: Sendable {
 
     /// Logs a failure to read the index (a page of a paged index that no
     /// longer matches the bundle verified at mount, or an I/O error) once
-    /// per distinct message, and returns the errno to reply with.
+    /// per distinct message, and returns the errno to reply with (the
+    /// error's own, through `BundleError.errno`: EIO for a changed page).
     func indexFailure(_ error: Error) -> Int32 {
         let message = (error as? BundleError)?.message ?? "\(error)"
+        let code = (error as? BundleError)?.errno ?? EIO
         let first = loggedIndexFailures.withLock { logged in
             logged.count < 64 ? logged.insert(message).inserted : !logged.contains(message)
         }
-        if first { logger.log("error", "index read failed: \(message), returning EIO") }
-        return EIO
+        if first { logger.log("error", "index read failed: \(message), returning \(code == EIO ? "EIO" : "errno \(code)")") }
+        return code
     }
 
     /// Reply buffers grow in steps of this size: most reads are readahead

@@ -181,6 +181,24 @@ class MountTestCase: XCTestCase {
         try mount(bundle, at: mountpoint, keyArguments: ["--key-file", keyFile], options: options, foreground: foreground)
     }
 
+    /// Requires that `encfs-mount … OPTION VALUE` exits 2 with `message`
+    /// on stderr and mounts nothing, for each of `values` (on an empty
+    /// bundle: options are checked before anything is opened).
+    func assertMountOptionRejected(_ option: String, values: [String], message: String,
+                                   file: StaticString = #filePath, line: UInt = #line) throws {
+        let source = try scratch.makeDirectory(uniqueName("empty-src"))
+        let key = try makeKeyFile(uniqueName("option-key"))
+        let bundle = scratch.url("\(uniqueName("empty")).encfs")
+        _ = try packOrThrow(source, bundle, keyFile: key)
+        let mountpoint = try scratch.makeDirectory(uniqueName("mnt-option"))
+        for value in values {
+            let result = try run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, option, value])
+            XCTAssertEqual(result.status, 2, "\(option) \(value): \(result.summary)", file: file, line: line)
+            XCTAssertTrue(result.errorOutput.contains(message), result.summary, file: file, line: line)
+            XCTAssertFalse(MountTable.isMounted(mountpoint), file: file, line: line)
+        }
+    }
+
     /// Unmounts now (the teardown block then finds nothing to do) and
     /// requires that a plain `fusermount3 -u` was enough.
     func unmount(_ mounted: MountedBundle, file: StaticString = #filePath, line: UInt = #line) {
