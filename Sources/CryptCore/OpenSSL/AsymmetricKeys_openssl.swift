@@ -462,17 +462,11 @@ enum AsymmetricKeyChecks {
     ///
     /// - Throws: `CryptError.invalidKey` when the check fails.
     static func validatePublicHalf(of pkey: OpaquePointer, kind: AsymmetricKeyKind) throws(CryptError) {
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
-            throw openSSLError("EVP_PKEY_CTX_new_from_pkey")
+        let problem = switch kind {
+        case .rsa: "RSA public key has an invalid modulus or exponent"
+        case .x25519: "X25519 key has no public part"
         }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_public_check(ctx) == 1 else {
-            ERR_clear_error()
-            switch kind {
-            case .rsa: throw .invalidKey("RSA public key has an invalid modulus or exponent")
-            case .x25519: throw .invalidKey("X25519 key has no public part")
-            }
-        }
+        try runCheck(EVP_PKEY_public_check, on: pkey, failure: problem)
     }
 
     /// Checks that a private key's private half belongs to its public half.
@@ -483,16 +477,25 @@ enum AsymmetricKeyChecks {
     /// accepted and every bundle it should open then reports a slot that
     /// "does not open", blaming the bundle instead of the key.
     static func validatePair(of pkey: OpaquePointer, kind: AsymmetricKeyKind) throws(CryptError) {
+        let problem = switch kind {
+        case .rsa: "RSA private key does not match its public key"
+        case .x25519: "X25519 private key does not match its public key"
+        }
+        try runCheck(EVP_PKEY_pairwise_check, on: pkey, failure: problem)
+    }
+
+    /// Runs one of OpenSSL's `EVP_PKEY_*_check` functions on `pkey`.
+    ///
+    /// - Throws: `CryptError.invalidKey(failure)` when the check fails.
+    private static func runCheck(_ check: (OpaquePointer?) -> Int32, on pkey: OpaquePointer,
+                                 failure: String) throws(CryptError) {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
             throw openSSLError("EVP_PKEY_CTX_new_from_pkey")
         }
         defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_pairwise_check(ctx) == 1 else {
+        guard check(ctx) == 1 else {
             ERR_clear_error()
-            switch kind {
-            case .rsa: throw .invalidKey("RSA private key does not match its public key")
-            case .x25519: throw .invalidKey("X25519 private key does not match its public key")
-            }
+            throw .invalidKey(failure)
         }
     }
 
