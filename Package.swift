@@ -3,9 +3,13 @@ import PackageDescription
 
 /// encfs: encrypted resource bundles mounted read-only through FUSE.
 ///
-/// Imports point one way: CryptCore → COpenSSL; EncFS → CryptCore (and, in
-/// `Sources/EncFS/FUSE/` only, CFuse); the executables are thin `main.swift`
-/// files over EncFS. `Scripts/check-layering.sh` keeps the rule honest.
+/// Imports point one way, and the dependencies below are what enforce it:
+/// CryptCore → COpenSSL; EncFS (the FUSE-free core: format, keys, index,
+/// reader, writer, the public API) → CryptCore; EncFSMount (the FUSE file
+/// system and its daemon) → EncFS, CFuse; EncFSCLI (argument parsing, key
+/// options, prompts, the commands) → EncFS, EncFSMount; the executables are
+/// thin `main.swift` files over EncFSCLI. `Scripts/check-layering.sh` keeps
+/// only what the compiler cannot check.
 let package = Package(
     name: "encfs",
     products: [
@@ -19,16 +23,18 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
-        .target(name: "EncFS", dependencies: ["CryptCore", "CFuse"]),
-        .executableTarget(name: "encfs-pack", dependencies: ["EncFS"]),
-        .executableTarget(name: "encfs-mount", dependencies: ["EncFS"]),
-        .executableTarget(name: "encfs-inspect", dependencies: ["EncFS"]),
-        .executableTarget(name: "encfs-keygen", dependencies: ["EncFS"]),
+        .target(name: "EncFS", dependencies: ["CryptCore"]),
+        .target(name: "EncFSMount", dependencies: ["EncFS", "CryptCore", "CFuse"]),
+        .target(name: "EncFSCLI", dependencies: ["EncFS", "EncFSMount", "CryptCore"]),
+        .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
+        .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
+        .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
+        .executableTarget(name: "encfs-keygen", dependencies: ["EncFSCLI"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
-        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFS", "CryptCore"]),
+        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFS", "EncFSCLI", "CryptCore"]),
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFS", "CryptCore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MountTests", dependencies: ["EncFS"]),
+        .testTarget(name: "MountTests", dependencies: ["EncFS", "EncFSMount"]),
     ]
 )

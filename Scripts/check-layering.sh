@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# Keeps the import direction honest (see STYLE.md):
-#   CryptCore -> COpenSSL, only in Sources/CryptCore/OpenSSL/;
-#   CFuse only in Sources/EncFS/FUSE/; nothing else imports the C modules.
+# Keeps what the compiler cannot check (see STYLE.md). Which module may
+# import which is enforced by the target dependencies in Package.swift:
+# EncFS (the core) does not depend on CFuse or EncFSCLI, so it cannot
+# import them. What remains is checked here:
+#   - COpenSSL only in Sources/CryptCore/OpenSSL/ (CryptCore may import it
+#     anywhere, by dependency; the house rule keeps it in one folder);
+#   - CFuse only in Sources/EncFSMount/;
+#   - no OpenSSL symbol outside CryptCore;
+#   - the core never reads the environment, prompts or exits: those belong
+#     to EncFSCLI;
+#   - executables stay thin mains.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bad=0
-while IFS= read -r hit; do
-  echo "layering: COpenSSL imported outside Sources/CryptCore/OpenSSL/: $hit" >&2; bad=1
-done < <(grep -rnE '^\s*(internal |public |@_implementationOnly )?import COpenSSL' Sources Tests | grep -v '^Sources/CryptCore/OpenSSL/' || true)
-while IFS= read -r hit; do
-  echo "layering: CFuse imported outside Sources/EncFS/FUSE/: $hit" >&2; bad=1
-done < <(grep -rnE '^\s*(internal |public |@_implementationOnly )?import CFuse' Sources Tests | grep -v '^Sources/EncFS/FUSE/' || true)
-while IFS= read -r hit; do
-  echo "layering: OpenSSL symbol outside CryptCore: $hit" >&2; bad=1
-done < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/encfs-* || true)
+report() { echo "layering: $1: $2" >&2; bad=1; }
+while IFS= read -r hit; do report "COpenSSL imported outside Sources/CryptCore/OpenSSL/" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import COpenSSL' Sources Tests | grep -v '^Sources/CryptCore/OpenSSL/' || true)
+while IFS= read -r hit; do report "CFuse imported outside Sources/EncFSMount/" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CFuse' Sources Tests | grep -v '^Sources/EncFSMount/' || true)
+while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
+  < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
+while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \
+  < <(grep -rnE '\b(getenv|setenv|unsetenv|environ|isatty|tcgetattr|tcsetattr|exit|_exit)\(|/dev/tty|ProcessInfo' Sources/EncFS || true)
+# The core must not link libfuse: the dependency graph says so, and the
+# package description must keep saying so.
+if grep -nE '\.target\(name: "EncFS", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
+  report "Package.swift" "EncFS must depend on CryptCore only"
+fi
 for f in Sources/encfs-*/main.swift; do
   n=$(grep -cvE '^\s*(//.*)?$' "$f")
-  [ "$n" -le 8 ] || { echo "layering: $f should stay a thin main ($n lines)" >&2; bad=1; }
+  [ "$n" -le 8 ] || report "$f should stay a thin main" "$n lines"
 done
 exit $bad

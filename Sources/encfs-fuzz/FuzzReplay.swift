@@ -1,4 +1,5 @@
 import EncFS
+import EncFSCLI
 #if canImport(Glibc)
 import Glibc
 #endif

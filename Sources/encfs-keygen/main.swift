@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCLI
 #if canImport(Glibc)
 import Glibc
 #endif

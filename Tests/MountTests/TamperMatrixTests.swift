@@ -72,11 +72,11 @@ final class TamperMatrixTests: MountTestCase {
 
     // MARK: - Secrets
 
-    private func keyMaterial() throws -> KeyMaterial { .rawKey(try KeySources.readKeyFile(Array(keyFile.utf8))) }
+    private func keyMaterial() throws -> KeyMaterial { .rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8))) }
     private func passphraseMaterial() throws -> KeyMaterial {
-        .passphrase(try KeySources.readPassphraseFile(Array(passphraseFile.utf8)))
+        .passphrase(try KeyFiles.readPassphraseFile(Array(passphraseFile.utf8)))
     }
-    private func identityMaterial() throws -> KeyMaterial { .identity(try KeySources.readIdentityFile(Array(identityFile.utf8))) }
+    private func identityMaterial() throws -> KeyMaterial { .identity(try KeyFiles.readIdentityFile(Array(identityFile.utf8))) }
 
     // MARK: - Reading through the library
 

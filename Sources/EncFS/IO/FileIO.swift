@@ -3,23 +3,22 @@ import CryptCore
 import Glibc
 #endif
 
-/// Thin loops over read(2)/write(2)/pread(2) that retry on EINTR and on
-/// short transfers. Paths are only used for error messages.
-enum FileIO {
+/// Whole-buffer transfers over read(2), write(2), pread(2) and pwrite(2):
+/// they continue after short transfers, and every call goes through
+/// ``SystemCall/retrying(_:path:_:)``. For descriptors this code does not
+/// own (standard output, inherited pipes); owned files use
+/// ``FileDescriptor``, which calls these. Paths are only used in messages.
+package enum FileIO {
     /// Reads until `buffer` is full or end of file. The corresponding C
     /// function is `read`.
     ///
     /// - Returns: bytes read (less than `buffer.count` only at end of file).
     /// - Throws: `BundleError.io`.
-    static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: [UInt8]) throws -> Int {
+    package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: [UInt8]) throws(BundleError) -> Int {
         guard let base = buffer.baseAddress else { return 0 }
         var done = 0
         while done < buffer.count {
-            let n = read(fd, base + done, buffer.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BundleError.lastIO("read", path)
-            }
+            let n = try SystemCall.retrying("read", path: path) { read(fd, base + done, buffer.count - done) }
             if n == 0 { break }
             done += n
         }
@@ -29,16 +28,15 @@ enum FileIO {
     /// Reads at `offset` until `buffer` is full or end of file. The
     /// corresponding C function is `pread`.
     ///
-    /// - Returns: bytes read.
+    /// - Returns: bytes read (less than `buffer.count` only at end of file).
     /// - Throws: `BundleError.io`.
-    static func preadFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, path: [UInt8]) throws -> Int {
+    package static func preadFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64,
+                                  path: [UInt8]) throws(BundleError) -> Int {
         guard let base = buffer.baseAddress else { return 0 }
         var done = 0
         while done < buffer.count {
-            let n = pread(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BundleError.lastIO("read", path)
+            let n = try SystemCall.retrying("read", path: path) {
+                pread(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
             }
             if n == 0 { break }
             done += n
@@ -49,32 +47,25 @@ enum FileIO {
     /// Writes all of `buffer`. The corresponding C function is `write`.
     ///
     /// - Throws: `BundleError.io`.
-    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: [UInt8]) throws {
+    package static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: [UInt8]) throws(BundleError) {
         guard let base = buffer.baseAddress else { return }
         var done = 0
         while done < buffer.count {
-            let n = write(fd, base + done, buffer.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BundleError.lastIO("write", path)
-            }
-            done += n
+            done += try SystemCall.retrying("write", path: path) { write(fd, base + done, buffer.count - done) }
         }
     }
 
     /// Writes all of `buffer` at `offset`. The corresponding C function is `pwrite`.
     ///
     /// - Throws: `BundleError.io`.
-    static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64, path: [UInt8]) throws {
+    package static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64,
+                                  path: [UInt8]) throws(BundleError) {
         guard let base = buffer.baseAddress else { return }
         var done = 0
         while done < buffer.count {
-            let n = pwrite(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BundleError.lastIO("write", path)
+            done += try SystemCall.retrying("write", path: path) {
+                pwrite(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
             }
-            done += n
         }
     }
 
@@ -82,7 +73,7 @@ enum FileIO {
     /// corresponding C function is `realpath`.
     ///
     /// - Throws: `BundleError.io` naming `path`.
-    static func resolvedPath(_ path: [UInt8]) throws -> [UInt8] {
+    package static func resolvedPath(_ path: [UInt8]) throws -> [UInt8] {
         guard let resolved = path.withCString({ realpath($0, nil) }) else { throw BundleError.lastIO("resolve", path) }
         defer { free(resolved) }
         return Array(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
@@ -92,22 +83,24 @@ enum FileIO {
     /// storage, refusing anything larger than `limit` bytes.
     ///
     /// - Throws: `BundleError.io`, or `.limitExceeded` for a large file.
-    static func readSecretFile(_ path: [UInt8], limit: Int) throws -> SecureBytes {
-        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else { throw BundleError.lastIO("open", path) }
-        defer { close(fd) }
-        var out = [UInt8](repeating: 0, count: limit + 1)
-        let n = try out.withUnsafeMutableBytes { try readFull(fd, into: $0, path: path) }
-        defer { out.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+    package static func readSecretFile(_ path: [UInt8], limit: Int) throws -> SecureBytes {
+        let file = try FileDescriptor.open(path, flags: O_RDONLY)
+        // One byte more than the limit tells a file at the limit from a
+        // larger one. Wiping storage from the start: a read that fails
+        // half-way leaves no secret bytes behind in ordinary memory.
+        var n = 0
+        let buffer = try SecureBytes(count: limit + 1) { (out: UnsafeMutableRawBufferPointer) throws(BundleError) in
+            n = try file.read(into: out)
+        }
         guard n <= limit else { throw BundleError.limitExceeded("file is larger than \(limit) bytes") }
-        return out.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        return buffer.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 }
 
 extension Array where Element == UInt8 {
     /// Calls `body` with a NUL-terminated copy of the bytes (paths are byte
     /// strings; they never pass through `String`).
-    func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+    package func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
         var copy = self
         copy.append(0)
         return try copy.withUnsafeBufferPointer { b in

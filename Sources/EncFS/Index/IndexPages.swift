@@ -91,9 +91,7 @@ public final class IndexPages: Sendable {
     /// holds.
     ///
     /// - Parameters:
-    ///   - descriptor: the bundle, open for reading; duplicated, so the
-    ///     caller keeps its own.
-    ///   - path: for messages.
+    ///   - source: the bundle's bytes (kept: pages are read again on demand).
     ///   - start: file offset of the sealed index.
     ///   - length: plaintext length (the tag follows it).
     ///   - tag: the index's GCM tag.
@@ -101,20 +99,12 @@ public final class IndexPages: Sendable {
     ///   - cacheBytes: cache size, at least ``minimumCacheBytes``.
     /// - Throws: `BundleError.corruptIndex` when the tag fails or the file is
     ///   short, `.io`, `.crypto`.
-    static func sealed(descriptor: Int32, path: [UInt8], start: UInt64, length: Int, tag: UnsafeRawBufferPointer,
+    static func sealed(source: any ByteSource, start: UInt64, length: Int, tag: UnsafeRawBufferPointer,
                        key: SymmetricKey, nonce: [UInt8], aad: [UInt8], cacheBytes: Int) throws -> IndexPages {
         precondition(length >= 0 && cacheBytes >= minimumCacheBytes, "internal error: index pages \(length), cache \(cacheBytes)")
         let pageCount = (length + pageSize - 1) / pageSize
-        let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-        guard fd >= 0 else { throw BundleError.lastIO("duplicate bundle descriptor", path) }
-        let cache: PageCache
-        do {
-            cache = try PageCache(fd: fd, path: path, start: start, length: length, key: key, nonce: nonce,
+        let cache = try PageCache(source: source, start: start, length: length, key: key, nonce: nonce,
                                   slotCount: min(cacheBytes / pageSize, max(pageCount, 1)), pageCount: pageCount)
-        } catch {
-            close(fd)
-            throw error
-        }
         var tags = [UInt8](repeating: 0, count: pageCount * PageCache.tagSize)
         let gcm: AESGCM
         do { gcm = try AESGCM() } catch { throw BundleError.crypto("index decryption failed") }
@@ -136,8 +126,8 @@ public final class IndexPages: Sendable {
                         var done = 0
                         while done < length {
                             let want = min(length - done, batchBytes)
-                            let got = try FileIO.preadFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]),
-                                                           at: start + UInt64(done), path: path)
+                            let got = try source.read(fromAbsoluteOffset: start + UInt64(done),
+                                                      into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
                             guard got == want else { throw BundleError.corruptIndex("index is truncated") }
                             var at = 0
                             while at < want {
@@ -250,14 +240,13 @@ private final class PageCache: @unchecked Sendable {
     private let tagKey: SymmetricKey
     private let tagger: AESGCM
     private let ctr: AESCTR
-    private let fd: Int32
-    private let path: [UInt8]
+    private let source: any ByteSource
     private let start: UInt64
     private let length: Int
     private let key: SymmetricKey
     private let nonce: [UInt8]
 
-    init(fd: Int32, path: [UInt8], start: UInt64, length: Int, key: SymmetricKey, nonce: [UInt8],
+    init(source: any ByteSource, start: UInt64, length: Int, key: SymmetricKey, nonce: [UInt8],
          slotCount: Int, pageCount: Int) throws {
         do {
             ctr = try AESCTR()
@@ -274,8 +263,7 @@ private final class PageCache: @unchecked Sendable {
         slotOfPage = Array(repeating: -1, count: pageCount)
         referenced = Array(repeating: false, count: slotCount)
         sealed = .allocate(byteCount: IndexPages.pageSize, alignment: 4096)
-        self.fd = fd
-        self.path = path
+        self.source = source
         self.start = start
         self.length = length
         self.key = key
@@ -287,7 +275,6 @@ private final class PageCache: @unchecked Sendable {
         slots.deallocate()
         sealed.deallocate()
         loadedTag.deallocate()
-        close(fd)
     }
 
     var cachedPages: [Int] { pageInSlot.filter { $0 >= 0 }.sorted() }
@@ -367,7 +354,7 @@ private final class PageCache: @unchecked Sendable {
     /// the index was authenticated, and decrypts it into `slot`.
     private func load(_ page: Int, into slot: Int, byteCount: Int, tags: [UInt8]) throws {
         let ciphertext = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<byteCount])
-        let got = try FileIO.preadFull(fd, into: ciphertext, at: start + UInt64(page * IndexPages.pageSize), path: path)
+        let got = try source.read(fromAbsoluteOffset: start + UInt64(page * IndexPages.pageSize), into: ciphertext)
         guard got == byteCount else { throw BundleError.corruptIndex("index page \(page) is truncated (the bundle changed after it was verified)") }
         try tag(ofPage: page, ciphertext: UnsafeRawBufferPointer(ciphertext), into: loadedTag)
         let matches = tags.withUnsafeBytes { all in

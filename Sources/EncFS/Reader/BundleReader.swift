@@ -7,160 +7,120 @@ import Glibc
 /// Reads an unlocked bundle: the index, and file contents chunk by chunk.
 ///
 /// All state is immutable except the workspace pool, which sits behind a
-/// `Mutex`; `read` may be called from many threads at once. The bundle is
-/// read with `pread` on one shared descriptor.
+/// `Mutex`; `read` may be called from many threads at once. The bytes come
+/// from a ``ByteSource`` (a local file, memory, a remote object), read
+/// positionally into the reader's own buffers.
 public final class BundleReader: Sendable {
     /// The authenticated header.
     public let header: BundleHeader
     /// The authenticated, validated index.
     public let index: BundleIndex
     /// Keys derived from the content key.
-    public let keys: BundleKeys
+    package let keys: BundleKeys
     /// Bundle size in bytes.
     public let bundleSize: UInt64
-    private let fd: Int32
-    private let path: [UInt8]
+    /// Where the bundle's bytes come from.
+    public let source: any ByteSource
     private let pool = Mutex<[ChunkWorkspace]>([])
 
-    private init(fd: Int32, path: [UInt8], header: BundleHeader, index: BundleIndex, keys: BundleKeys, size: UInt64) {
-        self.fd = fd
-        self.path = path
+    private init(source: any ByteSource, header: BundleHeader, index: BundleIndex, keys: BundleKeys) {
+        self.source = source
         self.header = header
         self.index = index
         self.keys = keys
-        self.bundleSize = size
+        self.bundleSize = source.size
     }
-
-    deinit { close(fd) }
 
     /// Opens a bundle with whichever of `materials` opens a slot.
     ///
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
     ///   corrupted header or index, length mismatch, I/O).
+    public static func open(source: any ByteSource, materials: [KeyMaterial],
+                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
+        try open(source: source, indexCacheBytes: indexCacheBytes) { header in try header.unlock(with: materials) }
+    }
+
+    /// Opens the bundle file at `path` with whichever of `materials` opens a slot.
     public static func open(path: [UInt8], materials: [KeyMaterial],
                             indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(path: path, indexCacheBytes: indexCacheBytes) { header in try header.unlock(with: materials) }
+        try open(source: try FileByteSource(path: path), materials: materials, indexCacheBytes: indexCacheBytes)
     }
 
     /// Opens a bundle with a known content key (the mount daemon gets it
-    /// from the process that verified the user's secret).
-    public static func open(path: [UInt8], contentKey: SymmetricKey,
-                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(path: path, indexCacheBytes: indexCacheBytes) { header in try header.authenticate(contentKey: contentKey) }
+    /// from the process that verified the user's secret, together with the
+    /// very file that process verified).
+    package static func open(source: any ByteSource, contentKey: SymmetricKey,
+                             indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
+        try open(source: source, indexCacheBytes: indexCacheBytes) { header in try header.authenticate(contentKey: contentKey) }
     }
 
-    /// Opens the bundle file and unlocks its header with whichever of
-    /// `materials` opens a slot, without reading the index: what the mount
-    /// launcher needs to hand the bundle to its daemon, which loads and
-    /// checks the index itself (once, instead of in both processes).
+    /// Opens the bundle file at `path` with a known content key.
+    package static func open(path: [UInt8], contentKey: SymmetricKey,
+                             indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
+        try open(source: try FileByteSource(path: path), contentKey: contentKey, indexCacheBytes: indexCacheBytes)
+    }
+
+    /// Unlocks the header of `source` with whichever of `materials` opens a
+    /// slot, without reading the index: what the mount launcher needs to
+    /// hand the bundle to its daemon, which loads and checks the index
+    /// itself (once, instead of in both processes).
     ///
-    /// - Returns: the open file (close-on-exec; the caller closes it) and
-    ///   the bundle's keys.
+    /// - Returns: the bundle's keys.
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
     ///   corrupted header, length mismatch, I/O).
-    public static func unlock(path: [UInt8], materials: [KeyMaterial]) throws -> (descriptor: Int32, keys: BundleKeys) {
-        let fd = try openBundleFile(path)
-        do {
-            return (fd, try authenticate(fd: fd, path: path) { header in try header.unlock(with: materials) }.keys)
-        } catch {
-            close(fd)
-            throw error
-        }
+    package static func unlock(source: any ByteSource, materials: [KeyMaterial]) throws -> BundleKeys {
+        try authenticate(source: source) { header in try header.unlock(with: materials) }.keys
     }
 
     /// Reads and parses only the unauthenticated header (for tools that
     /// show slot kinds without a key).
-    public static func readHeader(path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
-        let fd = try openBundleFile(path)
-        defer { close(fd) }
-        return try readHeader(fd: fd, path: path)
-    }
-
-    private static func openBundleFile(_ path: [UInt8]) throws -> Int32 {
-        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else { throw BundleError.lastIO("open bundle", path) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            close(fd)
-            throw BundleError.lastIO("stat bundle", path)
-        }
-        guard st.st_mode & S_IFMT == S_IFREG else {
-            close(fd)
-            throw BundleError.io(errno: EINVAL, operation: "open bundle (not a regular file)", path: path)
-        }
-        return fd
-    }
-
-    private static func readHeader(fd: Int32, path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw BundleError.lastIO("stat bundle", path) }
-        let fileSize = UInt64(max(st.st_size, 0))
+    public static func readHeader(source: any ByteSource) throws -> (header: BundleHeader, fileSize: UInt64) {
         var prefix = [UInt8](repeating: 0, count: 16)
-        let got = try prefix.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: 0, path: path) }
+        let got = try prefix.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: 0, into: $0) }
         guard got == 16 else { throw BundleError.notABundle }
         let length = try prefix.withUnsafeBytes { try BundleHeader.headerLength(fromPrefix: $0) }
-        guard UInt64(length) <= fileSize else { throw BundleError.corruptHeader("file is shorter than its header") }
+        guard UInt64(length) <= source.size else { throw BundleError.corruptHeader("file is shorter than its header") }
         var bytes = [UInt8](repeating: 0, count: length)
-        let n = try bytes.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: 0, path: path) }
+        let n = try bytes.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: 0, into: $0) }
         guard n == length else { throw BundleError.corruptHeader("file is shorter than its header") }
-        return (try bytes.withUnsafeBytes { try BundleHeader.parse($0) }, fileSize)
+        return (try bytes.withUnsafeBytes { try BundleHeader.parse($0) }, source.size)
     }
 
-    /// Opens an already open bundle file with a known content key. The
-    /// mount daemon receives the descriptor its parent verified, so a file
-    /// swapped in at the path meanwhile cannot take its place. The reader
-    /// takes ownership of `descriptor` (closed on failure and in `deinit`).
-    ///
-    /// - Parameters:
-    ///   - path: used in messages only.
-    ///   - indexCacheBytes: memory for decrypted index pages (at least
-    ///     `IndexPages.minimumCacheBytes`).
-    public static func open(descriptor: Int32, path: [UInt8], contentKey: SymmetricKey,
-                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(fd: descriptor, path: path, indexCacheBytes: indexCacheBytes) { header in
-            try header.authenticate(contentKey: contentKey)
-        }
+    /// Reads and parses only the unauthenticated header of the file at `path`.
+    public static func readHeader(path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
+        try readHeader(source: try FileByteSource(path: path))
     }
 
-    private static func open(path: [UInt8], indexCacheBytes: Int, unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
-        try open(fd: try openBundleFile(path), path: path, indexCacheBytes: indexCacheBytes, unlock: unlock)
-    }
-
-    private static func open(fd: Int32, path: [UInt8], indexCacheBytes: Int,
+    private static func open(source: any ByteSource, indexCacheBytes: Int,
                              unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
-        do {
-            let (header, keys, fileSize) = try authenticate(fd: fd, path: path, unlock: unlock)
-            let index = try readIndex(fd: fd, path: path, header: header, keys: keys, cacheBytes: indexCacheBytes)
-            return BundleReader(fd: fd, path: path, header: header, index: index, keys: keys, size: fileSize)
-        } catch {
-            close(fd)
-            throw error
-        }
+        let (header, keys) = try authenticate(source: source, unlock: unlock)
+        let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes)
+        return BundleReader(source: source, header: header, index: index, keys: keys)
     }
 
-    /// Reads the header, unlocks it and checks the file's length.
-    private static func authenticate(fd: Int32, path: [UInt8], unlock: (BundleHeader) throws -> BundleKeys) throws
-        -> (header: BundleHeader, keys: BundleKeys, fileSize: UInt64) {
-        let (header, fileSize) = try readHeader(fd: fd, path: path)
+    /// Reads the header, unlocks it and checks the source's length.
+    private static func authenticate(source: any ByteSource, unlock: (BundleHeader) throws -> BundleKeys) throws
+        -> (header: BundleHeader, keys: BundleKeys) {
+        let (header, size) = try readHeader(source: source)
         let keys = try unlock(header)
-        guard fileSize == header.bundleLength else {
-            throw BundleError.lengthMismatch(expected: header.bundleLength, actual: fileSize)
+        guard size == header.bundleLength else {
+            throw BundleError.lengthMismatch(expected: header.bundleLength, actual: size)
         }
-        return (header, keys, fileSize)
+        return (header, keys)
     }
 
-    private static func readIndex(fd: Int32, path: [UInt8], header: BundleHeader, keys: BundleKeys,
+    private static func readIndex(source: any ByteSource, header: BundleHeader, keys: BundleKeys,
                                   cacheBytes: Int) throws -> BundleIndex {
         // Sizes were bounded by the authenticated header and the file size
         // (the header parser checked indexLength ≥ the tag size).
         let plainLength = Int(header.indexLength) - AESGCM.tagByteCount
         let start = UInt64(header.headerLength) + header.indexOffset
         var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
-        let gotTag = try tag.withUnsafeMutableBytes { try FileIO.preadFull(fd, into: $0, at: start + UInt64(plainLength), path: path) }
+        let gotTag = try tag.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: start + UInt64(plainLength), into: $0) }
         guard gotTag == tag.count else { throw BundleError.corruptIndex("index is truncated") }
         // The plaintext is never held whole: see IndexPages.
         let pages = try tag.withUnsafeBytes { t in
-            try IndexPages.sealed(descriptor: fd, path: path, start: start, length: plainLength, tag: t,
+            try IndexPages.sealed(source: source, start: start, length: plainLength, tag: t,
                                   key: keys.indexKey, nonce: IndexBuilder.zeroNonce,
                                   aad: IndexBuilder.associatedData(header), cacheBytes: cacheBytes)
         }
@@ -211,7 +171,7 @@ public final class BundleReader: Sendable {
     /// workspace (from ``makeWorkspace()``), which no other thread may use
     /// meanwhile: the mount keeps one per worker thread, so reads take no
     /// lock at all.
-    func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer,
+    package func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer,
               using workspace: ChunkWorkspace) throws -> Int {
         try readChunks(entry, key: nil, fromOffset: offset, into: buffer, workspace: workspace)
     }
@@ -219,7 +179,7 @@ public final class BundleReader: Sendable {
     /// A workspace for ``read(_:fromOffset:into:using:)``.
     ///
     /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
-    func makeWorkspace() throws -> ChunkWorkspace {
+    package func makeWorkspace() throws -> ChunkWorkspace {
         try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
     }
 
@@ -245,8 +205,8 @@ public final class BundleReader: Sendable {
                         batch = chunk..<min(chunks.upperBound, chunk + UInt64(workspace.batchChunks))
                         let bytes = layout.ciphertextRange(ofChunks: batch, plaintextSize: size)
                         let want = Int(bytes.count)
-                        let got = try FileIO.preadFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<want]),
-                                                       at: bodyStart + bytes.lowerBound, path: path)
+                        let got = try source.read(fromAbsoluteOffset: bodyStart + bytes.lowerBound,
+                                                  into: UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<want]))
                         // A short read means the bundle ends early: name the
                         // first chunk it cut.
                         guard got == want else {
@@ -285,32 +245,23 @@ public final class BundleReader: Sendable {
         return Int(end - offset)
     }
 
-    /// Whether the file this reader has open is the one with `device` and
-    /// `inode` (the rekeyer checks it still reads the file it replaces).
-    func isBundleFile(device: dev_t, inode: ino_t) -> Bool {
-        var st = stat()
-        return fstat(fd, &st) == 0 && st.st_dev == device && st.st_ino == inode
-    }
-
     /// Copies the payload (chunk data and sealed index) byte for byte to
-    /// `output` at `offset`, 1 MiB at a time. (`copy_file_range` would keep
-    /// the copy in the kernel, but Glibc only declares it under _GNU_SOURCE,
-    /// which Swift's Glibc module does not set.)
+    /// `output` at `offset`, 1 MiB at a time.
     ///
-    /// - Throws: `BundleError.io`.
-    func copyPayload(to output: Int32, at offset: UInt64, path: [UInt8]) throws {
+    /// - Throws: `BundleError.io`, `.lengthMismatch` when the source ends early.
+    package func copyPayload(to output: FileDescriptor, at offset: UInt64) throws {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
         defer { buffer.deallocate() }
-        var source = UInt64(header.headerLength)
+        var from = UInt64(header.headerLength)
         var destination = offset
         var remaining = header.payloadLength
         while remaining > 0 {
             let want = Int(min(remaining, UInt64(buffer.count)))
             let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
-            let got = try FileIO.preadFull(fd, into: chunk, at: source, path: path)
-            guard got == want else { throw BundleError.lengthMismatch(expected: header.bundleLength, actual: source + UInt64(got)) }
-            try FileIO.pwriteAll(output, UnsafeRawBufferPointer(chunk), at: destination, path: path)
-            source += UInt64(want)
+            let got = try source.read(fromAbsoluteOffset: from, into: chunk)
+            guard got == want else { throw BundleError.lengthMismatch(expected: header.bundleLength, actual: from + UInt64(got)) }
+            try output.writeAll(UnsafeRawBufferPointer(chunk), toAbsoluteOffset: destination)
+            from += UInt64(want)
             destination += UInt64(want)
             remaining -= UInt64(want)
         }

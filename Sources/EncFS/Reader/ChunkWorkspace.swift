@@ -7,7 +7,7 @@ import CryptCore
 /// nothing once the pool has warmed up; the plaintext buffer is wiped when a
 /// workspace is freed, cached keys when they are replaced or freed. `@unchecked Sendable`: a workspace is used by one
 /// thread at a time; ownership moves only through the reader's locked pool.
-final class ChunkWorkspace: @unchecked Sendable {
+package final class ChunkWorkspace: @unchecked Sendable {
     let codec: ChunkCodec
     /// Holds ``batchChunks`` consecutive sealed chunks (chunk size + 16
     /// each), read with one `pread`.
@@ -50,7 +50,7 @@ final class ChunkWorkspace: @unchecked Sendable {
 
     /// The cached entry at index `position`, if this workspace read that
     /// file recently.
-    func cachedEntry(at position: Int) -> IndexEntry? {
+    package func cachedEntry(at position: Int) -> IndexEntry? {
         for slot in 0..<Self.cachedKeyCount where cachedPositions[slot] == position {
             return cachedEntries[slot]
         }

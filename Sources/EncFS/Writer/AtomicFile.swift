@@ -12,13 +12,14 @@ import Glibc
 /// atomically) and the directory is synced. File systems without
 /// `O_TMPFILE` fall back to a hidden named file that ``abort()`` removes, and
 /// `InterruptCleanup` on SIGINT, SIGTERM or SIGHUP.
-final class AtomicFile {
+package final class AtomicFile {
     /// `O_TMPFILE` is a macro over `__O_TMPFILE | O_DIRECTORY` that Swift does
     /// not import; `__O_TMPFILE` is 020000000 on every Linux architecture
     /// Swift supports, and `O_DIRECTORY` comes from Glibc.
     static let openTemporaryFlag: Int32 = 0o20000000 | O_DIRECTORY
 
-    let fd: Int32
+    /// The output, open for reading and writing.
+    package let file: FileDescriptor
     private let destination: [UInt8]
     private let directory: [UInt8]
     private var namedTemporary: [UInt8]?
@@ -27,7 +28,7 @@ final class AtomicFile {
     /// Creates the unnamed file next to `destination`.
     ///
     /// - Throws: `BundleError.io` naming the destination directory.
-    init(destination: [UInt8], mode: mode_t = 0o644) throws {
+    package init(destination: [UInt8], mode: mode_t = 0o644) throws {
         self.destination = destination
         if let slash = destination.lastIndex(of: 0x2F) {
             directory = slash == 0 ? [0x2F] : Array(destination[..<slash])
@@ -43,7 +44,7 @@ final class AtomicFile {
             if fd >= 0 { namedTemporary = name } else { InterruptCleanup.disarm() }
         }
         guard fd >= 0 else { throw BundleError.lastIO("create output file in", directory) }
-        self.fd = fd
+        file = FileDescriptor(taking: fd, path: destination)
     }
 
     deinit {
@@ -55,8 +56,8 @@ final class AtomicFile {
     /// - Throws: `BundleError.io`; the destination is then unchanged.
     /// - Parameter replacing: when false, fail with EEXIST instead of
     ///   replacing an existing file (checked atomically by `linkat`).
-    func commit(replacing: Bool = true) throws {
-        guard fsync(fd) == 0 else { throw BundleError.lastIO("sync", destination) }
+    package func commit(replacing: Bool = true) throws {
+        _ = try SystemCall.retrying("sync", path: destination) { fsync(file.rawValue) }
         if !replacing {
             try commitWithoutReplacing()
             return
@@ -66,7 +67,7 @@ final class AtomicFile {
             temporary = named
         } else {
             temporary = try Self.temporaryName(for: destination)
-            let procPath = Array("/proc/self/fd/\(fd)".utf8)
+            let procPath = Array("/proc/self/fd/\(file.rawValue)".utf8)
             // Armed before the name exists, so no signal falls in between.
             InterruptCleanup.arm(temporary)
             let rc = procPath.withCString { p in temporary.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
@@ -87,7 +88,6 @@ final class AtomicFile {
         InterruptCleanup.disarm()
         namedTemporary = nil
         finished = true
-        close(fd)
         syncDirectory()
     }
 
@@ -99,28 +99,25 @@ final class AtomicFile {
             InterruptCleanup.disarm()
             namedTemporary = nil
         } else {
-            let procPath = Array("/proc/self/fd/\(fd)".utf8)
+            let procPath = Array("/proc/self/fd/\(file.rawValue)".utf8)
             let rc = procPath.withCString { p in destination.withCString { linkat(AT_FDCWD, p, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) } }
             guard rc == 0 else { throw BundleError.lastIO("create", destination) }
         }
         finished = true
-        close(fd)
         syncDirectory()
     }
 
+    /// Best effort: the rename is durable once the directory is synced.
     private func syncDirectory() {
-        let dirFD = directory.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        if dirFD >= 0 {
-            _ = fsync(dirFD)
-            close(dirFD)
+        if let dir = try? FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY) {
+            _ = try? SystemCall.retrying("sync", path: directory) { fsync(dir.rawValue) }
         }
     }
 
     /// Discards the file: nothing is left at any path.
-    func abort() {
+    package func abort() {
         guard !finished else { return }
         finished = true
-        close(fd)
         if let named = namedTemporary {
             _ = named.withCString { unlink($0) }
             InterruptCleanup.disarm()

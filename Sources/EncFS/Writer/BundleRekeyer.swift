@@ -83,17 +83,17 @@ public enum BundleRekeyer {
         let target = try FileIO.resolvedPath(path)
         var st = stat()
         guard target.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", target) }
-        guard reader.isBundleFile(device: st.st_dev, inode: st.st_ino) else {
+        guard FileByteSource.identity(of: st) == reader.source.identity else {
             throw BundleError.rejected("the bundle file was replaced while it was being rekeyed")
         }
         let output = try AtomicFile(destination: target, mode: st.st_mode & 0o7777)
         // Keep the owner and group too (a 0640 bundle read by a service's
         // group must stay readable); best effort, since only root may give
         // a file away. Before fchmod: fchown clears set-id bits.
-        _ = fchown(output.fd, st.st_uid, st.st_gid)
-        _ = fchmod(output.fd, st.st_mode & 0o7777)
-        try bytes.withUnsafeBytes { try FileIO.writeAll(output.fd, $0, path: target) }
-        try reader.copyPayload(to: output.fd, at: UInt64(bytes.count), path: target)
+        _ = fchown(output.file.rawValue, st.st_uid, st.st_gid)
+        _ = fchmod(output.file.rawValue, st.st_mode & 0o7777)
+        try bytes.withUnsafeBytes { try output.file.writeAll($0) }
+        try reader.copyPayload(to: output.file, at: UInt64(bytes.count))
         try output.commit()
         return Outcome(added: added, removed: removed, slots: slots)
     }

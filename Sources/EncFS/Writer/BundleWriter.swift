@@ -55,9 +55,8 @@ public enum BundleWriter {
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
             throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
         }
-        let rootFD = source.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard rootFD >= 0 else { throw BundleError.lastIO("open source directory", source) }
-        defer { close(rootFD) }
+        let root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory")
+        let rootFD = root.rawValue
         var tree = try SourceTree(root: source, rootFD: rootFD, excludes: options.excludes, warn: warn)
 
         let layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)
@@ -81,7 +80,7 @@ public enum BundleWriter {
         var summary = PackSummary()
         var fileIDs = [UInt8](repeating: 0, count: tree.nodes.count * BundleFormat.idSize)
         var dataOffsets = [UInt64](repeating: 0, count: tree.nodes.count)
-        let sink = try ChunkSink(fd: output.fd, startOffset: UInt64(headerLength), path: destination)
+        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination)
         let encryptor = try FileEncryptor(layout: layout, keys: keys)
         for position in tree.nodes.indices {
             switch tree.nodes[position].kind {
@@ -126,7 +125,7 @@ public enum BundleWriter {
         try sink.finish()
         let headerBytes = try header.serialized(keys: keys)
         precondition(headerBytes.count == headerLength, "internal error: header length changed")
-        try headerBytes.withUnsafeBytes { try FileIO.pwriteAll(output.fd, $0, at: 0, path: destination) }
+        try headerBytes.withUnsafeBytes { try output.file.writeAll($0, toAbsoluteOffset: 0) }
         summary.bundleBytes = UInt64(headerLength) + payloadLength
         try output.commit()
         return summary
@@ -317,9 +316,8 @@ final class FileEncryptor {
             if errno == ELOOP { throw BundleError.sourceChanged(path: displayPath, what: "file was replaced by a symlink") }
             throw BundleError.lastIO("open", displayPath)
         }
-        defer { close(fd) }
-        var before = stat()
-        guard fstat(fd, &before) == 0 else { throw BundleError.lastIO("stat", displayPath) }
+        let file = FileDescriptor(taking: fd, path: displayPath)
+        let before = try file.status()
         guard before.st_mode & S_IFMT == S_IFREG else {
             throw BundleError.sourceChanged(path: displayPath, what: "no longer a regular file")
         }
@@ -335,7 +333,7 @@ final class FileEncryptor {
             while chunk < chunks {
                 let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
                 let want = Int(range.count)
-                let got = try FileIO.readFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want]), path: displayPath)
+                let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want]))
                 guard got == want else { throw BundleError.sourceChanged(path: displayPath, what: "file shrank while it was read") }
                 let last = chunk + 1 == chunks
                 try sink.withSpace(want + AESGCM.tagByteCount) { space in
@@ -346,9 +344,8 @@ final class FileEncryptor {
             }
         }
         // One more byte must not exist, and size and mtime must be unchanged.
-        let extra = try FileIO.readFull(fd, into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<1]), path: displayPath)
-        var after = stat()
-        guard fstat(fd, &after) == 0 else { throw BundleError.lastIO("stat", displayPath) }
+        let extra = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<1]))
+        let after = try file.status()
         guard extra == 0, after.st_size == before.st_size, after.st_mtim.tv_sec == before.st_mtim.tv_sec,
               after.st_mtim.tv_nsec == before.st_mtim.tv_nsec else {
             throw BundleError.sourceChanged(path: displayPath, what: "file was modified while it was read")

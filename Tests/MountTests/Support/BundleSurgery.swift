@@ -31,7 +31,7 @@ enum BundleSurgery {
     ///   - keyFile: a key file that opens the bundle.
     static func offset(ofChunk chunk: UInt64, byte: UInt64, ofFile path: String, in bundle: String,
                        keyFile: String) throws -> UInt64 {
-        let materials = try KeySources.gather(keyFiles: [Array(keyFile.utf8)], passphraseFiles: [], confirm: false)
+        let materials: [KeyMaterial] = [.rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8)))]
         let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials)
         let entry = try reader.index.resolve(path: Array(path.utf8))
         let layout = reader.header.layout

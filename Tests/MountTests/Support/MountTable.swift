@@ -1,4 +1,5 @@
 import EncFS
+import EncFSMount
 import Foundation
 #if canImport(Glibc)
 import Glibc

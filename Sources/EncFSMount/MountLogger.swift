@@ -1,3 +1,4 @@
+import EncFS
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import EncFS
 import CryptCore
 #if canImport(Glibc)
 import Glibc
@@ -116,8 +117,8 @@ public enum KeygenCommand {
             return
         }
         let file = try AtomicFile(destination: path, mode: mode)
-        _ = fchmod(file.fd, mode)
-        try FileIO.writeAll(file.fd, bytes, path: path)
+        _ = fchmod(file.file.rawValue, mode)
+        try file.file.writeAll(bytes)
         do {
             try file.commit(replacing: force)
         } catch BundleError.io(let code, _, _) where code == EEXIST {

@@ -1,3 +1,5 @@
+import EncFS
+import EncFSMount
 import CryptCore
 #if canImport(Glibc)
 import Glibc
@@ -142,8 +144,8 @@ public enum MountCommand {
             if foreground {
                 opened = .reader(try BundleReader.open(path: bundle, materials: materials, indexCacheBytes: indexCacheKB << 10))
             } else {
-                let (descriptor, keys) = try BundleReader.unlock(path: bundle, materials: materials)
-                opened = .unlocked(descriptor: descriptor, keys: keys)
+                let source = try FileByteSource(path: bundle)
+                opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials))
             }
         } catch let e as KeyInputError {
             diagnostics.error(e.message, path: e.path)
@@ -155,14 +157,12 @@ public enum MountCommand {
         do {
             try checkMountpoint(mountpoint)
         } catch {
-            if case .unlocked(let descriptor, _) = opened { close(descriptor) }
             diagnostics.report(error, path: mountpoint)
             return ExitCode.failure
         }
         switch opened {
-        case .unlocked(let descriptor, let keys):
-            defer { close(descriptor) }
-            return spawnDaemon(bundleDescriptor: descriptor, contentKey: keys.contentKey, bundle: bundle, mountpoint: mountpoint,
+        case .unlocked(let source, let keys):
+            return spawnDaemon(source: source, contentKey: keys.contentKey, bundle: bundle, mountpoint: mountpoint,
                                extraOptions: extraOptions, logFile: args.value("--log-file"), readahead: readahead,
                                indexCacheKB: indexCacheKB, threads: threads, diagnostics: diagnostics)
         case .reader(let reader):
@@ -195,12 +195,12 @@ public enum MountCommand {
     /// foreground, the unlocked file and keys when a daemon will serve.
     private enum OpenedBundle {
         case reader(BundleReader)
-        case unlocked(descriptor: Int32, keys: BundleKeys)
+        case unlocked(source: FileByteSource, keys: BundleKeys)
     }
 
     // MARK: - Parent side
 
-    private static func spawnDaemon(bundleDescriptor: Int32, contentKey: SymmetricKey, bundle: [UInt8], mountpoint: [UInt8],
+    private static func spawnDaemon(source: FileByteSource, contentKey: SymmetricKey, bundle: [UInt8], mountpoint: [UInt8],
                                     extraOptions: [String], logFile: [UInt8]?, readahead: Int?, indexCacheKB: Int,
                                     threads: Int, diagnostics: Diagnostics) -> Int32 {
         guard let absoluteBundle = (try? FileIO.resolvedPath(bundle)), let absoluteMountpoint = (try? FileIO.resolvedPath(mountpoint)) else {
@@ -219,12 +219,11 @@ public enum MountCommand {
         // A copy numbered 10 or more: the child's dup2 calls fill fds 3…5 in
         // turn, and the original (opened first, often fd 3) would be
         // overwritten by the key pipe before it is copied to fd 5.
-        let bundleCopy = fcntl(bundleDescriptor, F_DUPFD_CLOEXEC, 10)
-        guard bundleCopy >= 0 else {
-            diagnostics.error("cannot hand the bundle to the mount daemon: \(String(cString: strerror(errno)))", path: bundle)
+        let bundleCopy: FileDescriptor
+        do { bundleCopy = try source.descriptor.duplicate(lowest: 10) } catch {
+            diagnostics.error("cannot hand the bundle to the mount daemon: \(error.message)", path: bundle)
             return ExitCode.failure
         }
-        defer { close(bundleCopy) }
         guard let keyPipe = makePipe(), let statusPipe = makePipe() else {
             diagnostics.error("cannot create pipe: \(String(cString: strerror(errno)))")
             return ExitCode.failure
@@ -241,7 +240,7 @@ public enum MountCommand {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, keyPipe.read, keyFD)
         posix_spawn_file_actions_adddup2(&actions, statusPipe.write, statusFD)
-        posix_spawn_file_actions_adddup2(&actions, bundleCopy, bundleFD)
+        posix_spawn_file_actions_adddup2(&actions, bundleCopy.rawValue, bundleFD)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
@@ -340,7 +339,8 @@ public enum MountCommand {
         do {
             // The parent checked only the header; a damaged index is
             // reported from here, naming the bundle.
-            reader = try BundleReader.open(descriptor: bundleFD, path: bundle, contentKey: key, indexCacheBytes: indexCacheKB << 10)
+            let source = try FileByteSource(descriptor: FileDescriptor(taking: bundleFD, path: bundle))
+            reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: indexCacheKB << 10)
         } catch let e as BundleError {
             return fail(e.message, path: e.path ?? bundle)
         } catch {

@@ -1,3 +1,4 @@
+import EncFS
 /// A small getopt-style parser over raw argv bytes.
 ///
 /// Options may come before or after positional arguments; `--` ends

@@ -1,3 +1,4 @@
+import EncFS
 import CryptCore
 #if canImport(Glibc)
 import Glibc
@@ -81,7 +82,7 @@ public enum PackCommand {
         let source = args.positionals[0]
         let destination = args.positionals[1]
         do {
-            options.recipients = try args.values("--recipient").map { try KeySources.readRecipientFile($0) }
+            options.recipients = try args.values("--recipient").map { try KeyFiles.readRecipientFile($0) }
             // With recipients, no secret is needed: never prompt then.
             options.keys = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                  passphraseFiles: args.values("--passphrase-file"),

@@ -1,3 +1,4 @@
+import EncFS
 import CryptCore
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import EncFS
 import CryptCore
 #if canImport(Glibc)
 import Glibc
@@ -338,11 +339,11 @@ public enum InspectCommand {
             changes.scrypt.logN = n
         }
         changes.remove = args.values("--remove").map { String(decoding: $0, as: UTF8.self) }
-        for path in args.values("--add-key-file") { changes.addKeys.append(.rawKey(try KeySources.readKeyFile(path))) }
+        for path in args.values("--add-key-file") { changes.addKeys.append(.rawKey(try KeyFiles.readKeyFile(path))) }
         for path in args.values("--add-passphrase-file") {
-            changes.addKeys.append(.passphrase(try KeySources.readPassphraseFile(path)))
+            changes.addKeys.append(.passphrase(try KeyFiles.readPassphraseFile(path)))
         }
-        changes.addRecipients = try args.values("--add-recipient").map { try KeySources.readRecipientFile($0) }
+        changes.addRecipients = try args.values("--add-recipient").map { try KeyFiles.readRecipientFile($0) }
         guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addRecipients.isEmpty else {
             throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient or --remove")
         }

@@ -1,3 +1,4 @@
+import EncFS
 import CFuse
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import EncFS
 import CFuse
 import CryptCore
 #if canImport(Glibc)
