@@ -852,24 +852,32 @@ class Bench:
             lines.append("")
 
         if "encfs" in results and BASELINE in results:
-            # One row per metric: the two builds side by side, and whether
-            # their min-max ranges overlap (if they do, the difference is
-            # within this run's noise).
+            # One row per metric: the two builds side by side, each one's
+            # spread, and whether their min-max ranges meet (if they do, the
+            # difference is within this run's noise). One repetition has no
+            # range, so both columns stay empty then.
             def cell(v, fmt):
                 return "–" if v is None else f"{fmt(v['median'])} [{fmt(v['min'])}-{fmt(v['max'])}]"
 
-            lines.append(f"### encfs / {BASELINE}: ratio of medians (overlap: the two builds' min-max ranges meet)\n")
-            lines.append(f"| metric | encfs | {BASELINE} | encfs / {BASELINE} | overlap |")
-            lines.append("|---|---|---|---|---|")
+            def spread(v):
+                if v is None or v["median"] == 0 or len(v["reps"]) < 2:
+                    return "–"
+                return f"{(v['max'] - v['min']) / v['median'] * 100:.0f} %"
+
+            lines.append(f"### encfs / {BASELINE}: ratio of medians\n")
+            lines.append("Spread = (max - min) / median of each build; overlap = their min-max ranges meet"
+                         " (both need 2 or more repetitions).\n")
+            lines.append(f"| metric | encfs | {BASELINE} | encfs / {BASELINE} | spread encfs / {BASELINE} | overlap |")
+            lines.append("|---|---|---|---|---|---|")
             for key, heading, better, fmt in METRICS:
                 s, b = results["encfs"][key], results[BASELINE][key]
                 if s is None and b is None:
                     continue
                 r = self.ratio(results, key)
-                overlap = "–" if s is None or b is None else (
+                overlap = "–" if s is None or b is None or min(len(s["reps"]), len(b["reps"])) < 2 else (
                     "yes" if s["min"] <= b["max"] and b["min"] <= s["max"] else "no")
                 lines.append(f"| {heading} {'↑' if better == 'higher' else '↓'} | {cell(s, fmt)} | {cell(b, fmt)} | "
-                             f"{'–' if r is None else f'{r:.2f}×'} | {overlap} |")
+                             f"{'–' if r is None else f'{r:.2f}×'} | {spread(s)} / {spread(b)} | {overlap} |")
             lines.append("")
         lines.append("Method: pack/build = mksquashfs `-noI -noD -noF -noX`, gocryptfs `-init` (scrypt N=2^10) + rw mount"
                      " + `cp -a` + unmount, `encfs-pack --key-file`; each followed by `sync` inside the timing, with the previous build removed and a `sync` before it, the order of the systems rotated each repetition;"
