@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Side-by-side read benchmark (issue 4): plain directory, nullfuse (FUSE
 # alone, no crypto), squashfuse (uncompressed image), gocryptfs -ro and encfs,
-# measured in one run on one deterministic data set.
+# measured in one run on one deterministic data set; optionally encfs-base,
+# another build of encfs, to compare two builds.
 #
 #   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
+#                    [--baseline-bin DIR]
 #
 # Installs what is missing (Debian packages), builds the encfs release
 # binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
@@ -16,19 +18,27 @@
 #   --out DIR        work directory (data set, images, mount points, results)
 #   --reps N         repetitions per figure (default 3)
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs
+#                    (and encfs-base with --baseline-bin)
 #   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
 #                    128 by default in the kernel) after mounting, to compare
 #                    all systems at one read-ahead
+#   --baseline-bin DIR  another build's encfs-pack and encfs-mount release
+#                    binaries (Scripts/build-baseline.sh REV makes them): adds
+#                    the system encfs-base, the same commands as encfs with
+#                    these binaries and a bundle of its own, and a table of
+#                    encfs / encfs-base ratios of medians, to show whether a
+#                    change moved a figure beyond the noise
 #
 # Environment: BENCH_ENCFS_PACK_ARGS (e.g. "--chunk-size 256K") and
 # BENCH_ENCFS_MOUNT_ARGS are appended to the encfs-pack / encfs-mount command
-# lines, to compare settings.
+# lines (encfs-base's too), to compare settings.
 #
 # Needs root: it installs packages, writes /proc/sys/vm/drop_caches and
 # mounts. It leaves no mount behind, also on failure or Ctrl-C.
 #
 # Exit codes: 0 done, 1 a step failed, 2 usage error, 130 interrupted.
 set -euo pipefail
+caller="$PWD"
 cd "$(dirname "$0")/.."
 repo="$PWD"
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -38,13 +48,18 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 quick=()
 out=/var/tmp/encfs-bench
+baseline=
+systems=
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=(--quick) ;;
     --out) [ $# -ge 2 ] || { echo "bench.sh: error: --out needs a directory" >&2; exit 2; }; out="$2"; shift ;;
     --out=*) out="${1#--out=}" ;;
-    --reps|--systems|--read-ahead-kb)
+    --baseline-bin) [ $# -ge 2 ] || { echo "bench.sh: error: --baseline-bin needs a directory" >&2; exit 2; }; baseline="$2"; shift ;;
+    --baseline-bin=*) baseline="${1#--baseline-bin=}" ;;
+    --systems) [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }; systems="$2"; shift ;;
+    --reps|--read-ahead-kb)
       [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }
       extra+=("$1" "$2"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -52,6 +67,25 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+
+# Checked before the build, which takes minutes. A relative DIR is taken from
+# where bench.sh was called.
+if [ -n "$baseline" ]; then
+  case "$baseline" in /*) ;; *) baseline="$caller/$baseline" ;; esac
+  for tool in encfs-pack encfs-mount; do
+    if [ ! -f "$baseline/$tool" ] || [ ! -x "$baseline/$tool" ]; then
+      echo "bench.sh: error: --baseline-bin has no $tool ($baseline)" >&2
+      echo "bench.sh: hint: build one with Scripts/build-baseline.sh REV" >&2
+      exit 2
+    fi
+  done
+  baseline="$(cd "$baseline" && pwd)"
+  extra+=(--baseline-bin "$baseline")
+elif [[ ",$systems," == *,encfs-base,* ]]; then
+  echo "bench.sh: error: --systems encfs-base needs --baseline-bin DIR" >&2
+  exit 2
+fi
+[ -z "$systems" ] || extra+=(--systems "$systems")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "bench.sh: error: must run as root (apt-get, drop_caches, mounts)" >&2

@@ -7,7 +7,11 @@ This script makes the data set, builds each system's image, measures, and
 writes OUT/results.md and OUT/results.json.
 
 Systems: plain (the source directory), nullfuse (FUSE passthrough, no
-crypto), squashfuse (uncompressed image), gocryptfs -ro, encfs.
+crypto), squashfuse (uncompressed image), gocryptfs -ro, encfs; with
+--baseline-bin DIR also encfs-base: the same encfs-pack and encfs-mount
+commands with another build's binaries from DIR (Scripts/build-baseline.sh),
+on a bundle of its own, so that two builds are compared in one run (the
+results then add a table of encfs / encfs-base ratios of medians).
 
 Each repetition runs every system in turn (interleaved, so that drift on a
 shared machine hits all of them alike):
@@ -53,6 +57,8 @@ SEED = 20240404
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 
 SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
+BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
+BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
 
@@ -338,9 +344,12 @@ class GocryptFS(System):
 class EncFS(System):
     builds = True
 
-    def __init__(self, name, bench):
+    def __init__(self, name, bench, bin_dir=None):
         super().__init__(name, bench)
-        self.bundle = os.path.join(bench.out, "build", "data.encfs")
+        self.bin = bin_dir or bench.args.bin
+        # data.encfs, data.encfs-base: each build packs and mounts its own
+        # bundle, so a format change between the builds is measured too.
+        self.bundle = os.path.join(bench.out, "build", f"data.{name}")
 
     def output(self):
         return self.bundle
@@ -348,7 +357,7 @@ class EncFS(System):
     def pack(self):
         if os.path.exists(self.bundle):
             os.unlink(self.bundle)
-        run([os.path.join(self.bench.args.bin, "encfs-pack"), self.bench.data.path, self.bundle,
+        run([os.path.join(self.bin, "encfs-pack"), self.bench.data.path, self.bundle,
              "--key-file", self.bench.key_file, "--quiet"] + self.bench.args.encfs_pack_args.split())
         os.sync()
 
@@ -356,11 +365,18 @@ class EncFS(System):
         return os.path.getsize(self.bundle)
 
     def mount_command(self):
-        return ([os.path.join(self.bench.args.bin, "encfs-mount"), self.bundle, self.mountpoint,
+        return ([os.path.join(self.bin, "encfs-mount"), self.bundle, self.mountpoint,
                  "--key-file", self.bench.key_file] + self.bench.args.encfs_mount_args.split())
 
     def backing_file(self):
         return self.bundle
+
+
+class EncFSBase(EncFS):
+    """encfs built from another revision (--baseline-bin): the same commands and arguments as encfs."""
+
+    def __init__(self, name, bench):
+        super().__init__(name, bench, bin_dir=bench.args.baseline_bin)
 
 
 # ---------------------------------------------------------------- metrics
@@ -404,11 +420,21 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS}
-        wanted = args.systems.split(",") if args.systems else SYSTEMS
+        available = list(SYSTEMS)
+        if args.baseline_bin:
+            missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]
+            if missing:
+                die(f"--baseline-bin {args.baseline_bin} has no {' or '.join(missing)}",
+                    "build one with Scripts/build-baseline.sh REV")
+            classes[BASELINE] = EncFSBase
+            available.append(BASELINE)
+        wanted = args.systems.split(",") if args.systems else available
         for name in wanted:
+            if name == BASELINE and not args.baseline_bin:
+                die(f"{BASELINE} needs --baseline-bin DIR")
             if name not in classes:
-                die(f"unknown system ({name})", f"choose from {','.join(SYSTEMS)}")
-        self.systems = [classes[n](n, self) for n in SYSTEMS if n in wanted]
+                die(f"unknown system ({name})", f"choose from {','.join(available)}")
+        self.systems = [classes[n](n, self) for n in available if n in wanted]
         self.raw = {s.name: {m[0]: [] for m in METRICS} for s in self.systems}
         self.details = {s.name: [] for s in self.systems}
         self.mounted = set()
@@ -694,6 +720,14 @@ class Bench:
                 return "unknown"
 
         commit = version(["git", "-C", self.args.repo, "describe", "--always", "--dirty", "--abbrev=12"])
+        base_commit = None
+        if self.args.baseline_bin:
+            # Written by Scripts/build-baseline.sh; a directory from elsewhere may not have it.
+            try:
+                with open(os.path.join(self.args.baseline_bin, "COMMIT")) as f:
+                    base_commit = f.read().strip()[:12] or None
+            except OSError:
+                pass
         return {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "nproc": os.cpu_count(),
@@ -702,6 +736,7 @@ class Bench:
             "kernel": platform.release(),
             "os": version(["bash", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
             "encfs_commit": commit,
+            "encfs_base_commit": base_commit,
             "gocryptfs": version(["gocryptfs", "-version"], r"gocryptfs [^;]+"),
             "squashfuse": version(["dpkg-query", "-W", "-f=${Version}", "squashfuse"]),
             "mksquashfs": version(["mksquashfs", "-version"], r"mksquashfs version \S+"),
@@ -717,6 +752,14 @@ class Bench:
             return None
         return {"median": statistics.median(values), "min": min(values), "max": max(values), "reps": values}
 
+    @staticmethod
+    def ratio(results, key, name="encfs", ref=BASELINE):
+        """The ratio of name's median to ref's, or None when either is missing or ref's is 0."""
+        s, r = results.get(name, {}).get(key), results.get(ref, {}).get(key)
+        if s is None or r is None or r["median"] == 0:
+            return None
+        return s["median"] / r["median"]
+
     def report(self):
         machine = self.machine()
         config = {
@@ -725,11 +768,14 @@ class Bench:
             "big_file_bytes": self.data.big_bytes, "small_files": self.data.small_files,
             "data_bytes": tree_bytes(self.data.path), "encfs_pack_args": self.args.encfs_pack_args,
             "encfs_mount_args": self.args.encfs_mount_args, "out": self.out,
+            "baseline_bin": self.args.baseline_bin or None,
         }
         results = {name: {key: self.summary(name, key) for key, *_ in METRICS} for name in self.raw}
         doc = {"machine": machine, "config": config,
                "metrics": {key: {"heading": heading, "better": better} for key, heading, better, _ in METRICS},
                "results": results, "details": self.details, "elapsed_s": round(self.elapsed, 1)}
+        if "encfs" in results and BASELINE in results:
+            doc["ratios"] = {f"encfs/{BASELINE}": {key: self.ratio(results, key) for key, *_ in METRICS}}
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(doc, f, indent=2)
             f.write("\n")
@@ -745,7 +791,10 @@ class Bench:
         lines.append(f"## encfs benchmark ({mode})\n")
         lines.append(f"- machine: {machine['nproc']} CPUs, {machine['cpu']}, {machine['memory_gib']} GiB RAM; "
                      f"kernel {machine['kernel']}; {machine['os']}")
-        lines.append(f"- date: {machine['date']}; encfs {machine['encfs_commit']}")
+        base = ""
+        if config["baseline_bin"]:
+            base = f"; {BASELINE} {machine['encfs_base_commit'] or 'unknown commit'} ({config['baseline_bin']})"
+        lines.append(f"- date: {machine['date']}; encfs {machine['encfs_commit']}{base}")
         lines.append(f"- peers: {machine['gocryptfs']}; squashfuse {machine['squashfuse']}; "
                      f"{machine['mksquashfs']}; {machine['fio']}; libfuse {machine['libfuse']}")
         lines.append(f"- data: {config['big_file_bytes'] / MiB:,.0f} MiB incompressible file, "
@@ -789,18 +838,47 @@ class Bench:
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
 
-        header("### Ratios of medians: to nullfuse / to gocryptfs")
-        for name in names:
-            cells = [name]
-            for key, *_ in METRICS:
-                s = results[name][key]
-                parts = []
-                for ref in ("nullfuse", "gocryptfs"):
-                    r = results.get(ref, {}).get(key)
-                    parts.append("–" if s is None or r is None or r["median"] == 0 else f"{s['median'] / r['median']:.2f}×")
-                cells.append(" / ".join(parts))
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+        if "nullfuse" in results or "gocryptfs" in results:
+            header("### Ratios of medians: to nullfuse / to gocryptfs")
+            for name in names:
+                cells = [name]
+                for key, *_ in METRICS:
+                    parts = []
+                    for ref in ("nullfuse", "gocryptfs"):
+                        r = self.ratio(results, key, name, ref)
+                        parts.append("–" if r is None else f"{r:.2f}×")
+                    cells.append(" / ".join(parts))
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+
+        if "encfs" in results and BASELINE in results:
+            # One row per metric: the two builds side by side, each one's
+            # spread, and whether their min-max ranges meet (if they do, the
+            # difference is within this run's noise). One repetition has no
+            # range, so both columns stay empty then.
+            def cell(v, fmt):
+                return "–" if v is None else f"{fmt(v['median'])} [{fmt(v['min'])}-{fmt(v['max'])}]"
+
+            def spread(v):
+                if v is None or v["median"] == 0 or len(v["reps"]) < 2:
+                    return "–"
+                return f"{(v['max'] - v['min']) / v['median'] * 100:.0f} %"
+
+            lines.append(f"### encfs / {BASELINE}: ratio of medians\n")
+            lines.append("Spread = (max - min) / median of each build; overlap = their min-max ranges meet"
+                         " (both need 2 or more repetitions).\n")
+            lines.append(f"| metric | encfs | {BASELINE} | encfs / {BASELINE} | spread encfs / {BASELINE} | overlap |")
+            lines.append("|---|---|---|---|---|---|")
+            for key, heading, better, fmt in METRICS:
+                s, b = results["encfs"][key], results[BASELINE][key]
+                if s is None and b is None:
+                    continue
+                r = self.ratio(results, key)
+                overlap = "–" if s is None or b is None or min(len(s["reps"]), len(b["reps"])) < 2 else (
+                    "yes" if s["min"] <= b["max"] and b["min"] <= s["max"] else "no")
+                lines.append(f"| {heading} {'↑' if better == 'higher' else '↓'} | {cell(s, fmt)} | {cell(b, fmt)} | "
+                             f"{'–' if r is None else f'{r:.2f}×'} | {spread(s)} / {spread(b)} | {overlap} |")
+            lines.append("")
         lines.append("Method: pack/build = mksquashfs `-noI -noD -noF -noX`, gocryptfs `-init` (scrypt N=2^10) + rw mount"
                      " + `cp -a` + unmount, `encfs-pack --key-file`; each followed by `sync` inside the timing, with the previous build removed and a `sync` before it, the order of the systems rotated each repetition;"
                      " size = image bytes, or the sum of file sizes for directories."
@@ -812,7 +890,10 @@ class Bench:
                      " reaches the daemon (nullfuse and gocryptfs drop O_DIRECT on their backing files), buffered"
                      " from the page cache for plain."
                      " Small files = `find small -type f | xargs cat` after `sync; echo 3 > drop_caches` and a"
-                     " fresh mount. RSS = the daemon's VmHWM after round A or B, the larger.")
+                     " fresh mount. RSS = the daemon's VmHWM after round A or B, the larger."
+                     + (f" {BASELINE} = the same encfs-pack and encfs-mount commands, with the binaries from"
+                        f" --baseline-bin and a bundle of its own; it runs right after encfs in rounds A and B."
+                        if BASELINE in results else ""))
         lines.append(f"\nBenchmark time (measurements only, after the build): {self.elapsed / 60:.1f} min.")
         return "\n".join(lines) + "\n"
 
@@ -829,11 +910,15 @@ def main():
     parser.add_argument("--fio-seconds", type=int, default=0)
     parser.add_argument("--read-ahead-kb", type=int, default=0,
                         help="set every FUSE mount's bdi read_ahead_kb to this after mounting")
+    parser.add_argument("--baseline-bin", default="",
+                        help=f"directory of another build's encfs-pack and encfs-mount: adds the system {BASELINE}")
     parser.add_argument("--encfs-pack-args", default=os.environ.get("BENCH_ENCFS_PACK_ARGS", ""))
     parser.add_argument("--encfs-mount-args", default=os.environ.get("BENCH_ENCFS_MOUNT_ARGS", ""))
     args = parser.parse_args()
     if args.reps < 1:
         die("--reps must be at least 1")
+    if args.baseline_bin:
+        args.baseline_bin = os.path.abspath(args.baseline_bin)
     if os.geteuid() != 0:
         die("must run as root (drop_caches, mounts)")
     bench = Bench(args)
