@@ -122,6 +122,38 @@ public final class AESGCM {
         try finishDecryption(tag: tag)
     }
 
+    /// Encrypts a message too large to hold at once, in pieces the caller
+    /// supplies in order, and writes the tag after the last one.
+    ///
+    /// `pieces` is called once; it calls the function it is given with each
+    /// consecutive piece of plaintext and a same-sized output buffer (may be
+    /// the same memory). Pieces may have any length: the ciphertext and tag
+    /// are those of one ``seal(key:nonce:aad:plaintext:into:tag:)`` over
+    /// their concatenation. Another `AESGCM` may run meanwhile (re-sealing
+    /// a message under a new key while opening it under the old one).
+    ///
+    /// - Throws: what `pieces` throws (no tag is written then);
+    ///   `CryptError.invalidBufferSize` or `.openSSL`.
+    public func seal(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+                     tag: UnsafeMutableRawBufferPointer,
+                     pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
+        try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
+        try begin(.encrypt, key: key, nonce: nonce)
+        try update(aad: aad, encrypt: true)
+        try pieces { plaintext, ciphertext in
+            guard ciphertext.count == plaintext.count else {
+                throw CryptError.invalidBufferSize(what: "output", expected: plaintext.count, actual: ciphertext.count)
+            }
+            try transform(plaintext, into: ciphertext, encrypt: true)
+        }
+        var outLength: Int32 = 0
+        var scratch: UInt8 = 0
+        guard EVP_EncryptFinal_ex(context, &scratch, &outLength) == 1 else { throw openSSLError("EVP_EncryptFinal_ex") }
+        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagByteCount), tag.baseAddress) == 1 else {
+            throw openSSLError("EVP_CIPHER_CTX_ctrl(GET_TAG)")
+        }
+    }
+
     /// Sets the context up for one message: cipher only when the direction
     /// changed, key only when its bytes changed (see ``preparedFor`` and
     /// ``preparedKey``), nonce always.
