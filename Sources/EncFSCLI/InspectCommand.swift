@@ -23,8 +23,21 @@ public enum InspectCommand {
       rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
                    [--add-passphrase-file F]... [--remove FINGERPRINT]...
                    [--scrypt-log-n N]
-                                    change key slots without re-encrypting;
-                                    refuses to remove the last slot
+                                    change key slots, replacing the file
+                                    atomically; refuses to remove the last slot.
+                                    Adding only rewrites the header (content
+                                    bytes identical). --remove revokes: it
+                                    re-encrypts everything under a new content
+                                    key and bundle id, so the removed secret
+                                    opens nothing of the result (copies of the
+                                    old file still open with it). Every kept
+                                    slot is made again for the new key, so each
+                                    needs its key: the one opening the bundle
+                                    counts; give the others with --add-key-file,
+                                    --add-passphrase-file or --add-recipient
+                                    (the .pub: a slot does not store its public
+                                    key), or remove them too; otherwise rekey
+                                    refuses, listing them
 
     key options (to open the bundle): --key-file FILE, --passphrase-file FILE,
     --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
@@ -347,10 +360,33 @@ public enum InspectCommand {
         guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addRecipients.isEmpty else {
             throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient or --remove")
         }
-        let reader = try open(bundle, args: args)
-        let outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)
+        changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
+                                                   passphraseFiles: args.values("--passphrase-file"),
+                                                   identityFiles: args.values("--identity"), confirm: false)
+        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith)
+        let outcome: BundleRekeyer.Outcome
+        do {
+            outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)
+        } catch let e as BundleError {
+            diagnostics.error(e.message, path: e.path ?? bundle)
+            switch e {
+            case .slotsNotCarriedOver:
+                diagnostics.hint("give each with --add-key-file, --add-passphrase-file or --add-recipient (its .pub file), "
+                                 + "or remove it too with --remove FINGERPRINT")
+            case .corruptChunk, .corruptIndex:
+                diagnostics.hint("the bundle is damaged and was left as it was; encfs-inspect verify lists the damaged files")
+            default:
+                break
+            }
+            return ExitCode.failure
+        }
         let out = OutputStream()
-        out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
+        if outcome.reencrypted {
+            out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.carriedOver) carried over, "
+                     + "\(outcome.slots.count) now; re-encrypted under a new content key and bundle id:")
+        } else {
+            out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
+        }
         for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
         return ExitCode.success
     }

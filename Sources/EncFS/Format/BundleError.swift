@@ -43,6 +43,10 @@ public enum BundleError: Error, Sendable {
     /// A request that cannot be carried out as asked (the text says why),
     /// such as removing the last key slot.
     case rejected(String)
+    /// `rekey --remove` makes a new content key, and these kept slots
+    /// (each "kind fingerprint") cannot wrap it: neither their secret nor
+    /// their public key was given, and a slot does not store its public key.
+    case slotsNotCarriedOver([String])
 
     /// The errno a FUSE reply carries for this error. The only place where
     /// bundle errors become errno values.
@@ -54,7 +58,7 @@ public enum BundleError: Error, Sendable {
         case .readOnly: return EROFS
         case .io(let code, _, _): return code == 0 ? EIO : code
         case .limitExceeded: return EFBIG
-        case .rejected: return EINVAL
+        case .rejected, .slotsNotCarriedOver: return EINVAL
         case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
              .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto:
             return EIO
@@ -83,6 +87,9 @@ public enum BundleError: Error, Sendable {
         case .limitExceeded(let what): return "limit exceeded: \(what)"
         case .crypto(let what): return "cryptographic failure: \(what)"
         case .rejected(let why): return why
+        case .slotsNotCarriedOver(let slots):
+            return "no secret or public key given for kept key slot\(slots.count == 1 ? "" : "s") \(slots.joined(separator: ", ")): "
+                + "removing a slot re-encrypts under a new content key, which every kept slot must wrap again"
         }
     }
 

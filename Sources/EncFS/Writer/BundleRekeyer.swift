@@ -3,79 +3,83 @@ import CryptCore
 import Glibc
 #endif
 
-/// Changes the key slots of a bundle without re-encrypting anything.
+/// Changes the key slots of a bundle: adding slots rewrites the header
+/// only; removing one re-encrypts everything under a new content key and
+/// a new bundle id, so that the removed secret opens nothing of the result.
 ///
-/// The content key stays the same, so only the header changes; because the
-/// header's length changes with its slots, the new bundle is written as the
-/// new header followed by a byte-identical copy of the payload, then
-/// renamed over the old file, with the old file's mode, owner and group.
-/// Atomic: a failure or crash leaves the old bundle as it was.
+/// - Adding (no removal): the content key and bundle id stay; the new file
+///   is the new header followed by a byte-identical copy of the payload.
+/// - Removing: a slot that merely disappears would not revoke anything, since
+///   the removed holder can unwrap the old content key from any copy of the
+///   old file, and with it read the new one or even write its old slot back
+///   (the header MAC key derives from the content key). So the payload is
+///   re-encrypted, chunk by chunk and then the index, under a fresh content
+///   key and bundle id (``PayloadReencryptor``), and every kept slot is made
+///   again for the new key from its holder (``RekeyPlan``: the secrets that
+///   opened the bundle, and those given to add; a kept slot without one is
+///   refused, naming it).
 ///
-/// Limit: removing a slot stops that secret from opening *this file*; a copy
-/// of the old file still opens with it, and it shares the content key.
-/// Re-pack to revoke a secret for good.
+/// Either way the file at `path` (a symlink's target) is replaced atomically
+/// by rename, with the old file's mode, owner and group: a failure or crash
+/// leaves the old bundle as it was and no temporary file. Copies of the old
+/// file made before keep opening with the secrets they had.
 public enum BundleRekeyer {
     /// What to change.
     public struct Changes: Sendable {
-        /// New raw-key or passphrase slots.
+        /// New raw-key or passphrase slots; when slots are removed, a secret
+        /// that opens a kept slot makes that slot again instead.
         public var addKeys: [KeyMaterial] = []
         /// Fingerprints (``KeySlot/fingerprint``) of slots to remove.
         public var remove: [String] = []
-        /// scrypt cost for new passphrase slots.
+        /// scrypt cost for new passphrase slots (re-made ones keep theirs).
         public var scrypt: Scrypt.Parameters = .default
-        /// New recipient slots.
+        /// New recipient slots; when slots are removed, a recipient whose
+        /// slot is kept makes that slot again instead.
         public var addRecipients: [PublicKey] = []
+        /// The secrets the bundle was opened with: when slots are removed,
+        /// each kept slot one of them opens is made again from it.
+        public var openedWith: [KeyMaterial] = []
 
         public init() {}
     }
 
     /// What changed.
     public struct Outcome: Sendable {
+        /// Slots added for new holders.
         public var added: Int
+        /// Slots removed.
         public var removed: Int
+        /// Kept slots made again for the new content key (0 without removal).
+        public var carriedOver: Int
+        /// Whether the payload was re-encrypted under a new content key and
+        /// bundle id.
+        public var reencrypted: Bool
+        /// The new header's slots.
         public var slots: [KeySlot]
     }
 
-    /// Rewrites the header of the bundle `reader` has open at `path`.
+    /// Rekeys the bundle `reader` has open at `path`.
     ///
-    /// - Throws: `BundleError.rejected` when a fingerprint matches no
-    ///   slot or the last slot would go; `.io` on write failures (the old
-    ///   bundle is then untouched).
+    /// - Throws: `BundleError.rejected` when a fingerprint matches no slot,
+    ///   the last slot would go, or a secret to add opens a removed slot;
+    ///   `.slotsNotCarriedOver` naming kept slots without a holder;
+    ///   `.corruptChunk` or `.corruptIndex` when the bundle is damaged;
+    ///   `.io` on write failures. The old bundle is then untouched.
     public static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
-        let header = reader.header
-        let contentKey = reader.keys.contentKey
-        var slots = header.slots
-        var removed = 0
-        for fingerprint in changes.remove {
-            let wanted = fingerprint.lowercased()
-            let before = slots.count
-            slots.removeAll { $0.fingerprint == wanted }
-            guard slots.count < before else {
-                throw BundleError.rejected("no key slot has fingerprint \(fingerprint)")
-            }
-            removed += before - slots.count
+        let old = reader.header
+        let plan = try RekeyPlan.make(header: old, contentKey: reader.keys.contentKey, changes: changes)
+        let keys: BundleKeys
+        if plan.reencrypts {
+            let contentKey: SymmetricKey
+            do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }
+            keys = try BundleKeys(contentKey: contentKey, bundleID: try randomBytes(BundleFormat.idSize))
+        } else {
+            keys = reader.keys
         }
-        // Before any scrypt run: readers refuse more passphrase work than this.
-        try KeySlot.checkTotalScryptWork(slots.compactMap(\.scryptWork) + changes.addKeys.compactMap {
-            if case .passphrase = $0 { KeySlot.work(of: changes.scrypt) } else { nil }
-        })
-        var added = 0
-        for material in changes.addKeys {
-            slots.append(try KeySlot.make(for: material, wrapping: contentKey, bundleID: header.bundleID, scrypt: changes.scrypt))
-            added += 1
-        }
-        for recipient in changes.addRecipients {
-            slots.append(try KeySlot.recipient(wrapping: contentKey, to: recipient, bundleID: header.bundleID))
-            added += 1
-        }
-        guard !slots.isEmpty else { throw BundleError.rejected("refusing to remove the last key slot") }
-        guard slots.count <= BundleFormat.maximumSlots else {
-            throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots")
-        }
-        let newHeader = BundleHeader(bundleID: header.bundleID, layout: header.layout, slots: slots,
-                                     payloadLength: header.payloadLength, indexOffset: header.indexOffset,
-                                     indexLength: header.indexLength)
-        let bytes = try newHeader.serialized(keys: reader.keys)
+        let slots = try plan.slots(contentKey: keys.contentKey, bundleID: keys.bundleID, scrypt: changes.scrypt)
+        let header = BundleHeader(bundleID: keys.bundleID, layout: old.layout, slots: slots, payloadLength: old.payloadLength,
+                                  indexOffset: old.indexOffset, indexLength: old.indexLength)
+        let bytes = try header.serialized(keys: keys)
 
         // Rewrite the file itself, not a symlink on the way: renaming over
         // the link would turn it into a regular file and leave the bundle it
@@ -92,9 +96,21 @@ public enum BundleRekeyer {
         // a file away. Before fchmod: fchown clears set-id bits.
         _ = fchown(output.file.rawValue, st.st_uid, st.st_gid)
         _ = fchmod(output.file.rawValue, st.st_mode & 0o7777)
-        try bytes.withUnsafeBytes { try output.file.writeAll($0) }
-        try reader.copyPayload(to: output.file, at: UInt64(bytes.count))
+        try bytes.withUnsafeBytes { try output.file.writeAll($0, toAbsoluteOffset: 0) }
+        if plan.reencrypts {
+            try PayloadReencryptor(reader: reader, newKeys: keys, newHeader: header, output: output.file).run()
+        } else {
+            try reader.copyPayload(to: output.file, at: UInt64(bytes.count))
+        }
         try output.commit()
-        return Outcome(added: added, removed: removed, slots: slots)
+        var outcome = Outcome(added: 0, removed: plan.removed, carriedOver: 0, reencrypted: plan.reencrypts, slots: slots)
+        for step in plan.steps {
+            switch step {
+            case .keep: break
+            case .remake: outcome.carriedOver += 1
+            case .add: outcome.added += 1
+            }
+        }
+        return outcome
     }
 }

@@ -1,0 +1,169 @@
+import CryptCore
+
+/// Re-encrypts a bundle's payload under new keys, streaming: each file's
+/// chunks, then the sealed index, are decrypted with the reader's keys and
+/// sealed again with the new ones, at the same payload offsets of the
+/// output.
+///
+/// The payload keeps its layout: chunk and index sizes do not depend on the
+/// keys, so offsets, lengths and the index plaintext (file ids included:
+/// file keys derive from the content key and the bundle id, both new) stay
+/// as they are, and only the header in front changes length.
+///
+/// Memory is constant: one batch of sealed chunks (about 1 MiB, re-sealed
+/// in place) and one plaintext buffer of a chunk, `mlock`ed where the limit
+/// allows and wiped when released. Plaintext is never written anywhere.
+/// A chunk is authenticated before its plaintext is sealed again; the index
+/// is one AES-GCM message, so its pieces are sealed again before the old
+/// tag is checked at the end, and a failure there throws, for the caller
+/// to discard the output.
+struct PayloadReencryptor {
+    private let reader: BundleReader
+    private let newKeys: BundleKeys
+    private let newHeader: BundleHeader
+    private let output: FileDescriptor
+
+    /// Bytes of sealed chunks read, re-sealed and written at once (at least one chunk).
+    static let batchBytes = 1 << 20
+
+    /// - Parameters:
+    ///   - reader: the open bundle (old keys, authenticated index).
+    ///   - newKeys: the keys to seal under (new content key and bundle id).
+    ///   - newHeader: the new header (for the index's associated data and
+    ///     where the payload starts in the output).
+    ///   - output: the new bundle file.
+    init(reader: BundleReader, newKeys: BundleKeys, newHeader: BundleHeader, output: FileDescriptor) {
+        precondition(newHeader.payloadLength == reader.header.payloadLength && newHeader.indexOffset == reader.header.indexOffset,
+                     "internal error: re-encryption keeps the payload layout")
+        self.reader = reader
+        self.newKeys = newKeys
+        self.newHeader = newHeader
+        self.output = output
+    }
+
+    /// Writes the whole payload to the output.
+    ///
+    /// - Throws: `BundleError.corruptChunk` naming the first chunk that
+    ///   fails (or cannot be read whole), `.corruptIndex` when the index
+    ///   fails, `.io`, `.crypto`.
+    func run() throws {
+        let layout = reader.header.layout
+        let batchChunks = max(1, Self.batchBytes / Int(layout.sealedChunkSize))
+        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
+        defer { sealed.deallocate() }
+        let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
+        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+        let locked = SecureMemory.lock(plaintext)
+        defer {
+            SecureMemory.release(plaintext, locked: locked)
+            plaintext.deallocate()
+        }
+        let oldCodec = try ChunkCodec(bundleID: reader.header.bundleID)
+        let newCodec = try ChunkCodec(bundleID: newKeys.bundleID)
+        let index = reader.index
+        for position in 0..<index.count {
+            let entry = try index.entry(at: position)
+            guard entry.kind == .file, entry.size > 0 else { continue }
+            try entry.withFileID { fileID in
+                let oldKey = try reader.keys.fileKey(fileID: fileID)
+                let newKey = try newKeys.fileKey(fileID: fileID)
+                let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
+                var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
+                while !batch.isEmpty {
+                    try reseal(entry, chunks: batch, fileID: fileID, oldKey: oldKey, newKey: newKey,
+                               codecs: (oldCodec, newCodec), sealed: sealed, plaintext: plaintext)
+                    batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
+                }
+            }
+        }
+        try resealIndex(buffer: sealed, plaintext: plaintext)
+    }
+
+    /// Re-seals the consecutive chunks `chunks` of `entry` in one read and
+    /// one write.
+    private func reseal(_ entry: IndexEntry, chunks: Range<UInt64>, fileID: UnsafeRawBufferPointer,
+                        oldKey: SymmetricKey, newKey: SymmetricKey, codecs: (old: ChunkCodec, new: ChunkCodec),
+                        sealed: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer) throws {
+        let layout = reader.header.layout
+        let size = entry.size
+        let bytes = layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
+        let want = Int(bytes.count)
+        let batch = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want])
+        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
+                                         into: batch)
+        // A short read means the bundle ends early: name the first chunk it cut.
+        guard got == want else {
+            throw BundleError.corruptChunk(entry: entry.position, chunk: chunks.lowerBound + UInt64(got) / layout.sealedChunkSize)
+        }
+        for chunk in chunks {
+            let start = Int(layout.ciphertextOffset(ofChunk: chunk) - bytes.lowerBound)
+            let count = Int(layout.sealedSize(ofChunk: chunk, plaintextSize: size))
+            let slot = UnsafeMutableRawBufferPointer(rebasing: batch[start..<(start + count)])
+            let plain = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<(count - Int(ChunkLayout.overhead))])
+            let last = layout.isLastChunk(chunk, plaintextSize: size)
+            guard try codecs.old.open(key: oldKey, fileID: fileID, chunk: chunk, last: last,
+                                      sealed: UnsafeRawBufferPointer(slot), into: plain) else {
+                throw BundleError.corruptChunk(entry: entry.position, chunk: chunk)
+            }
+            // Same length sealed: the new chunk takes the old one's place.
+            try codecs.new.seal(key: newKey, fileID: fileID, chunk: chunk, last: last,
+                                plaintext: UnsafeRawBufferPointer(plain), into: slot)
+        }
+        try output.writeAll(UnsafeRawBufferPointer(batch),
+                            toAbsoluteOffset: UInt64(newHeader.headerLength) + entry.first + bytes.lowerBound)
+    }
+
+    /// Opens the sealed index under the old index key and seals it under
+    /// the new one, piece by piece, then writes the new tag after it.
+    private func resealIndex(buffer: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer) throws {
+        let old = reader.header
+        // Bounded by the authenticated header (indexLength ≥ the tag size).
+        let length = old.indexLength - UInt64(AESGCM.tagByteCount)
+        let from = UInt64(old.headerLength) + old.indexOffset
+        let to = UInt64(newHeader.headerLength) + newHeader.indexOffset
+        var oldTag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
+        let gotTag = try oldTag.withUnsafeMutableBytes { try reader.source.read(fromAbsoluteOffset: from + length, into: $0) }
+        guard gotTag == oldTag.count else { throw BundleError.corruptIndex("index is truncated") }
+        var newTag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
+        let piece = min(buffer.count, plaintext.count)
+        let oldAAD = IndexBuilder.associatedData(old)
+        let newAAD = IndexBuilder.associatedData(newHeader)
+        do {
+            let opener = try AESGCM()
+            let sealer = try AESGCM()
+            try IndexBuilder.zeroNonce.withUnsafeBytes { nonce in
+                try newAAD.withUnsafeBytes { newAAD in
+                    try newTag.withUnsafeMutableBytes { newTag in
+                        try sealer.seal(key: newKeys.indexKey, nonce: nonce, aad: newAAD, tag: newTag) { encrypt in
+                            try oldAAD.withUnsafeBytes { oldAAD in
+                                try oldTag.withUnsafeBytes { oldTag in
+                                    try opener.open(key: reader.keys.indexKey, nonce: nonce, aad: oldAAD, tag: oldTag) { decrypt in
+                                        var done: UInt64 = 0
+                                        while done < length {
+                                            let n = Int(min(length - done, UInt64(piece)))
+                                            let sealedPiece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+                                            let plainPiece = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<n])
+                                            let got = try reader.source.read(fromAbsoluteOffset: from + done, into: sealedPiece)
+                                            guard got == n else { throw BundleError.corruptIndex("index is truncated") }
+                                            try decrypt(UnsafeRawBufferPointer(sealedPiece), plainPiece)
+                                            try encrypt(UnsafeRawBufferPointer(plainPiece), sealedPiece)
+                                            try output.writeAll(UnsafeRawBufferPointer(sealedPiece), toAbsoluteOffset: to + done)
+                                            done += UInt64(n)
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        } catch let error as BundleError {
+            throw error
+        } catch CryptError.authenticationFailure {
+            throw BundleError.corruptIndex("index failed authentication")
+        } catch {
+            throw BundleError.crypto("index re-encryption failed")
+        }
+        try newTag.withUnsafeBytes { try output.writeAll($0, toAbsoluteOffset: to + length) }
+    }
+}
