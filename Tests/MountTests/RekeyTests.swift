@@ -5,8 +5,10 @@ import Glibc
 #endif
 
 /// `encfs-inspect rekey`: added recipients, keys and passphrases open the
-/// bundle; removed slots no longer do; the payload (everything after the
-/// header) stays byte-identical and the file keeps its mode, owner and
+/// bundle, and adding keeps the payload (everything after the header)
+/// byte-identical; removed slots no longer open it, and removing
+/// re-encrypts the payload under a new bundle id (`RekeyRevocationTests`
+/// checks the revocation itself); the file keeps its mode, owner and
 /// group; the last slot cannot be removed, and a wrong key or an unknown
 /// fingerprint changes nothing.
 final class RekeyTests: KeyTestCase {
@@ -123,12 +125,15 @@ final class RekeyTests: KeyTestCase {
         let original = try payload(bundle)
         let copy = try scratch.write("copy.encfs", try contents(bundle))
 
-        // Remove the X25519 recipient, opening with the raw key; the
-        // fingerprint comes from info --json.
+        // Remove the X25519 recipient, opening with the raw key and giving
+        // the RSA recipient's public key back (its slot is made again for
+        // the new content key); the fingerprint comes from info --json.
         let x25519 = try XCTUnwrap(try slots(bundle).first { $0.kind == "x25519" })
         XCTAssertEqual(x25519.fingerprint, host.fingerprint)
-        let first = try inspect(["rekey", bundle, "--key-file", raw, "--remove", x25519.fingerprint])
+        let first = try inspect(["rekey", bundle, "--key-file", raw, "--remove", x25519.fingerprint, "--add-recipient", rsa.recipient])
         XCTAssertEqual(first.status, 0, first.summary)
+        XCTAssertTrue(first.output.hasPrefix("rekeyed: 0 slots added, 1 removed, 2 carried over, 2 now; "
+                                             + "re-encrypted under a new content key and bundle id:"), first.output)
         XCTAssertEqual(try slots(bundle).map(\.kind), ["raw-key", "rsa"])
         try assertWrongKey(bundle, ["--identity", host.key], naming: "raw-key, rsa")
         let mnt = try scratch.makeDirectory("refused")
@@ -146,10 +151,14 @@ final class RekeyTests: KeyTestCase {
         try assertWrongKey(bundle, ["--key-file", raw], naming: "rsa")
         try assertWrongKey(bundle, ["--identity", host.key], naming: "rsa")
 
-        // The remaining one still opens; the content never changed.
+        // The remaining one still opens the same tree; every byte after the
+        // header was re-encrypted (same length), under a new bundle id.
         let mounted = try mount(bundle, keyArguments: ["--identity", rsa.key])
         try assertSameTree(source, mounted.mountpoint)
-        XCTAssertTrue(try payload(bundle) == original, "the payload changed")
+        let now = try payload(bundle)
+        XCTAssertEqual(now.count, original.count)
+        XCTAssertFalse(now == original, "the payload was not re-encrypted")
+        XCTAssertNotEqual(try contents(bundle)[16..<32], try contents(copy)[16..<32], "the bundle id did not change")
         XCTAssertEqual(try mode(bundle), 0o600)
         // As documented: a copy of the old file still opens with the old secrets.
         try assertOpens(copy, ["--identity", host.key])
@@ -166,10 +175,11 @@ final class RekeyTests: KeyTestCase {
         let result = try inspect(["rekey", bundle, "--key-file", raw, "--remove", only.fingerprint,
                                   "--add-recipient", host.recipient])
         XCTAssertEqual(result.status, 0, result.summary)
+        XCTAssertTrue(result.output.hasPrefix("rekeyed: 1 slots added, 1 removed, 0 carried over, 1 now; re-encrypted"), result.output)
         XCTAssertEqual(try slots(bundle), [Slot(kind: "x25519", fingerprint: host.fingerprint)])
         try assertOpens(bundle, ["--identity", host.key])
         try assertWrongKey(bundle, ["--key-file", raw], naming: "x25519")
-        XCTAssertTrue(try payload(bundle) == original, "the payload changed")
+        XCTAssertFalse(try payload(bundle) == original, "the payload was not re-encrypted")
     }
 
     func testRekey_ThroughSymlink_RewritesTheTargetAndKeepsTheLink() throws {
@@ -263,6 +273,16 @@ final class RekeyTests: KeyTestCase {
         XCTAssertEqual(stat(bundle, &st), 0)
         XCTAssertEqual(st.st_uid, 65534, "owner changed")
         XCTAssertEqual(st.st_gid, 65534, "group changed")
+        XCTAssertEqual(st.st_mode & 0o7777, 0o640)
+        try assertOpens(bundle, ["--identity", host.key])
+
+        // Removing a slot writes a re-encrypted file: it keeps them too.
+        let rawSlot = try XCTUnwrap(try slots(bundle).first { $0.kind == "raw-key" })
+        let removed = try inspect(["rekey", bundle, "--identity", host.key, "--remove", rawSlot.fingerprint])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertEqual(stat(bundle, &st), 0)
+        XCTAssertEqual(st.st_uid, 65534, "owner changed by a removal")
+        XCTAssertEqual(st.st_gid, 65534, "group changed by a removal")
         XCTAssertEqual(st.st_mode & 0o7777, 0o640)
         try assertOpens(bundle, ["--identity", host.key])
     }

@@ -23,6 +23,7 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
     case limitExceeded
     case crypto
     case rejected
+    case slotsNotCarriedOver([String])
 
     init(_ error: BundleError) {
         switch error {
@@ -43,6 +44,7 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .limitExceeded: self = .limitExceeded
         case .crypto: self = .crypto
         case .rejected: self = .rejected
+        case .slotsNotCarriedOver(let slots): self = .slotsNotCarriedOver(slots)
         }
     }
 
@@ -65,6 +67,7 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .limitExceeded: return "limitExceeded"
         case .crypto: return "crypto"
         case .rejected: return "rejected"
+        case .slotsNotCarriedOver(let slots): return "slotsNotCarriedOver(\(slots))"
         }
     }
 }
