@@ -54,13 +54,12 @@ struct RekeyPlan {
     ///   or too much scrypt work; `.corruptHeader` for a slot that matches
     ///   a holder's id but does not open.
     static func make(header: BundleHeader, contentKey: SymmetricKey, changes: BundleRekeyer.Changes) throws -> RekeyPlan {
+        let removing = Set(changes.remove.map { $0.lowercased() })
+        for fingerprint in changes.remove where !header.slots.contains(where: { $0.fingerprint == fingerprint.lowercased() }) {
+            throw BundleError.rejected("no key slot has fingerprint \(fingerprint)")
+        }
         var kept: [KeySlot] = []
         var gone: [KeySlot] = []
-        let unknown = changes.remove.map { $0.lowercased() }.filter { wanted in !header.slots.contains { $0.fingerprint == wanted } }
-        if let first = changes.remove.first(where: { unknown.contains($0.lowercased()) }) {
-            throw BundleError.rejected("no key slot has fingerprint \(first)")
-        }
-        let removing = Set(changes.remove.map { $0.lowercased() })
         for slot in header.slots {
             if removing.contains(slot.fingerprint) { gone.append(slot) } else { kept.append(slot) }
         }
