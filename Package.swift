@@ -36,5 +36,11 @@ let package = Package(
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFS", "CryptCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "MountTests", dependencies: ["EncFS", "EncFSMount"]),
+        // The public API as an application sees it: EncFS only, no FUSE.
+        .testTarget(name: "LibraryTests", dependencies: ["EncFS"]),
+        // A program that embeds the library through its public API only;
+        // LibraryTests runs it and checks that it links no libfuse.
+        .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",
+                          exclude: ["README.md"]),
     ]
 )

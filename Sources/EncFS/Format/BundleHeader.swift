@@ -179,7 +179,7 @@ public struct BundleHeader: Sendable {
     /// - Throws: `BundleError.wrongKey` when no slot opens,
     ///   `.headerAuthenticationFailed` when the header was modified,
     ///   `.corruptHeader` for a damaged slot.
-    public func unlock(with materials: [KeyMaterial]) throws -> BundleKeys {
+    package func unlock(with materials: [KeyMaterial]) throws -> BundleKeys {
         // Cheap secrets first: raw keys and identities are matched by id;
         // each passphrase costs one scrypt run per passphrase slot.
         let ordered = materials.filter { if case .passphrase = $0 { false } else { true } }
@@ -207,7 +207,7 @@ public struct BundleHeader: Sendable {
     /// the content key from its parent and authenticates again).
     ///
     /// - Throws: `BundleError.headerAuthenticationFailed`.
-    public func authenticate(contentKey: SymmetricKey) throws -> BundleKeys {
+    package func authenticate(contentKey: SymmetricKey) throws -> BundleKeys {
         let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
         let expected = try Self.authenticationCode(of: serializedBody(), keys: keys)
         let ok = expected.withUnsafeBytes { a in mac.withUnsafeBytes { b in ConstantTime.equal(a, b) } }

@@ -24,7 +24,10 @@ public protocol ByteSource: AnyObject, Sendable {
     ///   - buffer: receives the bytes (the caller's memory: nothing is
     ///     allocated per call by a good implementation).
     /// - Returns: bytes read; fewer than `buffer.count` only at the end.
-    /// - Throws: `BundleError.io` when the bytes cannot be had.
+    /// - Throws: `BundleError.io` when the bytes cannot be had. A source
+    ///   written outside this package throws
+    ///   ``EncryptedBundleError/io(errno:what:)`` to hand its callers an
+    ///   errno; any other error reaches them as `.io` with `EIO`.
     func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
 }
 

@@ -6,20 +6,23 @@ import CryptCore
 /// - header MAC key: info "encfs v1 header mac";
 /// - index key: info "encfs v1 index";
 /// - file key: salt = the file's 16-byte random id, info "encfs v1 file" ‖ bundle id.
-public struct BundleKeys: Sendable {
+///
+/// `package`, like everything that returns it: no key of a bundle is
+/// reachable through the public API (``EncryptedBundle`` never hands one out).
+package struct BundleKeys: Sendable {
     /// The random 256-bit key every other key derives from.
-    public let contentKey: SymmetricKey
+    package let contentKey: SymmetricKey
     /// The bundle id the keys are bound to.
-    public let bundleID: [UInt8]
+    package let bundleID: [UInt8]
     /// Authenticates the header (HMAC-SHA256).
-    public let headerMACKey: SymmetricKey
+    package let headerMACKey: SymmetricKey
     /// Seals the index (AES-256-GCM).
-    public let indexKey: SymmetricKey
+    package let indexKey: SymmetricKey
 
     /// Derives the header and index keys.
     ///
     /// - Throws: `BundleError.crypto` if a derivation fails.
-    public init(contentKey: SymmetricKey, bundleID: [UInt8]) throws {
+    package init(contentKey: SymmetricKey, bundleID: [UInt8]) throws {
         self.contentKey = contentKey
         self.bundleID = bundleID
         do {
@@ -34,7 +37,7 @@ public struct BundleKeys: Sendable {
     ///
     /// - Parameter fileID: the 16-byte file id from the file's index record.
     /// - Throws: `BundleError.crypto` if the derivation fails.
-    public func fileKey(fileID: UnsafeRawBufferPointer) throws -> SymmetricKey {
+    package func fileKey(fileID: UnsafeRawBufferPointer) throws -> SymmetricKey {
         do {
             let info = BundleFormat.labelFile + bundleID
             let bytes = try contentKey.withUnsafeBytes { k in

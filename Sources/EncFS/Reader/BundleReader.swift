@@ -132,7 +132,7 @@ public final class BundleReader: Sendable {
     /// The key of a file entry's chunks (derive once per open file).
     ///
     /// - Throws: `BundleError.isADirectory` for non-files, `.crypto`.
-    public func fileKey(for entry: IndexEntry) throws -> SymmetricKey {
+    package func fileKey(for entry: IndexEntry) throws -> SymmetricKey {
         guard entry.kind == .file else { throw BundleError.isADirectory }
         return try entry.withFileID { try keys.fileKey(fileID: $0) }
     }
@@ -152,7 +152,7 @@ public final class BundleReader: Sendable {
     /// - Returns: `buffer.count`, or fewer only at end of file.
     /// - Throws: `BundleError.corruptChunk` (the buffer is then wiped),
     ///   `.io`.
-    public func read(_ entry: IndexEntry, key: SymmetricKey, fromOffset offset: UInt64,
+    package func read(_ entry: IndexEntry, key: SymmetricKey, fromOffset offset: UInt64,
                      into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         try readChunks(entry, key: key, fromOffset: offset, into: buffer)
     }
