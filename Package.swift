@@ -42,5 +42,8 @@ let package = Package(
         // LibraryTests runs it and checks that it links no libfuse.
         .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",
                           exclude: ["README.md"]),
+        // The mount layer's pure parts (directory cursor, option and log
+        // formatting, the daemon's argv): no FUSE mount, no binaries.
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFS", "EncFSMount", "EncFSCLI"]),
     ]
 )

@@ -9,7 +9,7 @@ import Glibc
 /// Everything the FUSE callbacks need, reached through `fuse_req_userdata`.
 ///
 /// Immutable apart from per-thread scratch (behind a thread-specific key)
-/// and the damaged-chunk log (behind a `Mutex`): callbacks run concurrently
+/// and the failure log's memory (behind a `Mutex`): callbacks run concurrently
 /// on libfuse's worker threads. No globals, so two mounts
 /// can live in one process.
 final class MountContext: Sendable {
@@ -40,19 +40,19 @@ final class MountContext: Sendable {
     private let scratchKey: pthread_key_t
     /// Set once the "could not lock memory" warning has been logged.
     private let warnedAboutLocking = Atomic<Bool>(false)
-    /// Damaged chunks already logged. The kernel retries a failed read
-    /// (readahead, then the page itself) and programs retry too; a damaged
-    /// chunk gets one log line per mount, not one per attempt.
-    private let loggedCorruptChunks = Mutex<Set<CorruptChunk>>([])
-    /// Index failures already logged (see ``indexFailure(_:)``).
-    private let loggedIndexFailures = Mutex<Set<String>>([])
-    /// Beyond this many damaged chunks every failure is logged again
-    /// rather than remembered, so the set stays bounded.
-    static let maximumLoggedCorruptChunks = 4096
+    /// Decides the errno and the log line of every failed request.
+    let failures: FailurePolicy
+    /// Decides what a caller may do at open and opendir.
+    let access = AccessPolicy()
 
-    init(reader: BundleReader, logger: MountLogger) {
+    /// - Parameters:
+    ///   - reader: the opened bundle.
+    ///   - logger: where failures are logged.
+    ///   - logNames: whether log lines may name entries (`--log-names`).
+    init(reader: BundleReader, logger: MountLogger, logNames: Bool) {
         self.reader = reader
         self.logger = logger
+        failures = FailurePolicy(reader: reader, logger: logger, logNames: logNames)
         uid = getuid()
         gid = getgid()
         var key = pthread_key_t()
@@ -116,28 +116,26 @@ final class MountContext: Sendable {
         return e
     }
 
-    /// Whether a failure of `chunk` of the entry at `entry` has not been
-    /// logged yet (and records it).
-    func isFirstReport(ofCorruptChunk chunk: UInt64, entry: Int) -> Bool {
-        let key = CorruptChunk(entry: entry, chunk: chunk)
-        return loggedCorruptChunks.withLock { logged in
-            guard logged.count < Self.maximumLoggedCorruptChunks else { return !logged.contains(key) }
-            return logged.insert(key).inserted
-        }
+    /// The reply to a lookup that found nothing: cached as long as a
+    /// positive one (inode 0 tells the kernel to cache the miss).
+    static var negativeEntry: fuse_entry_param {
+        var e = fuse_entry_param()
+        e.ino = 0
+        e.entry_timeout = cacheTimeout
+        return e
     }
 
-    /// Logs a failure to read the index (a page of a paged index that no
-    /// longer matches the bundle verified at mount, or an I/O error) once
-    /// per distinct message, and returns the errno to reply with (the
-    /// error's own, through `BundleError.errno`: EIO for a changed page).
-    func indexFailure(_ error: Error) -> Int32 {
-        let message = (error as? BundleError)?.message ?? "\(error)"
-        let code = (error as? BundleError)?.errno ?? EIO
-        let first = loggedIndexFailures.withLock { logged in
-            logged.count < 64 ? logged.insert(message).inserted : !logged.contains(message)
-        }
-        if first { logger.log("error", "index read failed: \(message), returning \(code == EIO ? "EIO" : "errno \(code)")") }
-        return code
+    /// Answers `req` for a request about `inode` that failed with
+    /// `failure`: the errno and the log line come from ``failures``.
+    func reply(_ req: fuse_req_t?, failure: Error, inode: UInt64) {
+        _ = fuse_reply_err(req, failures.errno(for: failure, inode: inode))
+    }
+
+    /// The context of `req`, handed to libfuse as `userdata` by
+    /// ``MountSession``. The corresponding C function is `fuse_req_userdata`.
+    static func of(_ req: fuse_req_t?) -> MountContext? {
+        guard let req, let raw = fuse_req_userdata(req) else { return nil }
+        return Unmanaged<MountContext>.fromOpaque(raw).takeUnretainedValue()
     }
 
     /// Reply buffers grow in steps of this size: most reads are readahead
@@ -169,12 +167,6 @@ final class MountContext: Sendable {
             logger.log("warning", "could not lock plaintext buffers in memory (RLIMIT_MEMLOCK); they may be swapped out")
         }
     }
-}
-
-/// A chunk of an entry, by index position and chunk index.
-struct CorruptChunk: Hashable, Sendable {
-    let entry: Int
-    let chunk: UInt64
 }
 
 /// A pooled reply buffer for reads; wiped when freed.

@@ -6,7 +6,8 @@ import Glibc
 /// Where the mount daemon's log lines go: stderr (foreground), a file
 /// (`--log-file`), or syslog (background without `--log-file`).
 ///
-/// Lines name entries and chunk indices, never contents or key bytes.
+/// Lines name inodes and chunk indices, never contents or key bytes, and
+/// entry names only when the mount was asked to (`--log-names`).
 public final class MountLogger: Sendable {
     public enum Sink: Sendable {
         case standardError
@@ -26,10 +27,11 @@ public final class MountLogger: Sendable {
     /// openlog keeps the pointer: the identity string lives for the process.
     nonisolated(unsafe) private static let ident: UnsafeMutablePointer<CChar>? = strdup("encfs-mount")
 
-    /// Logs one line; `path` (raw bytes) is appended in parentheses.
+    /// Logs one line; `path` is appended in parentheses, escaped (see
+    /// ``escaped(_:)``).
     public func log(_ level: String, _ message: String, path: [UInt8]? = nil) {
         var line = Array("\(level): \(message)".utf8)
-        if let path { line += Array(" (".utf8) + path + Array(")".utf8) }
+        if let path { line += Array(" (".utf8) + Self.escaped(path) + Array(")".utf8) }
         switch sink {
         case .standardError:
             writeLine(2, Array("encfs-mount: ".utf8) + line)
@@ -52,6 +54,27 @@ public final class MountLogger: Sendable {
                 }
             }
         }
+    }
+
+    /// `bytes` with control bytes (0x00–0x1F, 0x7F) written as `\xNN` and
+    /// backslashes doubled, so a name cannot end a log line early, forge
+    /// the next one, or send escape sequences to the terminal that shows
+    /// the log. Other bytes, UTF-8 or not, pass through as they are.
+    static func escaped(_ bytes: [UInt8]) -> [UInt8] {
+        let hex = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        for byte in bytes {
+            switch byte {
+            case 0x5C:
+                out += [0x5C, 0x5C]
+            case 0x00..<0x20, 0x7F:
+                out += [0x5C, UInt8(ascii: "x"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+            default:
+                out.append(byte)
+            }
+        }
+        return out
     }
 
     private func writeLine(_ fd: Int32, _ bytes: [UInt8]) {

@@ -51,12 +51,13 @@ public final class MountSession {
     ///   - extraOptions: `-o` options from the user (comma-separated parts).
     ///   - logger: where errors are logged.
     ///   - threads: worker threads, 1 … ``maximumThreads``.
+    ///   - logNames: whether log lines may name entries (names are secret).
     /// - Throws: `BundleError.io` when libfuse rejects the options.
     public init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
-                threads: Int = MountSession.defaultThreads) throws {
+                threads: Int = MountSession.defaultThreads, logNames: Bool = false) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
-        context = MountContext(reader: reader, logger: logger)
+        context = MountContext(reader: reader, logger: logger, logNames: logNames)
         self.mountpoint = mountpoint
         ops = FUSEOperations.assignOperations()
         // fsname must not contain commas (the option separator).

@@ -266,7 +266,7 @@ final class MemoryHygieneTests: MountTestCase {
         XCTAssertTrue(cat.errorOutput.contains("Input/output error"), cat.errorOutput)
         unmount(mounted)
         let lines = mounted.logLines()
-        XCTAssertTrue(lines.contains { $0.contains("chunk 1 failed authentication") }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("chunk 1 of inode ") && $0.contains(" failed authentication") }, "\(lines)")
         XCTAssertTrue(lines.last?.contains("info: unmounted") ?? false, "\(lines)")
         assertNoSecret(in: Array(lines.joined(separator: "\n").utf8), "the daemon log")
     }

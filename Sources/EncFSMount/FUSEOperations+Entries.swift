@@ -1,0 +1,83 @@
+import EncFS
+import CFuse
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension FUSEOperations {
+    /// `lookup`: the child `name` of directory `parent`, or a cached miss.
+    static func lookup(_ req: fuse_req_t?, parent: fuse_ino_t, name: UnsafePointer<CChar>?) {
+        guard let context = MountContext.of(req), let name else { return reply(req, errno: ENOENT) }
+        do {
+            guard let directory = try context.reader.index.entry(inode: parent) else { return reply(req, errno: ENOENT) }
+            guard directory.kind == .directory else { return reply(req, errno: ENOTDIR) }
+            let raw = UnsafeRawBufferPointer(start: name, count: strlen(name))
+            var answer = try context.reader.index.lookup(raw, in: directory).map(context.entryParameters(of:))
+                ?? MountContext.negativeEntry
+            _ = fuse_reply_entry(req, &answer)
+        } catch {
+            context.reply(req, failure: error, inode: parent)
+        }
+    }
+
+    /// `getattr`: the stat of `inode`, cached by the kernel for good.
+    static func getattr(_ req: fuse_req_t?, inode: fuse_ino_t) {
+        guard let context = MountContext.of(req) else { return reply(req, errno: EIO) }
+        guard let entry = entry(req, context, inode: inode) else { return }
+        var st = context.attributes(of: entry)
+        _ = fuse_reply_attr(req, &st, MountContext.cacheTimeout)
+    }
+
+    /// `readlink`: the stored target, NUL-terminated for libfuse.
+    static func readlink(_ req: fuse_req_t?, inode: fuse_ino_t) {
+        guard let context = MountContext.of(req) else { return reply(req, errno: EIO) }
+        guard let entry = entry(req, context, inode: inode) else { return }
+        guard entry.kind == .symlink else { return reply(req, errno: EINVAL) }
+        do {
+            var target = try context.reader.index.withSymlinkTarget(of: entry) { [UInt8]($0) }
+            target.append(0)
+            target.withUnsafeBufferPointer { b in
+                b.withMemoryRebound(to: CChar.self) { _ = fuse_reply_readlink(req, $0.baseAddress) }
+            }
+        } catch {
+            context.reply(req, failure: error, inode: inode)
+        }
+    }
+
+    /// `statfs`: the bundle's size in 4 KiB blocks, none free, read-only.
+    static func statfs(_ req: fuse_req_t?) {
+        guard let context = MountContext.of(req) else { return reply(req, errno: EIO) }
+        var sv = statvfs()
+        sv.f_bsize = 4096
+        sv.f_frsize = 4096
+        sv.f_blocks = fsblkcnt_t((context.reader.bundleSize + 4095) / 4096)
+        sv.f_bfree = 0
+        sv.f_bavail = 0
+        sv.f_files = fsfilcnt_t(context.reader.index.count)
+        sv.f_ffree = 0
+        sv.f_favail = 0
+        sv.f_namemax = UInt(BundleFormat.maximumNameLength)
+        sv.f_flag = UInt(ST_RDONLY)
+        _ = fuse_reply_statfs(req, &sv)
+    }
+
+    /// `access`: granted for any inode that exists. The kernel checks the
+    /// permission bits itself (`default_permissions`) and refuses writes
+    /// on the `ro` mount, so this is only sent when those allowed it.
+    static func access(_ req: fuse_req_t?, inode: fuse_ino_t) {
+        guard let context = MountContext.of(req), inode >= 1, inode <= UInt64(context.reader.index.count) else {
+            return reply(req, errno: ENOENT)
+        }
+        reply(req, errno: 0)
+    }
+
+    /// `getxattr`: bundles store no extended attributes.
+    static func getxattr(_ req: fuse_req_t?) {
+        reply(req, errno: ENODATA)
+    }
+
+    /// `listxattr`: an empty list (size 0 asks for the length needed).
+    static func listxattr(_ req: fuse_req_t?, size: Int) {
+        if size == 0 { _ = fuse_reply_xattr(req, 0) } else { _ = fuse_reply_buf(req, nil, 0) }
+    }
+}

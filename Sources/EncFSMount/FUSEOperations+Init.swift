@@ -1,0 +1,32 @@
+import CFuse
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension FUSEOperations {
+    /// `init`: learns what the kernel can do and asks for what an
+    /// immutable tree wants, before any request.
+    static func initialize(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMutablePointer<fuse_conn_info>?) {
+        guard let conn else { return }
+        if let userdata {
+            let context = Unmanaged<MountContext>.fromOpaque(userdata).takeUnretainedValue()
+            context.kernelSkipsOpen.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPEN_SUPPORT) != 0, ordering: .relaxed)
+            context.kernelSkipsOpendir.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT) != 0, ordering: .relaxed)
+        }
+        // Immutable content: cache symlinks, let readdirplus fill the
+        // attribute cache, keep reads asynchronous.
+        conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS)
+        conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ)
+        conn.pointee.want &= ~UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
+        conn.pointee.max_readahead = UInt32(MountContext.maximumReadahead)
+        // Must equal the max_read mount option (MountSession.baseOptions).
+        conn.pointee.max_read = UInt32(MountContext.maximumRead)
+        conn.pointee.time_gran = 1
+    }
+
+    /// `forget` and `forget_multi`: the tree lives as long as the mount,
+    /// so there is nothing to drop.
+    static func forget(_ req: fuse_req_t?) {
+        fuse_reply_none(req)
+    }
+}

@@ -1,0 +1,52 @@
+import EncFS
+import CFuse
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Opens keep no state: reads find the entry by inode and the file key in
+// the worker's workspace, so there is nothing to hand out or free. Once
+// the caller is allowed (AccessPolicy), a kernel that can skip opens
+// (4.19+ for files, 5.1+ for directories) is answered ENOSYS: it then
+// stops sending open and opendir (and release, releasedir) for this mount
+// and keeps the page cache across opens, its default then
+// (FOPEN_KEEP_CACHE, and FOPEN_CACHE_DIR for directories). That saves two
+// round trips per opened file. An older kernel would take ENOSYS as a
+// failed open, so there every open is answered, with the same flags.
+extension FUSEOperations {
+    /// `open`: allowed for reading by the policy; the content never
+    /// changes, so the kernel keeps its cache.
+    static func open(_ req: fuse_req_t?, inode: fuse_ino_t, info: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let context = MountContext.of(req), let info else { return reply(req, errno: EIO) }
+        guard let entry = entry(req, context, inode: inode) else { return }
+        guard entry.kind == .file else { return reply(req, errno: entry.kind == .directory ? EISDIR : ELOOP) }
+        let request = AccessPolicy.Request.open(flags: info.pointee.flags)
+        if let refusal = context.access.refusal(of: request, to: entry, by: AccessPolicy.Caller(req)) {
+            return reply(req, errno: refusal)
+        }
+        if context.kernelSkipsOpen.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
+        cfuse_fi_set_keep_cache(info)
+        cfuse_fi_set_noflush(info)
+        _ = fuse_reply_open(req, info)
+    }
+
+    /// `opendir`: allowed by the policy; listings never change, so the
+    /// kernel caches them.
+    static func opendir(_ req: fuse_req_t?, inode: fuse_ino_t, info: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let context = MountContext.of(req), let info else { return reply(req, errno: EIO) }
+        guard let entry = entry(req, context, inode: inode) else { return }
+        guard entry.kind == .directory else { return reply(req, errno: ENOTDIR) }
+        if let refusal = context.access.refusal(of: .openDirectory, to: entry, by: AccessPolicy.Caller(req)) {
+            return reply(req, errno: refusal)
+        }
+        if context.kernelSkipsOpendir.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
+        cfuse_fi_set_cache_readdir(info)
+        cfuse_fi_set_keep_cache(info)
+        _ = fuse_reply_open(req, info)
+    }
+
+    /// `release` and `releasedir`: only sent when opens are; nothing to free.
+    static func release(_ req: fuse_req_t?) {
+        reply(req, errno: 0)
+    }
+}
