@@ -32,9 +32,14 @@ static inline void cfuse_fi_set_noflush(struct fuse_file_info *fi) {
     fi->noflush = 1;
 }
 
-// prctl is variadic in glibc, which Swift cannot call.
+// prctl is variadic in glibc, which Swift cannot call; one helper per
+// use. The process name (comm, 15 bytes at most) is what ps, pgrep and
+// killall match; exec of /proc/self/exe would otherwise call it "exe".
 static inline int cfuse_disable_dumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+static inline int cfuse_set_process_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
 #endif

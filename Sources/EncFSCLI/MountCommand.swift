@@ -129,8 +129,6 @@ public enum MountCommand {
         }
         let bundle = args.positionals[0]
         let mountpoint = args.positionals[1]
-        // Core dumps off before any secret is read.
-        MountSession.disableCoreDumps()
         let foreground = args.has("--foreground")
         // In the foreground this process serves: open everything. Otherwise
         // only the header is unlocked here; the daemon loads and checks the
@@ -306,7 +304,6 @@ public enum MountCommand {
 
     private static func runDaemon(bundle: [UInt8], mountpoint: [UInt8], extraOptions: [String], logFile: [UInt8]?,
                                   readahead: Int?, indexCacheKB: Int, threads: Int) -> Int32 {
-        MountSession.disableCoreDumps()
         func fail(_ message: String, path: [UInt8]?) -> Int32 {
             var line = Array("1\(message)".utf8)
             if let path { line += Array(" (".utf8) + path + Array(")".utf8) }

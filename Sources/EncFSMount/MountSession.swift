@@ -126,14 +126,6 @@ public final class MountSession {
         }
     }
 
-    /// Turns off core dumps for this process: `prctl(PR_SET_DUMPABLE, 0)`
-    /// (which also keeps other users' ptrace out) and `RLIMIT_CORE` 0.
-    public static func disableCoreDumps() {
-        _ = cfuse_disable_dumpable()
-        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
-        _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
-    }
-
     /// Sets the kernel read-ahead of this mount (the `read_ahead_kb` of its
     /// backing device info in sysfs). The kernel caps FUSE read-ahead at this
     /// value, 128 KiB by default, whatever the file system asks for; larger

@@ -1,6 +1,3 @@
 import EncFSCLI
-#if canImport(Glibc)
-import Glibc
-#endif
 
-exit(InspectCommand.run(rawArguments()))
+CommandLineTool.main(InspectCommand.run)

@@ -1,6 +1,3 @@
 import EncFSCLI
-#if canImport(Glibc)
-import Glibc
-#endif
 
-exit(KeygenCommand.run(rawArguments()))
+CommandLineTool.main(KeygenCommand.run)

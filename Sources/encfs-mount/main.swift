@@ -1,6 +1,3 @@
 import EncFSCLI
-#if canImport(Glibc)
-import Glibc
-#endif
 
-exit(MountCommand.run(rawArguments()))
+CommandLineTool.main(MountCommand.run)

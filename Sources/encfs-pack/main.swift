@@ -1,6 +1,3 @@
 import EncFSCLI
-#if canImport(Glibc)
-import Glibc
-#endif
 
-exit(PackCommand.run(rawArguments()))
+CommandLineTool.main(PackCommand.run)
