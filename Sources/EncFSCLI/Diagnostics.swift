@@ -1,4 +1,5 @@
 import EncFS
+import EncFSMount
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -52,6 +53,8 @@ public struct Diagnostics: Sendable {
             self.error(c.message, path: c.path ?? path)
         } else if let k = error as? KeyInputError {
             self.error(k.message, path: k.path ?? path)
+        } else if let m = error as? MountError {
+            self.error(m.message, path: m.path ?? path)
         } else {
             self.error("\(error)", path: path)
         }

@@ -1,4 +1,5 @@
 import EncFS
+import CryptCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,6 +22,20 @@ public final class MountLogger: Sendable {
         self.sink = sink
         if case .syslog = sink {
             openlog(MountLogger.ident, LOG_PID | LOG_NDELAY, LOG_DAEMON)
+        }
+    }
+
+    /// A logger appending to `path` (created 0600), or nil when it cannot
+    /// be opened. The descriptor stays open for the life of the process.
+    package static func appending(to path: [UInt8]) -> MountLogger? {
+        let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600) }
+        return fd >= 0 ? MountLogger(sink: .file(fd)) : nil
+    }
+
+    /// Logs once, at start, when key memory could not be locked.
+    package func warnIfSecretsNotLocked() {
+        if SecureMemoryStatus.lockFailures > 0 {
+            log("warning", "could not lock key memory (RLIMIT_MEMLOCK); it may be swapped out")
         }
     }
 

@@ -126,6 +126,24 @@ public final class MountSession {
         }
     }
 
+    /// Mounts, sets the read-ahead, calls `mounted`, then serves until
+    /// unmounted or signalled (``mount()``, ``setReadahead(kilobytes:)``,
+    /// ``run()``).
+    ///
+    /// - Parameters:
+    ///   - readaheadKB: the read-ahead to set, or nil for the kernel's; a
+    ///     failure to set it is logged as a warning, not thrown.
+    ///   - mounted: called once the mount is in place, before serving.
+    /// - Throws: `BundleError.io` from ``mount()`` or ``run()``.
+    package func serve(readaheadKB: Int?, mounted: () -> Void) throws {
+        try mount()
+        if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {
+            context.logger.log("warning", "read-ahead left at the kernel default: \(problem)")
+        }
+        mounted()
+        try run()
+    }
+
     /// Sets the kernel read-ahead of this mount (the `read_ahead_kb` of its
     /// backing device info in sysfs). The kernel caps FUSE read-ahead at this
     /// value, 128 KiB by default, whatever the file system asks for; larger

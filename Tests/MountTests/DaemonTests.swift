@@ -97,6 +97,54 @@ final class DaemonTests: MountTestCase {
         XCTAssertTrue(mounted.logLines().last?.contains("info: unmounted") ?? false, "\(mounted.logLines())")
     }
 
+    /// ps, pgrep and killall find the daemon by its name, although it is
+    /// started through /proc/self/exe (which would name it "exe").
+    func testBackgroundDaemon_ProcessNameIsEncfsMount() throws {
+        let mounted = try mount(bundle, keyFile: key)
+        let pid = try XCTUnwrap(mounted.daemonPID)
+        XCTAssertEqual(String(decoding: try procFile(pid, "comm"), as: UTF8.self), "encfs-mount\n")
+        XCTAssertEqual(try check("ps", ["-o", "comm=", "-p", String(pid)]).output, "encfs-mount\n")
+        XCTAssertTrue(try check("pgrep", ["-x", "encfs-mount"]).output.split(separator: "\n").contains(Substring(String(pid))))
+        let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
+        XCTAssertEqual(exe, URL(fileURLWithPath: try Tools.mount()).resolvingSymlinksInPath().path)
+        unmount(mounted)
+    }
+
+    /// The daemon is the very program the command runs, not whatever its
+    /// path names by the time the daemon starts. A file bind-mounted over
+    /// the binary's path while the command waits for its key makes the
+    /// path name another program; a daemon started from the resolved path
+    /// would run that one.
+    func testBackgroundDaemon_RunsTheStartedProgramNotWhatItsPathNamesLater() throws {
+        let binary = scratch.url("bin/encfs-mount")
+        try scratch.makeDirectory("bin")
+        try check("cp", [try Tools.mount(), binary])
+        let marker = scratch.url("impostor-ran")
+        let impostor = try scratch.write("impostor", Array("#!/bin/sh\necho \"$@\" > '\(marker)'\nexit 1\n".utf8), mode: 0o755)
+        let mnt = try scratch.makeDirectory("mnt-impostor")
+        let log = scratch.url("impostor.log")
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mnt, foreground: nil) }
+        let command = try SpawnedProcess(binary, [bundle, mnt, "--key-file", "/dev/stdin", "--log-file", log],
+                                         captureStandardError: true, feedStandardInput: true)
+        // Blocked reading the key: the program is loaded, the daemon not yet started.
+        XCTAssertTrue(Deadline.poll(seconds: 30) {
+            (try? String(contentsOfFile: "/proc/\(command.pid)/wchan", encoding: .utf8))?.contains("pipe") ?? false
+        }, "encfs-mount never waited for its key")
+        try check("mount", ["--bind", impostor, binary])
+        addTeardownBlock { _ = try? Subprocess.run("umount", [binary]) }
+        command.write(try String(contentsOfFile: key, encoding: .utf8))
+        command.closeStandardInput()
+        let (_, stderr, timedOut) = command.drain(deadline: Deadline(seconds: 60))
+        XCTAssertFalse(timedOut)
+        XCTAssertEqual(command.wait(deadline: Deadline(seconds: 10)), ExitStatus(code: 0, signal: nil),
+                       String(decoding: stderr, as: UTF8.self))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the program at the path ran as the daemon")
+        XCTAssertTrue(MountTable.isServing(mnt))
+        XCTAssertEqual(try String(contentsOfFile: "\(mnt)/small", encoding: .utf8), "small\n")
+        let daemon = try XCTUnwrap(ProcessTable.daemon(servingAt: mnt))
+        XCTAssertEqual(String(decoding: try procFile(daemon, "comm"), as: UTF8.self), "encfs-mount\n")
+    }
+
     func testKilledDaemon_MountReportsENOTCONNAndIsCleanedUp() throws {
         // What the teardown fallback is for: a daemon that died under its mount.
         let mounted = try mount(bundle, keyFile: key)

@@ -5,7 +5,7 @@ import Glibc
 
 /// A bundle changed after packing: damage inside a file's chunk shows up as
 /// EIO on exactly that chunk (plus one log line naming the inode and chunk,
-/// never the file),
+/// and the file only with `--log-names`),
 /// while everything else still reads; damage to the length, header or
 /// index stops the mount before anything is mounted.
 final class TamperTests: MountTestCase {
@@ -113,6 +113,50 @@ final class TamperTests: MountTestCase {
         XCTAssertEqual(errors.count, 1, "\(mounted.logLines())")
         XCTAssertTrue(errors.first?.contains("of inode \(try inode(mounted, "big")) failed") ?? false, "\(errors)")
         XCTAssertEqual(try check("cat", [mounted.path("other")]).output, "other file\n")
+    }
+
+    // MARK: - Names in the log
+
+    /// A file whose name holds an escape sequence, damaged in chunk 1.
+    private func packDamagedSecretName() throws -> (bundle: String, name: String) {
+        let name = "plan-for \u{1b}[31mQ3"
+        let src = try scratch.makeDirectory("named")
+        try scratch.makeDirectory("named/secret-dir")
+        try scratch.write("named/secret-dir/\(name)", Array(repeating: 0x42, count: 3 * Self.chunk))
+        let named = scratch.url("named.encfs")
+        try packOrThrow(src, named, keyFile: key, ["--chunk-size", "64K"])
+        let offset = try BundleSurgery.offset(ofChunk: 1, byte: 100, ofFile: "secret-dir/\(name)", in: named, keyFile: key)
+        try BundleSurgery.flipByte(at: offset, in: named)
+        return (named, name)
+    }
+
+    func testDamagedChunk_LogNamesInodeAndChunkNeverTheFileName() throws {
+        let (named, name) = try packDamagedSecretName()
+        let mounted = try mount(named, keyFile: key)
+        let path = "secret-dir/\(name)"
+        XCTAssertEqual(try readChunk(mounted.path(path), 1).status, 1)
+        XCTAssertEqual(try readChunk(mounted.path(path), 0).status, 0)
+        let errors = errorLines(mounted)
+        XCTAssertEqual(errors.count, 1, "\(mounted.logLines())")
+        let logged = errors.first ?? ""
+        XCTAssertTrue(logged.contains("error: chunk 1 of inode \(try inode(mounted, path)) failed authentication"), logged)
+        let log = try XCTUnwrap(mounted.logFile.flatMap { FileManager.default.contents(atPath: $0) })
+        for secret in ["plan-for", "secret-dir", "\u{1b}"] {
+            XCTAssertNil(String(decoding: log, as: UTF8.self).range(of: secret), "\(secret) in the log: \(logged)")
+        }
+    }
+
+    func testDamagedChunk_LogNamesFlagAddsTheEscapedPath() throws {
+        let (named, name) = try packDamagedSecretName()
+        let mounted = try mount(named, keyFile: key, options: ["--log-names"])
+        let path = "secret-dir/\(name)"
+        XCTAssertEqual(try readChunk(mounted.path(path), 1).status, 1)
+        let errors = errorLines(mounted)
+        XCTAssertEqual(errors.count, 1, "\(mounted.logLines())")
+        let logged = errors.first ?? ""
+        XCTAssertTrue(logged.contains("chunk 1 of inode \(try inode(mounted, path)) "), logged)
+        XCTAssertTrue(logged.hasSuffix("(secret-dir/plan-for \\x1b[31mQ3)"), logged)
+        XCTAssertFalse(logged.contains("\u{1b}"), "a raw escape byte in the log: \(logged)")
     }
 
     func testTruncatedBundle_MountRefused() throws {

@@ -1,0 +1,34 @@
+/// How a bundle is served: every setting of a mount except the bundle's
+/// contents and its key, as `encfs-mount` parsed them.
+///
+/// The foreground command serves with it directly; the background daemon
+/// gets it through its argv (`MountCommand` writes and parses that argv,
+/// so an option added there is added in both directions in one file).
+/// Paths are absolute: the daemon works from "/".
+package struct MountConfiguration: Sendable, Equatable {
+    /// The bundle's path, for the file system source (`fsname`) and
+    /// messages; the daemon serves the descriptor it was handed.
+    package var bundlePath: [UInt8]
+    /// Where the bundle is mounted.
+    package var mountpoint: [UInt8]
+    /// Extra `-o` options, one per element.
+    package var fuseOptions: [String] = []
+    /// Where log lines go (`--log-file`); nil: stderr in the foreground,
+    /// syslog in the background.
+    package var logFile: [UInt8]?
+    /// Kernel read-ahead to set (`--readahead`); nil leaves the kernel's.
+    package var readaheadKB: Int?
+    /// Memory for decrypted index pages (`--index-cache`).
+    package var indexCacheKB: Int
+    /// Worker threads (`--threads`).
+    package var threads: Int
+    /// Whether log lines may name entries (`--log-names`).
+    package var logNames = false
+
+    package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
+        self.bundlePath = bundlePath
+        self.mountpoint = mountpoint
+        self.indexCacheKB = indexCacheKB
+        self.threads = threads
+    }
+}

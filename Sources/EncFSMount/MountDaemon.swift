@@ -1,0 +1,229 @@
+import EncFS
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The background mount: the command starts a daemon, hands it the bundle
+/// and the content key, and returns once the daemon says the mount is up.
+///
+/// The daemon is this same program executed again (fork after the Swift
+/// runtime has started threads is unsafe), through `/proc/self/exe`: that
+/// names the very file this process runs even if the path it was started
+/// from has since been replaced, where resolving the link to a path and
+/// executing that would run whatever is at the path by then. It starts in
+/// its own session with stdio on /dev/null and gets, besides its argv (the
+/// settings, never a secret):
+///
+///     fd 3  the content key, 32 bytes, then end of file
+///     fd 4  its verdict: "0" once mounted, or "1" MESSAGE [NUL PATH]
+///     fd 5  the bundle the command opened and checked (the path in argv
+///           is for messages: a file renamed over it later changes nothing)
+package enum MountDaemon {
+    /// Marks the re-executed daemon's argv; what follows it is the
+    /// settings, as `MountCommand` writes them.
+    package static let flag = "--internal-daemon-child"
+    /// The daemon's process name, for ps, pgrep and killall: executing
+    /// /proc/self/exe would name it "exe".
+    package static let processName = "encfs-mount"
+    static let keyFD: Int32 = 3
+    static let statusFD: Int32 = 4
+    static let bundleFD: Int32 = 5
+    /// Longest verdict read from the daemon.
+    static let maximumStatusLength = 4096
+
+    // MARK: - Command side
+
+    /// Starts the daemon and waits until it has mounted `mountpoint` and
+    /// serves it.
+    ///
+    /// SIGPIPE is ignored from here on in this process: a daemon that died
+    /// before taking the key then makes the write fail with EPIPE, which is
+    /// reported, rather than killing the command without a word. The
+    /// daemon starts with SIGPIPE at its default.
+    ///
+    /// - Parameters:
+    ///   - bundle: the opened, checked bundle.
+    ///   - contentKey: the key it unlocked.
+    ///   - arguments: the daemon's settings (what follows ``flag``).
+    ///   - mountpoint: absolute; checked for an answer once the daemon
+    ///     reports the mount.
+    /// - Throws: `MountError` when the daemon cannot start, take the key,
+    ///   mount or serve.
+    package static func start(bundle: FileDescriptor, contentKey: SymmetricKey, arguments: [[UInt8]],
+                              mountpoint: [UInt8]) throws(MountError) {
+        signal(SIGPIPE, SIG_IGN)
+        let (pid, verdict) = try spawnWithKey(bundle: bundle, contentKey: contentKey, arguments: arguments)
+        let status = readVerdict(verdict)
+        if status.first == UInt8(ascii: "0") {
+            // statfs waits for the FUSE handshake and fails with ENOTCONN
+            // if the daemon died right after mounting.
+            guard MountSession.isServing(mountpoint) else { throw .daemonStopped }
+            return
+        }
+        reap(pid)
+        guard status.first == UInt8(ascii: "1") else { throw .daemonExited }
+        let parts = status.dropFirst().split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
+        throw .daemonFailed(message: String(decoding: parts.first ?? [], as: UTF8.self),
+                            path: parts.count > 1 && !parts[1].isEmpty ? Array(parts[1]) : nil)
+    }
+
+    /// Spawns the daemon and writes it the key. The daemon's ends of the
+    /// pipes and the key pipe are closed when this returns (they are owned
+    /// by locals), so the verdict pipe ends at the daemon's last close.
+    ///
+    /// - Returns: the daemon's pid and the read end of its verdict pipe.
+    private static func spawnWithKey(bundle: FileDescriptor, contentKey: SymmetricKey,
+                                     arguments: [[UInt8]]) throws(MountError) -> (pid_t, FileDescriptor) {
+        let key = try makePipe()
+        let verdict = try makePipe()
+        let bundleCopy: FileDescriptor
+        // Numbered 10 or more, as the pipes: the child's dup2 calls fill
+        // fds 3…5 in turn and must not overwrite a source still to be copied.
+        do { bundleCopy = try bundle.duplicate(lowest: 10) } catch { throw .daemonNotStarted(errno: error.errno, operation: "hand over the bundle") }
+        let pid = try spawn(arguments: arguments, key: key.read, verdict: verdict.write, bundle: bundleCopy)
+        do {
+            try contentKey.withUnsafeBytes { (bytes) throws(BundleError) in try key.write.writeAll(bytes) }
+        } catch {
+            kill(pid, SIGTERM)
+            reap(pid)
+            throw .keyNotHandedOver(errno: error.errno)
+        }
+        return (pid, verdict.read)
+    }
+
+    /// `posix_spawn` of /proc/self/exe with fds 3, 4, 5 in place, stdio on
+    /// /dev/null, a new session and SIGPIPE at its default.
+    private static func spawn(arguments: [[UInt8]], key: FileDescriptor, verdict: FileDescriptor,
+                              bundle: FileDescriptor) throws(MountError) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, key.rawValue, keyFD)
+        posix_spawn_file_actions_adddup2(&actions, verdict.rawValue, statusFD)
+        posix_spawn_file_actions_adddup2(&actions, bundle.rawValue, bundleFD)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        // POSIX_SPAWN_SETSID (glibc ≥ 2.26) and POSIX_SPAWN_SETSIGDEF are
+        // macros Swift does not import.
+        let spawnSetSID: Int16 = 0x80
+        let spawnSetSigDefault: Int16 = 0x04
+        posix_spawnattr_setflags(&attributes, spawnSetSID | spawnSetSigDefault)
+
+        let argv = [Array(processName.utf8), Array(flag.utf8)] + arguments
+        let cArgs = argv.map { arg -> UnsafeMutablePointer<CChar>? in arg.withCString { strdup($0) } }
+        defer { cArgs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = (cArgs + [nil]).withUnsafeBufferPointer { argv -> Int32 in
+            guard let base = argv.baseAddress else { return EINVAL }
+            return posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, base, environ)
+        }
+        guard rc == 0 else { throw .daemonNotStarted(errno: rc, operation: "spawn") }
+        return pid
+    }
+
+    /// Reads the daemon's verdict to end of file (at most
+    /// ``maximumStatusLength`` bytes); empty when it said nothing.
+    private static func readVerdict(_ verdict: FileDescriptor) -> [UInt8] {
+        var status = [UInt8](repeating: 0, count: maximumStatusLength)
+        let n = status.withUnsafeMutableBytes { (try? verdict.read(into: $0)) ?? 0 }
+        return Array(status[0..<n])
+    }
+
+    /// Waits for `pid` to end (so no zombie is left).
+    private static func reap(_ pid: pid_t) {
+        var status: Int32 = 0
+        _ = try? SystemCall.retrying("wait for the mount daemon") { waitpid(pid, &status, 0) }
+    }
+
+    /// A pipe, both ends close-on-exec and numbered 10 or more.
+    private static func makePipe() throws(MountError) -> (read: FileDescriptor, write: FileDescriptor) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw .daemonNotStarted(errno: errno, operation: "create pipe") }
+        // pipe2 is not imported; the originals close when these go.
+        let read = FileDescriptor(taking: fds[0])
+        let write = FileDescriptor(taking: fds[1])
+        do {
+            return (try read.duplicate(lowest: 10), try write.duplicate(lowest: 10))
+        } catch {
+            throw .daemonNotStarted(errno: error.errno, operation: "create pipe")
+        }
+    }
+
+    // MARK: - Daemon side
+
+    /// Serves the bundle handed over on fd 5 with the key from fd 3,
+    /// reporting on fd 4, until unmounted or signalled.
+    ///
+    /// Until the mount is up every failure goes to the command through
+    /// fd 4; after that, to the log.
+    ///
+    /// - Returns: whether it ended cleanly.
+    package static func serve(_ configuration: MountConfiguration) -> Bool {
+        ProcessHardening.setProcessName(processName)
+        // dup2 cleared close-on-exec: keep the verdict pipe from anything
+        // libfuse starts (fusermount3), or the command would wait for it.
+        _ = fcntl(statusFD, F_SETFD, FD_CLOEXEC)
+        var verdict: FileDescriptor? = FileDescriptor(taking: statusFD)
+        func report(_ status: [UInt8]) {
+            status.withUnsafeBytes { try? verdict?.writeAll($0) }
+            verdict = nil
+        }
+        func fail(_ message: String, path: [UInt8]?) -> Bool {
+            report(Array("1\(message)".utf8) + (path.map { [0] + $0 } ?? []))
+            return false
+        }
+        func fail(_ error: Error, path: [UInt8]) -> Bool {
+            guard let error = error as? BundleError else { return fail("\(error)", path: path) }
+            return fail(error.message, path: error.path ?? path)
+        }
+        let key: SymmetricKey
+        do { key = try receiveKey() } catch {
+            return fail("no key received from the parent process", path: nil)
+        }
+        let logger = configuration.logFile.flatMap(MountLogger.appending(to:)) ?? MountLogger(sink: .syslog)
+        logger.warnIfSecretsNotLocked()
+        _ = chdir("/")
+        let reader: BundleReader
+        do {
+            // The command checked only the header; a damaged index is
+            // reported from here, naming the bundle.
+            let source = try FileByteSource(descriptor: FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
+            reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10)
+        } catch {
+            return fail(error, path: configuration.bundlePath)
+        }
+        do {
+            let session = try MountSession(reader: reader, bundlePath: configuration.bundlePath,
+                                           mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
+                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames)
+            try session.serve(readaheadKB: configuration.readaheadKB) {
+                report([UInt8(ascii: "0")])
+                logger.log("info", "serving", path: configuration.mountpoint)
+            }
+        } catch {
+            if verdict != nil { return fail(error, path: configuration.mountpoint) }
+            logger.log("error", (error as? BundleError)?.message ?? "\(error)", path: configuration.mountpoint)
+            return false
+        }
+        logger.log("info", "unmounted", path: configuration.mountpoint)
+        return true
+    }
+
+    /// The content key from fd 3 (closed afterwards).
+    private static func receiveKey() throws -> SymmetricKey {
+        let channel = FileDescriptor(taking: keyFD)
+        let raw = try SecureBytes(count: SymmetricKey.byteCount) { (out: UnsafeMutableRawBufferPointer) throws in
+            guard try channel.read(into: out) == SymmetricKey.byteCount else { throw MountError.keyNotHandedOver(errno: EPIPE) }
+        }
+        return try SymmetricKey(raw)
+    }
+}

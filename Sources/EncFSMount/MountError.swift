@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Errors of the mount layer's own: starting the background daemon and
+/// hearing back from it. (What the bundle or libfuse report stays a
+/// `BundleError`.)
+package enum MountError: Error, Sendable, Equatable {
+    /// A pipe, the bundle hand-off or the spawn itself failed.
+    case daemonNotStarted(errno: Int32, operation: String)
+    /// The content key could not be written to the daemon; EPIPE when the
+    /// daemon had already exited.
+    case keyNotHandedOver(errno: Int32)
+    /// The daemon reported why it could not mount (its message and path).
+    case daemonFailed(message: String, path: [UInt8]?)
+    /// The daemon exited without saying whether it mounted.
+    case daemonExited
+    /// The daemon reported the mount, but the mount does not answer.
+    case daemonStopped
+
+    /// A one-line, lowercase description without a final period.
+    package var message: String {
+        switch self {
+        case .daemonNotStarted(let code, let operation):
+            return "cannot start the mount daemon: \(operation) failed: \(String(cString: strerror(code)))"
+        case .keyNotHandedOver(let code):
+            return "cannot hand the key to the mount daemon: \(String(cString: strerror(code)))"
+        case .daemonFailed(let message, _): return message
+        case .daemonExited: return "the mount daemon exited before the mount was ready"
+        case .daemonStopped: return "the mount daemon stopped right after mounting (see its log)"
+        }
+    }
+
+    /// The path the error is about, when it has its own.
+    package var path: [UInt8]? {
+        if case .daemonFailed(_, let path) = self { return path }
+        return nil
+    }
+}
