@@ -33,7 +33,9 @@ public enum MountCommand {
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
                                cleanly on SIGINT or SIGTERM
-      -o OPTIONS               extra FUSE mount options, e.g. allow_other
+      -o OPTIONS               extra FUSE mount options, e.g. allow_other; the
+                               mount is always ro,nosuid,nodev: suid and dev
+                               are accepted (fstab adds them) and ignored
       --log-file FILE          in the background, append log lines to FILE
                                (default: syslog, facility daemon)
       --log-names              name the file in log lines (damaged chunks,

@@ -72,14 +72,21 @@ final class MountContext: Sendable {
         pthread_key_delete(scratchKey)
     }
 
-    /// The stat of `entry` as a read-only ext4 would report it.
+    /// Permission bits never served: setuid and setgid (06000). The bundle keeps
+    /// them (`encfs-inspect ls` shows them), but a mount must not hand out
+    /// set-id programs, whatever its options (it is also always `nosuid`,
+    /// see ``MountSession/kernelOptions(bundlePath:extra:)``).
+    static let unservedModeBits: mode_t = 0o6000
+
+    /// The stat of `entry` as a read-only ext4 mounted `nosuid` would
+    /// report it.
     func attributes(of entry: IndexEntry) -> stat {
         var st = stat()
         st.st_ino = ino_t(entry.position + 1)
         st.st_uid = uid
         st.st_gid = gid
         st.st_blksize = 4096
-        let perm = mode_t(entry.mode)
+        let perm = mode_t(entry.mode) & ~Self.unservedModeBits
         switch entry.kind {
         case .directory:
             st.st_mode = S_IFDIR | perm

@@ -38,9 +38,30 @@ public final class MountSession {
     /// Worker threads for this mount; all stay alive once started.
     private let threads: Int
 
-    /// Options always passed to the kernel: read-only, permission checks by
-    /// the kernel from the stored mode bits, and 1 MiB reads.
-    static let baseOptions = ["ro", "default_permissions", "max_read=\(MountContext.maximumRead)", "subtype=encfs"]
+    /// Options always passed to the kernel: read-only, no set-id programs
+    /// and no device files, permission checks by the kernel from the stored
+    /// mode bits, and reads of at most ``MountContext/maximumRead``.
+    static let baseOptions = ["ro", "nosuid", "nodev", "default_permissions", "max_read=\(MountContext.maximumRead)",
+                              "subtype=encfs"]
+
+    /// Options accepted from the user but never applied: they would undo
+    /// `nosuid` and `nodev` (libfuse honours the last of a pair). Debian's
+    /// `mount.fuse3` adds both to every fstab mount, so refusing them
+    /// would break fstab; the mount stays `nosuid,nodev` whatever is asked.
+    static let ignoredOptions: Set<String> = ["suid", "dev"]
+
+    /// The `-o` string for libfuse: ``baseOptions``, the file system name,
+    /// then `extra` without ``ignoredOptions``.
+    ///
+    /// - Parameters:
+    ///   - bundlePath: shown as the source (`fsname`); commas, the option
+    ///     separator, become underscores.
+    ///   - extra: the user's options (comma-separated parts).
+    static func kernelOptions(bundlePath: [UInt8], extra: [String]) -> String {
+        let fsname = String(decoding: bundlePath.map { $0 == UInt8(ascii: ",") ? UInt8(ascii: "_") : $0 }, as: UTF8.self)
+        let kept = extra.flatMap { $0.split(separator: ",").map(String.init) }.filter { !ignoredOptions.contains($0) }
+        return (baseOptions + ["fsname=encfs:\(fsname)"] + kept).joined(separator: ",")
+    }
 
     /// Prepares a session.
     ///
@@ -48,7 +69,8 @@ public final class MountSession {
     ///   - reader: the opened bundle.
     ///   - bundlePath: shown as the file system source (`fsname`).
     ///   - mountpoint: an existing directory.
-    ///   - extraOptions: `-o` options from the user (comma-separated parts).
+    ///   - extraOptions: `-o` options from the user (comma-separated parts);
+    ///     `suid` and `dev` are ignored (see ``ignoredOptions``).
     ///   - logger: where errors are logged.
     ///   - threads: worker threads, 1 … ``maximumThreads``.
     ///   - logNames: whether log lines may name entries (names are secret).
@@ -60,10 +82,7 @@ public final class MountSession {
         context = MountContext(reader: reader, logger: logger, logNames: logNames)
         self.mountpoint = mountpoint
         ops = FUSEOperations.assignOperations()
-        // fsname must not contain commas (the option separator).
-        let fsname = String(decoding: bundlePath.map { $0 == UInt8(ascii: ",") ? UInt8(ascii: "_") : $0 }, as: UTF8.self)
-        let options = (Self.baseOptions + ["fsname=encfs:\(fsname)"] + extraOptions).joined(separator: ",")
-        let argv = ["encfs-mount", "-o", options]
+        let argv = ["encfs-mount", "-o", Self.kernelOptions(bundlePath: bundlePath, extra: extraOptions)]
         var cStrings = argv.map { strdup($0) }
         defer { cStrings.forEach { free($0) } }
         let created: OpaquePointer? = cStrings.withUnsafeMutableBufferPointer { buffer in
