@@ -89,4 +89,87 @@ public struct ChunkLayout: Sendable, Equatable {
         let end = count > size - offset ? size : offset + count
         return chunkIndex(forPlaintextOffset: offset)..<(chunkIndex(forPlaintextOffset: end - 1) + 1)
     }
+
+    // MARK: - Reads
+
+    /// Sealed chunks one positional read fetches with a budget of
+    /// `batchBytes`: as many whole sealed chunks as fit, at least one.
+    ///
+    /// Batching saves system calls for small chunks, and a batch small
+    /// enough to stay in the core's cache is still there when it is
+    /// decrypted.
+    public func chunksPerBatch(batchBytes: Int) -> Int {
+        max(1, batchBytes / Int(sealedChunkSize))
+    }
+
+    /// Bytes a buffer needs to hold one batch fetched with a budget of
+    /// `batchBytes` (the budget rounded down to whole sealed chunks, at
+    /// least one).
+    public func batchCapacity(batchBytes: Int) -> Int {
+        chunksPerBatch(batchBytes: batchBytes) * Int(sealedChunkSize)
+    }
+
+    /// How to read plaintext bytes [offset, offset + count) of a file of
+    /// `size` bytes whose sealed body starts at `bodyOffset` of the source:
+    /// the batches of consecutive sealed chunks to fetch, and for each chunk
+    /// which of its bytes go where in the caller's buffer.
+    ///
+    /// The range is clipped at end of file; the plan is empty when nothing
+    /// is covered. The plan is a value: iterating it allocates nothing.
+    ///
+    /// - Parameters:
+    ///   - offset: plaintext offset of the first byte wanted.
+    ///   - count: bytes wanted (the caller's buffer size; negative counts
+    ///     as 0).
+    ///   - size: the file's plaintext size, at most ``maximumPlaintextSize``.
+    ///   - bodyOffset: where the file's sealed body starts in the source,
+    ///     such that the body's end still fits a signed 64-bit offset.
+    ///   - chunksPerBatch: chunks one fetch may hold, from
+    ///     ``chunksPerBatch(batchBytes:)`` (worked out once by the caller:
+    ///     a division on every read would cost more than the rest of this
+    ///     arithmetic); values below 1 count as 1.
+    public func readPlan(forPlaintextOffset offset: UInt64, count: Int, plaintextSize size: UInt64,
+                         bodyOffset: UInt64 = 0, chunksPerBatch: Int) -> ChunkReadPlan {
+        let perBatch = UInt64(max(1, chunksPerBatch))
+        guard offset < size, count > 0 else {
+            return ChunkReadPlan(layout: self, plaintextSize: size, wanted: offset..<offset, bodyOffset: bodyOffset,
+                                 chunks: 0..<0, chunksPerBatch: perBatch)
+        }
+        let end = UInt64(count) >= size - offset ? size : offset + UInt64(count)
+        return ChunkReadPlan(layout: self, plaintextSize: size, wanted: offset..<end, bodyOffset: bodyOffset,
+                             chunks: chunkIndex(forPlaintextOffset: offset)..<(chunkIndex(forPlaintextOffset: end - 1) + 1),
+                             chunksPerBatch: perBatch)
+    }
+
+    /// The batch of `plan` that starts at chunk `first`: up to
+    /// `plan.chunksPerBatch` chunks, and where their sealed bytes lie in the
+    /// source.
+    func batch(of plan: ChunkReadPlan, startingAt first: UInt64) -> ChunkReadPlan.Batch {
+        let last = plan.chunks.upperBound - first > plan.chunksPerBatch ? first + plan.chunksPerBatch : plan.chunks.upperBound
+        let chunks = first..<last
+        let sealed = ciphertextRange(ofChunks: chunks, plaintextSize: plan.plaintextSize)
+        return ChunkReadPlan.Batch(plan: plan, chunks: chunks, sourceOffset: plan.bodyOffset + sealed.lowerBound,
+                                   byteCount: Int(sealed.count))
+    }
+
+    /// The part of `batch`'s chunk `chunk` its read wants.
+    func slice(of batch: ChunkReadPlan.Batch, chunk: UInt64) -> ChunkReadPlan.Slice {
+        let plan = batch.plan
+        let range = plaintextRange(ofChunk: chunk, plaintextSize: plan.plaintextSize)
+        let start = max(range.lowerBound, plan.wanted.lowerBound)
+        let end = min(range.upperBound, plan.wanted.upperBound)
+        // A chunk of the file is its last when it reaches the end of file
+        // (cheaper than counting the chunks).
+        return ChunkReadPlan.Slice(chunk: chunk, chunkLength: Int(range.count),
+                                   isLastChunk: range.upperBound == plan.plaintextSize,
+                                   sealedOffset: Int(ciphertextOffset(ofChunk: chunk - batch.chunks.lowerBound)),
+                                   skip: Int(start - range.lowerBound), count: Int(end - start),
+                                   destination: Int(start - plan.wanted.lowerBound))
+    }
+
+    /// The first chunk of `batch` that a fetch returning only `fetched`
+    /// bytes cut short.
+    func firstIncompleteChunk(of batch: ChunkReadPlan.Batch, fetched: Int) -> UInt64 {
+        batch.chunks.lowerBound + UInt64(max(0, fetched)) / sealedChunkSize
+    }
 }

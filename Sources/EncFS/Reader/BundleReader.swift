@@ -22,6 +22,9 @@ public final class BundleReader: Sendable {
     /// Where the bundle's bytes come from.
     public let source: any ByteSource
     private let pool = Mutex<[ChunkWorkspace]>([])
+    /// Sealed chunks one `pread` fetches: what a workspace's sealed buffer
+    /// holds (both follow ``ChunkWorkspace/batchBytes``).
+    private let batchChunks: Int
 
     private init(source: any ByteSource, header: BundleHeader, index: BundleIndex, keys: BundleKeys) {
         self.source = source
@@ -29,6 +32,7 @@ public final class BundleReader: Sendable {
         self.index = index
         self.keys = keys
         self.bundleSize = source.size
+        self.batchChunks = header.layout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
     }
 
     /// Opens a bundle with whichever of `materials` opens a slot.
@@ -183,66 +187,55 @@ public final class BundleReader: Sendable {
         try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
     }
 
+    /// Fetches, opens and copies the chunks of one read; the read plan
+    /// says which bytes go where, so this function does no offset
+    /// arithmetic of its own.
     private func readChunks(_ entry: IndexEntry, key givenKey: SymmetricKey?, fromOffset offset: UInt64,
                             into buffer: UnsafeMutableRawBufferPointer, workspace given: ChunkWorkspace? = nil) throws -> Int {
         guard entry.kind == .file else { throw BundleError.isADirectory }
-        let size = entry.size
-        guard offset < size, buffer.count > 0 else { return 0 }
-        let end = UInt64(buffer.count) >= size - offset ? size : offset + UInt64(buffer.count)
-        let layout = header.layout
-        let chunks = layout.chunks(coveringPlaintextOffset: offset, count: end - offset, plaintextSize: size)
+        // The index bounded entry.first and the sealed body by the payload,
+        // and the header the payload by the file size: the sum cannot wrap.
+        let plan = header.layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.size,
+                                          bodyOffset: UInt64(header.headerLength) + entry.first,
+                                          chunksPerBatch: batchChunks)
+        guard !plan.isEmpty else { return 0 }
         let workspace = try given ?? takeWorkspace()
         defer { if given == nil { returnWorkspace(workspace) } }
-        let bodyStart = UInt64(header.headerLength) + entry.first
         do {
             let key = try givenKey ?? workspace.fileKey(for: entry, keys: keys)
             try entry.withFileID { fileID in
-                // The sealed chunks fetched last: batch.lowerBound's bytes
-                // start at workspace.sealed[0].
-                var batch: Range<UInt64> = chunks.lowerBound..<chunks.lowerBound
-                for chunk in chunks {
-                    if chunk >= batch.upperBound {
-                        batch = chunk..<min(chunks.upperBound, chunk + UInt64(workspace.batchChunks))
-                        let bytes = layout.ciphertextRange(ofChunks: batch, plaintextSize: size)
-                        let want = Int(bytes.count)
-                        let got = try source.read(fromAbsoluteOffset: bodyStart + bytes.lowerBound,
-                                                  into: UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<want]))
-                        // A short read means the bundle ends early: name the
-                        // first chunk it cut.
-                        guard got == want else {
-                            throw BundleError.corruptChunk(entry: entry.position, chunk: chunk + UInt64(got) / layout.sealedChunkSize)
-                        }
+                for batch in plan {
+                    let fetched = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<batch.byteCount])
+                    let got = try source.read(fromAbsoluteOffset: batch.sourceOffset, into: fetched)
+                    // A short read means the bundle ends early: name the
+                    // first chunk it cut.
+                    guard got == batch.byteCount else {
+                        throw BundleError.corruptChunk(entry: entry.position, chunk: batch.firstIncompleteChunk(fetched: got))
                     }
-                    let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
-                    let sealedCount = range.count + Int(ChunkLayout.overhead)
-                    let sealedStart = Int(layout.ciphertextOffset(ofChunk: chunk) - layout.ciphertextOffset(ofChunk: batch.lowerBound))
-                    let sealed = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[sealedStart..<(sealedStart + sealedCount)])
-                    let last = layout.isLastChunk(chunk, plaintextSize: size)
-                    let wanted = max(range.lowerBound, offset)..<min(range.upperBound, end)
-                    let destination = Int(wanted.lowerBound - offset)
-                    if wanted == range {
-                        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[destination..<(destination + range.count)])
-                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: chunk, last: last,
-                                                       sealed: UnsafeRawBufferPointer(sealed), into: target) else {
-                            throw BundleError.corruptChunk(entry: entry.position, chunk: chunk)
+                    for slice in batch {
+                        let sealed = UnsafeRawBufferPointer(rebasing: fetched[slice.sealedRange])
+                        // Whole chunks go straight to the caller; a partly
+                        // wanted one is opened aside, since nothing may be
+                        // released before the whole chunk authenticated.
+                        let whole = slice.coversWholeChunk
+                        let target = whole ? UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+                                           : UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
+                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
+                                                       sealed: sealed, into: target) else {
+                            throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
                         }
-                    } else {
-                        let plain = UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<range.count])
-                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: chunk, last: last,
-                                                       sealed: UnsafeRawBufferPointer(sealed), into: plain) else {
-                            throw BundleError.corruptChunk(entry: entry.position, chunk: chunk)
+                        if !whole {
+                            UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+                                .copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
                         }
-                        let from = Int(wanted.lowerBound - range.lowerBound)
-                        UnsafeMutableRawBufferPointer(rebasing: buffer[destination..<(destination + wanted.count)])
-                            .copyMemory(from: UnsafeRawBufferPointer(rebasing: plain[from..<(from + wanted.count)]))
                     }
                 }
             }
         } catch {
-            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(end - offset)]))
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<plan.byteCount]))
             throw error
         }
-        return Int(end - offset)
+        return plan.byteCount
     }
 
     /// Copies the payload (chunk data and sealed index) byte for byte to

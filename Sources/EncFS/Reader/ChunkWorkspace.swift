@@ -9,13 +9,11 @@ import CryptCore
 /// thread at a time; ownership moves only through the reader's locked pool.
 package final class ChunkWorkspace: @unchecked Sendable {
     let codec: ChunkCodec
-    /// Holds ``batchChunks`` consecutive sealed chunks (chunk size + 16
-    /// each), read with one `pread`.
+    /// Holds one batch of consecutive sealed chunks, read with one `pread`
+    /// (see ``ChunkLayout/chunksPerBatch(batchBytes:)``).
     let sealed: UnsafeMutableRawBufferPointer
-    /// Sealed chunks fetched per `pread`: as many as fit in ``batchBytes``,
-    /// at least one. Fewer system calls for small chunks, and the batch
-    /// stays in the core's cache until it is decrypted.
-    let batchChunks: Int
+    /// Byte budget of one batch: small enough to stay in the core's cache
+    /// until it is decrypted.
     static let batchBytes = 64 << 10
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
@@ -37,8 +35,7 @@ package final class ChunkWorkspace: @unchecked Sendable {
 
     init(layout: ChunkLayout, bundleID: [UInt8]) throws {
         codec = try ChunkCodec(bundleID: bundleID)
-        batchChunks = max(1, Self.batchBytes / Int(layout.sealedChunkSize))
-        sealed = .allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
+        sealed = .allocate(byteCount: layout.batchCapacity(batchBytes: Self.batchBytes), alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
