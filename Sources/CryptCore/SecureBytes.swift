@@ -2,8 +2,8 @@
 ///
 /// The buffer is allocated once (small secrets from `SecureHeap`, a region
 /// locked once; larger ones on their own), locked in memory where
-/// `RLIMIT_MEMLOCK` allows (best effort: a failed `mlock` is remembered in
-/// ``SecureBytes/lockWarningNeeded`` so the caller can warn once), and wiped
+/// `RLIMIT_MEMLOCK` allows (best effort: a failed `mlock` is counted in
+/// ``SecureMemoryStatus/lockFailures`` so the caller can warn once), and wiped
 /// with `OPENSSL_cleanse` in `deinit`. Bytes are reachable only through
 /// `withUnsafeBytes`; `==` compares in constant time.
 ///

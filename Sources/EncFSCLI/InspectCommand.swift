@@ -249,16 +249,15 @@ public enum InspectCommand {
     }
 
     /// Looks `path` up in the index. A failure names the path inside the
-    /// bundle (`shownAs`, by default `path`), not the bundle file: "no such
-    /// file or directory (app.bundle)" would say the bundle is missing.
+    /// bundle, not the bundle file: "no such file or directory
+    /// (app.bundle)" would say the bundle is missing.
     private static func resolve(_ path: [UInt8], in index: BundleIndex, followingLast: Bool = false) throws -> IndexEntry {
-        let shown: [UInt8]? = nil
         do {
             return try index.resolve(path: path, followingLast: followingLast)
         } catch BundleError.notFound {
-            throw CommandError("no such file or directory in the bundle", path: shown ?? path)
+            throw CommandError("no such file or directory in the bundle", path: path)
         } catch let e as BundleError {
-            throw CommandError(e.message, path: shown ?? path)
+            throw CommandError(e.message, path: path)
         }
     }
 
