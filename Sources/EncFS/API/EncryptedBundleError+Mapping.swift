@@ -59,7 +59,7 @@ extension EncryptedBundleError {
         case .crypto(let what): self = .cryptoFailure(reason: what)
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.
-        case .readOnly, .sourceChanged, .slotsNotCarriedOver: self = .io(errno: error.errno, what: error.message)
+        case .sourceChanged, .slotsNotCarriedOver: self = .io(errno: error.errno, what: error.message)
         }
     }
 }

@@ -30,8 +30,6 @@ public enum BundleError: Error, Sendable {
     case notADirectory
     /// The entry is a directory where a file was expected.
     case isADirectory
-    /// The operation would modify a read-only bundle.
-    case readOnly
     /// A system call failed; `errno` is the C error, `path` what it was about.
     case io(errno: Int32, operation: String, path: [UInt8])
     /// The source tree changed while it was being packed.
@@ -55,7 +53,6 @@ public enum BundleError: Error, Sendable {
         case .notFound: return ENOENT
         case .notADirectory: return ENOTDIR
         case .isADirectory: return EISDIR
-        case .readOnly: return EROFS
         case .io(let code, _, _): return code == 0 ? EIO : code
         case .limitExceeded: return EFBIG
         case .rejected, .slotsNotCarriedOver: return EINVAL
@@ -81,7 +78,6 @@ public enum BundleError: Error, Sendable {
         case .notFound: return "no such file or directory"
         case .notADirectory: return "not a directory"
         case .isADirectory: return "is a directory"
-        case .readOnly: return "read-only bundle"
         case .io(let code, let operation, _): return "\(operation) failed: \(String(cString: strerror(code)))"
         case .sourceChanged(_, let what): return "source changed while packing: \(what)"
         case .limitExceeded(let what): return "limit exceeded: \(what)"

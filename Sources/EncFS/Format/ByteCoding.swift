@@ -42,12 +42,9 @@ extension UnsafeRawBufferPointer {
 }
 
 extension Array where Element == UInt8 {
+    /// Appends `value` as little-endian bytes.
     mutating func appendLE<T: FixedWidthInteger>(_ value: T) {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
-    }
-
-    mutating func appendBE<T: FixedWidthInteger>(_ value: T) {
-        Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 
     /// Stores a little-endian value at `offset` (which must be in bounds).

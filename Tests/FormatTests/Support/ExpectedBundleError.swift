@@ -17,7 +17,6 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
     case notFound
     case notADirectory
     case isADirectory
-    case readOnly
     case io(errno: Int32)
     case sourceChanged(path: [UInt8])
     case limitExceeded
@@ -38,7 +37,6 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .notFound: self = .notFound
         case .notADirectory: self = .notADirectory
         case .isADirectory: self = .isADirectory
-        case .readOnly: self = .readOnly
         case .io(let code, _, _): self = .io(errno: code)
         case .sourceChanged(let path, _): self = .sourceChanged(path: path)
         case .limitExceeded: self = .limitExceeded
@@ -61,7 +59,6 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .notFound: return "notFound"
         case .notADirectory: return "notADirectory"
         case .isADirectory: return "isADirectory"
-        case .readOnly: return "readOnly"
         case .io(let code): return "io(errno: \(code))"
         case .sourceChanged(let path): return "sourceChanged(path: \(path.debugPath))"
         case .limitExceeded: return "limitExceeded"
