@@ -58,15 +58,9 @@ public enum KeygenCommand {
         do {
             if args.has("--symmetric") {
                 let key = try SecureBytes.random(count: SymmetricKey.byteCount)
-                let hex = SecureBytes(count: 65) { (out: UnsafeMutableRawBufferPointer) in
-                    let digits = Array("0123456789abcdef".utf8)
-                    key.withUnsafeBytes { k in
-                        for (i, b) in k.enumerated() {
-                            out[2 * i] = digits[Int(b >> 4)]
-                            out[2 * i + 1] = digits[Int(b & 15)]
-                        }
-                    }
-                    out[64] = 0x0A
+                let hex = SecureBytes(count: 2 * SymmetricKey.byteCount + 1) { (out: UnsafeMutableRawBufferPointer) in
+                    key.withUnsafeBytes { Hex.encode($0, into: out) }
+                    out[2 * SymmetricKey.byteCount] = 0x0A
                 }
                 try hex.withUnsafeBytes { try emit($0, to: output, mode: 0o600, force: force) }
                 return ExitCode.success

@@ -140,7 +140,7 @@ public struct KeySlot: Sendable, Equatable {
         case .passphrase?: bytes = body.count >= 20 ? body[12..<20] : body[...]
         default: bytes = body.prefix(8)
         }
-        return bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return Hex.encode(bytes)
     }
 
     /// Checks the body length for known kinds.
@@ -244,7 +244,7 @@ public struct KeySlot: Sendable, Equatable {
 
     /// The fingerprint as 16 hex digits.
     public static func hexFingerprint(of key: PublicKey) throws -> String {
-        try fingerprint(of: key).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        Hex.encode(try fingerprint(of: key))
     }
 
     private static func x25519KEK(secret: SecureBytes, ephemeral: [UInt8], recipient: [UInt8]) throws -> SymmetricKey {

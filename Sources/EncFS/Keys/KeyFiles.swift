@@ -83,7 +83,7 @@ public enum KeyFiles {
             }
             return try SecureBytes(count: 32) { (out: UnsafeMutableRawBufferPointer) throws(KeyInputError) in
                 for i in 0..<32 {
-                    guard let hi = hexValue(raw[start + 2 * i]), let lo = hexValue(raw[start + 2 * i + 1]) else {
+                    guard let hi = Hex.value(ofDigit: raw[start + 2 * i]), let lo = Hex.value(ofDigit: raw[start + 2 * i + 1]) else {
                         throw KeyInputError("\(what) holds a character that is not a hex digit", path: path)
                     }
                     out[i] = hi << 4 | lo
@@ -108,13 +108,4 @@ public enum KeyFiles {
     }
 
     private static func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
-
-    private static func hexValue(_ b: UInt8) -> UInt8? {
-        switch b {
-        case 0x30...0x39: return b - 0x30
-        case 0x61...0x66: return b - 0x61 + 10
-        case 0x41...0x46: return b - 0x41 + 10
-        default: return nil
-        }
-    }
 }

@@ -128,7 +128,7 @@ package final class AtomicFile {
         let slash = destination.lastIndex(of: 0x2F)
         let dir = slash.map { Array(destination[...$0]) } ?? []
         let base = slash.map { Array(destination[($0 + 1)...]) } ?? destination
-        let suffix = try randomBytes(6).map { String($0, radix: 16) }.joined()
+        let suffix = Hex.encode(try randomBytes(6))
         return dir + Array(".".utf8) + base + Array(".encfs-tmp-\(suffix)".utf8)
     }
 }
