@@ -43,6 +43,8 @@ public enum InspectCommand {
     --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
     otherwise a passphrase prompt on a terminal (`info` never prompts: without a key it shows the header only).
 
+    options: -h, --help (this text), --version (print the version and exit)
+
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
     2 usage error
     """
@@ -60,6 +62,7 @@ public enum InspectCommand {
         .init(["--remove"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
+        VersionOption.option,
     ])
 
     /// Runs the command and returns its exit code.
@@ -77,6 +80,7 @@ public enum InspectCommand {
             print(help)
             return ExitCode.success
         }
+        if VersionOption.handle(args, tool: "encfs-inspect") { return ExitCode.success }
         guard let command = args.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) else {
             diagnostics.error("missing command")
             diagnostics.hint("see encfs-inspect --help")

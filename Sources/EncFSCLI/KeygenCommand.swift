@@ -26,6 +26,7 @@ public enum KeygenCommand {
       --symmetric         make a raw key instead of an identity
       --force             replace existing files
       -h, --help          this text
+      --version           print the version and exit
 
     exit codes: 0 success, 1 runtime failure (e.g. FILE exists), 2 usage error
     """
@@ -35,6 +36,7 @@ public enum KeygenCommand {
         .init(["--symmetric"], takesValue: false),
         .init(["--force"], takesValue: false),
         .init(["--help", "-h"], takesValue: false),
+        VersionOption.option,
     ])
 
     /// Runs the command and returns its exit code.
@@ -53,6 +55,7 @@ public enum KeygenCommand {
             print(help)
             return ExitCode.success
         }
+        if VersionOption.handle(args, tool: "encfs-keygen") { return ExitCode.success }
         let output = args.value("--output")
         let force = args.has("--force")
         do {

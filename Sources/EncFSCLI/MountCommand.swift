@@ -53,6 +53,7 @@ public enum MountCommand {
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
       -h, --help               this text
+      --version                print the version and exit
       --                       end of options
 
     exit codes: 0 mounted (or, with -f, unmounted cleanly), 1 runtime failure
@@ -71,6 +72,7 @@ public enum MountCommand {
         .init(["--index-cache"], takesValue: true),
         .init(["--threads"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
+        VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
     ])
 
@@ -85,6 +87,7 @@ public enum MountCommand {
                 print(help)
                 return ExitCode.success
             }
+            if VersionOption.handle(args, tool: "encfs-mount") { return ExitCode.success }
             configuration = try self.configuration(from: args)
         } catch {
             diagnostics.report(error)

@@ -32,6 +32,7 @@ public enum PackCommand {
       --scrypt-log-n N         passphrase KDF cost, N = 2^n (14 … 20, default 17)
       -q, --quiet              no summary line
       -h, --help               this text
+      --version                print the version and exit
       --                       end of options
 
     exit codes: 0 success, 1 runtime failure, 2 usage error
@@ -47,6 +48,7 @@ public enum PackCommand {
         .init(["--scrypt-log-n"], takesValue: true),
         .init(["--quiet", "-q"], takesValue: false),
         .init(["--help", "-h"], takesValue: false),
+        VersionOption.option,
     ])
 
     /// Runs the command and returns its exit code.
@@ -60,6 +62,7 @@ public enum PackCommand {
                 print(help)
                 return ExitCode.success
             }
+            if VersionOption.handle(args, tool: "encfs-pack") { return ExitCode.success }
             guard args.positionals.count == 2 else {
                 throw UsageError(args.positionals.count < 2 ? "missing SRC_DIR or BUNDLE" : "too many arguments")
             }
