@@ -12,6 +12,10 @@ public enum ExitCode {
     public static let failure: Int32 = 1
     /// A usage error: unknown option, missing argument.
     public static let usage: Int32 = 2
+
+    /// The exit code of a command that ends with `error`: ``usage`` for a
+    /// `UsageError`, ``failure`` for anything else.
+    public static func code(for error: Error) -> Int32 { error is UsageError ? usage : failure }
 }
 
 /// Writes one-line messages to stderr as `tool: error: what (path)`.
@@ -44,6 +48,13 @@ public struct Diagnostics: Sendable {
     }
 
     /// Reports a `BundleError` or any other error as one line.
+    ///
+    /// - Parameters:
+    ///   - error: the error; its own path, when it has one, wins.
+    ///   - path: what the command was working on, shown when the error
+    ///     names no path. Never added to a `KeyInputError`: that one is
+    ///     about the key source (it names the key file, or nothing for the
+    ///     environment and the prompt), not the bundle.
     public func report(_ error: Error, path: [UInt8]? = nil) {
         if let e = error as? BundleError {
             self.error(e.message, path: e.path ?? path)
@@ -52,7 +63,7 @@ public struct Diagnostics: Sendable {
         } else if let c = error as? CommandError {
             self.error(c.message, path: c.path ?? path)
         } else if let k = error as? KeyInputError {
-            self.error(k.message, path: k.path ?? path)
+            self.error(k.message, path: k.path)
         } else if let m = error as? MountError {
             self.error(m.message, path: m.path ?? path)
         } else {

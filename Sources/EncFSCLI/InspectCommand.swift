@@ -111,18 +111,9 @@ public enum InspectCommand {
             case "verify": return try verify(bundle, args: args, diagnostics: diagnostics)
             default: return try rekey(bundle, args: args, diagnostics: diagnostics)
             }
-        } catch let e as KeyInputError {
-            diagnostics.error(e.message, path: e.path)
-            return ExitCode.failure
-        } catch let e as UsageError {
-            diagnostics.error(e.message)
-            return ExitCode.usage
-        } catch let e as BundleError {
-            diagnostics.error(e.message, path: e.path ?? bundle)
-            return ExitCode.failure
         } catch {
             diagnostics.report(error, path: bundle)
-            return ExitCode.failure
+            return ExitCode.code(for: error)
         }
     }
 

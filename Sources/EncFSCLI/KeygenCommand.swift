@@ -99,12 +99,10 @@ public enum KeygenCommand {
                 note.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
             }
             return ExitCode.success
-        } catch let e as KeyInputError {
-            diagnostics.error(e.message, path: e.path)
         } catch {
             diagnostics.report(error, path: output)
+            return ExitCode.failure
         }
-        return ExitCode.failure
     }
 
     /// Writes `bytes` to `path` atomically with `mode` (or to stdout).

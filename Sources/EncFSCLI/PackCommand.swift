@@ -74,12 +74,9 @@ public enum PackCommand {
                 options.scrypt.logN = n
             }
             options.excludes = args.values("--exclude")
-        } catch let e as UsageError {
-            diagnostics.error(e.message)
-            diagnostics.hint("see encfs-pack --help")
-            return ExitCode.usage
         } catch {
             diagnostics.report(error)
+            diagnostics.hint("see encfs-pack --help")
             return ExitCode.usage
         }
         let source = args.positionals[0]
@@ -91,9 +88,6 @@ public enum PackCommand {
                                                  passphraseFiles: args.values("--passphrase-file"),
                                                  identityFiles: args.values("--identity"), confirm: true,
                                                  optional: !options.recipients.isEmpty)
-        } catch let e as KeyInputError {
-            diagnostics.error(e.message, path: e.path)
-            return ExitCode.failure
         } catch {
             diagnostics.report(error)
             return ExitCode.failure
