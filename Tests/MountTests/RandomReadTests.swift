@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 
 /// Random `pread`s through the mount, compared byte for byte with the
@@ -8,7 +9,17 @@ import XCTest
 /// run past the end of the file. Before every read the page cache of the
 /// mounted file is dropped (`posix_fadvise(DONTNEED)`), so each read reaches
 /// the daemon instead of pages the kernel kept (`keep_cache`).
+///
+/// Each run draws a seed for the file's contents and the reads and prints
+/// it; `ENCFS_TEST_SEED=N` replays a run.
 final class RandomReadTests: MountTestCase {
+    /// The seed of this run: `ENCFS_TEST_SEED` when set (to replay a
+    /// failure), else a fresh one.
+    static let seed: UInt32 = {
+        if let text = ProcessInfo.processInfo.environment["ENCFS_TEST_SEED"], let seed = UInt32(text) { return seed }
+        return UInt32.random(in: 1...UInt32.max)
+    }()
+
     /// argv: source, mounted file, chunk size, reads, seed, threads.
     /// Prints "reads=N bytes=M", or the first mismatches and exits 1.
     static let checker = #"""
@@ -58,17 +69,19 @@ print("reads=%d bytes=%d" % (done[0], done[1]))
     /// it, and runs the checker.
     private func check(size: Int, chunkSize: Int, chunkArguments: [String], reads: Int, threads: Int,
                        file: StaticString = #filePath, line: UInt = #line) throws {
+        // Printed first, so a run that hangs or crashes still names it.
+        report("seed \(Self.seed) (replay: ENCFS_TEST_SEED=\(Self.seed))")
         let source = try scratch.makeDirectory("src")
-        try check(Tools.python, ["-c", "import os,sys; open(sys.argv[1],'wb').write(os.urandom(int(sys.argv[2])))",
-                                 "\(source)/data", String(size)])
+        try check(Tools.python, ["-c", "import random,sys; open(sys.argv[1],'wb').write(random.Random(int(sys.argv[3])).randbytes(int(sys.argv[2])))",
+                                 "\(source)/data", String(size), String(Self.seed)])
         let key = try makeKeyFile()
         let bundle = scratch.url("random.encfs")
         try packOrThrow(source, bundle, keyFile: key, chunkArguments)
         let mounted = try mount(bundle, keyFile: key)
         let start = ContinuousClock.now
         let result = try python(Self.checker, ["\(source)/data", mounted.path("data"), String(chunkSize), String(reads),
-                                               String(UInt32.random(in: 1...UInt32.max)), String(threads)])
-        XCTAssertEqual(result.status, 0, result.output + result.errorOutput, file: file, line: line)
+                                               String(Self.seed), String(threads)])
+        XCTAssertEqual(result.status, 0, "seed \(Self.seed): " + result.output + result.errorOutput, file: file, line: line)
         XCTAssertTrue(result.output.hasPrefix("reads=\(reads / threads * threads) "), result.output, file: file, line: line)
         report("\(result.output.trimmingCharacters(in: .whitespacesAndNewlines)) in \(String(format: "%.2f", seconds(since: start))) s")
         XCTAssertEqual(mounted.logLines().filter { $0.contains("error") }, [], file: file, line: line)
