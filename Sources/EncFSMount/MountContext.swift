@@ -24,8 +24,8 @@ final class MountContext: Sendable {
     /// Smaller than the read-ahead window on purpose: the kernel splits a
     /// 1 MiB window into four 256 KiB requests that worker threads decrypt
     /// in parallel, where one 1 MiB request kept one core busy while the
-    /// other waited. Sequential reads went from ~1,900 to ~2,350 MB/s
-    /// (8 KiB chunks, 2 cores; 128 KiB requests gave ~2,000).
+    /// other waited; smaller requests cost more round trips than they gain
+    /// (figures: docs/PERFORMANCE.md, "Why the code is the way it is").
     static let maximumRead = 256 << 10
     /// Largest read-ahead window asked of the kernel (it also caps it at the
     /// bdi's read_ahead_kb, see `--readahead`).

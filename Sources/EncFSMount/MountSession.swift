@@ -20,16 +20,13 @@ public final class MountSession {
     /// Worker threads serving one mount unless `--threads` says otherwise:
     /// two per online CPU, at least 4.
     ///
-    /// Measured on 2 CPUs (4 KiB random reads, 2 s fio runs, alternating):
-    /// 4 threads gave 43–48k IOPS with 1 job and 84–87k with 4; 8 threads
-    /// 35–51k and 76–84k; 16 threads 34–46k and 75–79k; sequential reads
-    /// the same (2.0–2.2 GB/s). What the thread count changes is where the
-    /// woken worker runs: pinned to the reader's CPU a 1-job read loop does
-    /// 80k IOPS, pinned to the other CPU 12.5k (a wake-up across CPUs is
-    /// far dearer than the read on these virtual machines, which halt idle
-    /// CPUs at once), and fewer workers landed on the reader's CPU more
-    /// often here. More threads help when reads wait on a slow disk, hence
-    /// the option.
+    /// On 2 CPUs, 4 threads served 4 KiB random reads at least as well as 8
+    /// or 16, and sequential reads the same. What the thread count changes
+    /// is where the woken worker runs: a wake-up across CPUs is far dearer
+    /// than the read itself on virtual machines that halt idle CPUs at
+    /// once, and fewer workers landed on the reader's CPU more often. More
+    /// threads help when reads wait on a slow disk, hence the option
+    /// (figures: docs/PERFORMANCE.md, "Why the code is the way it is").
     public static var defaultThreads: Int {
         min(maximumThreads, max(4, 2 * Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
     }
@@ -128,11 +125,12 @@ public final class MountSession {
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_clone_fd(config, 0)
         // As many idle threads as threads: libfuse then never ends a worker
-        // for being idle. With 16 threads and 10 idle it ended and re-created
-        // about 500 threads a second under four random readers (each new
-        // thread also built its scratch and derived its file key again):
-        // 4 KiB random reads with 4 jobs went from ~72k to ~81k IOPS. The
-        // cost is that every started thread's scratch (≤ 330 KiB) stays.
+        // for being idle. With fewer idle than threads it ended and
+        // re-created hundreds of threads a second under concurrent random
+        // readers, each new one building its scratch and deriving its file
+        // key again (figures: docs/PERFORMANCE.md). The cost is that every
+        // started thread's scratch (a chunk workspace and a reply buffer)
+        // stays.
         fuse_loop_cfg_set_idle_threads(config, UInt32(threads))
         fuse_loop_cfg_set_max_threads(config, UInt32(threads))
         let rc = cfuse_session_loop_mt(session, config)

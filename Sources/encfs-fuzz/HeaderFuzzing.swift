@@ -13,9 +13,9 @@ import EncFS
 /// scrypt parameters come from the input, so the passphrase is only tried
 /// when the passphrase slots that would reach scrypt together cost at most
 /// ``maximumScryptWork`` (N · r · p summed, log2 N ≤ 12 each): a real
-/// bundle's N = 2^17 would take ~0.5 s per input, and the reader allows up
-/// to 2^24 (seconds). Slots the reader refuses first cost nothing (see
-/// docs/SECURITY.md, "Fuzzing").
+/// bundle's N = 2^17 costs 32 times that per input, and the reader allows
+/// up to 2^24 (timings: docs/PERFORMANCE.md). Slots the reader refuses
+/// first cost nothing (see docs/SECURITY.md, "Fuzzing").
 enum HeaderFuzzing {
     /// Largest log2 N the harness lets reach scrypt.
     static let maximumScryptLogN: UInt8 = 12

@@ -23,8 +23,9 @@ public final class AESGCM {
     /// The key the context's schedule was last built from. A call with the
     /// same key bytes (the common case: consecutive chunks of one file)
     /// passes a null key too, so OpenSSL only resets the nonce and GHASH
-    /// state instead of expanding the key and its GHASH table again, about
-    /// 10% of the cost of a 16 KiB chunk. Wiped on deinit.
+    /// state instead of expanding the key and its GHASH table again, a
+    /// noticeable part of the cost of a small chunk (docs/PERFORMANCE.md).
+    /// Wiped on deinit.
     private let preparedKey: UnsafeMutableRawBufferPointer
     private var preparedKeyValid = false
 

@@ -18,7 +18,7 @@ public enum Scrypt {
         }
 
         /// The default for new passphrase slots: N = 2^17, r = 8, p = 1
-        /// (128 MiB, roughly 0.3–0.5 s on a current x86 core).
+        /// (128 MiB; its time per unlock is in docs/PERFORMANCE.md).
         public static let `default` = Parameters(logN: 17, r: 8, p: 1)
 
         /// The memory one derivation needs: 128 · r · (N + 2) bytes for V, X

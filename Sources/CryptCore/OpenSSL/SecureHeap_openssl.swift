@@ -4,9 +4,10 @@ internal import COpenSSL
 /// region `mlock`ed once, with guard pages, excluded from core dumps.
 ///
 /// Locking every 32-byte key on its own cost two system calls and a split
-/// and merge of the process's memory mappings per key: a quarter of
-/// encfs-pack's time at 1,000,000 files (one derived key per file), and a
-/// part of every first read of a file through the mount. The heap is made on
+/// and merge of the process's memory mappings per key: a large share of
+/// encfs-pack's time with many files (one derived key per file; figures in
+/// docs/PERFORMANCE.md), and a part of every first read of a file through
+/// the mount. The heap is made on
 /// first use, process-wide (like OpenSSL's own), and only serves requests up
 /// to ``largestBlock``; larger secrets, or any request once the heap is full,
 /// take the per-buffer path in `SecureBytes`.

@@ -64,10 +64,10 @@ public struct KeySlot: Sendable, Equatable {
     /// flipped bit) would keep a mount busy for hours before failing.
     static let maximumScryptWork: UInt64 = 1 << 24
     /// The most scrypt work a reader spends on all passphrase slots of one
-    /// bundle for one passphrase: four slots at ``maximumScryptWork`` (about
-    /// 25 s on these machines) or 64 at encfs-pack's default cost. Without
-    /// it, 64 slots at the per-slot limit would take about 7 minutes for
-    /// every wrong passphrase.
+    /// bundle for one passphrase: four slots at ``maximumScryptWork`` or 64
+    /// at encfs-pack's default cost. Without it, 64 slots at the per-slot
+    /// limit would cost 16 times as much for every wrong passphrase
+    /// (timings: docs/PERFORMANCE.md).
     public static let maximumTotalScryptWork: UInt64 = 1 << 26
 
     /// The scrypt work (N · r · p) of a passphrase slot, at most

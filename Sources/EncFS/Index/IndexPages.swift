@@ -8,8 +8,8 @@ import Glibc
 /// in the bundle and decrypted one page at a time into a bounded cache.
 ///
 /// A mounted bundle uses the sealed form, so the daemon's memory does not
-/// grow with the number of entries (1,000,000 entries take about 76 MB of
-/// index plaintext; the cache holds 4 MiB by default).
+/// grow with the number of entries (the index plaintext grows with them,
+/// see docs/PERFORMANCE.md; the cache holds 4 MiB by default).
 ///
 /// How a page is trusted without its own tag (the format seals the index as
 /// one AES-GCM message, see docs/FORMAT.md): at open the whole message is

@@ -117,8 +117,8 @@ public enum BundleWriter {
         let payloadLength = indexOffset + indexLength
         let header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
                                   indexOffset: indexOffset, indexLength: indexLength)
-        // Encrypted in place: at 1,000,000 entries a second buffer would be
-        // another 76 MB of peak memory.
+        // Encrypted in place: a second buffer would double the index's share
+        // of peak memory, which grows with the number of entries.
         let tag = try sealIndexInPlace(&index, keys: keys, aad: IndexBuilder.associatedData(header))
         try sink.append(index)
         try sink.append(tag)
