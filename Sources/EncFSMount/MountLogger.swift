@@ -76,7 +76,6 @@ public final class MountLogger: Sendable {
     /// the next one, or send escape sequences to the terminal that shows
     /// the log. Other bytes, UTF-8 or not, pass through as they are.
     static func escaped(_ bytes: [UInt8]) -> [UInt8] {
-        let hex = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         for byte in bytes {
@@ -84,7 +83,8 @@ public final class MountLogger: Sendable {
             case 0x5C:
                 out += [0x5C, 0x5C]
             case 0x00..<0x20, 0x7F:
-                out += [0x5C, UInt8(ascii: "x"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+                let (high, low) = Hex.digits(of: byte)
+                out += [0x5C, UInt8(ascii: "x"), high, low]
             default:
                 out.append(byte)
             }

@@ -12,6 +12,14 @@ final class HexTests: XCTestCase {
         XCTAssertEqual(Hex.encode([UInt8](0...15)[4...]), "0405060708090a0b0c0d0e0f", "slices too")
     }
 
+    func testDigitsOfByte_LiteralRows() {
+        let rows: [(byte: UInt8, digits: String)] = [(0x00, "00"), (0x09, "09"), (0x0A, "0a"), (0x7F, "7f"), (0xA5, "a5"), (0xFF, "ff")]
+        for row in rows {
+            let (high, low) = Hex.digits(of: row.byte)
+            XCTAssertEqual(String(decoding: [high, low], as: UTF8.self), row.digits, "byte \(row.byte)")
+        }
+    }
+
     func testEncodeIntoBuffer_WritesOnlyTheDigits() {
         let input: [UInt8] = [0xDE, 0xAD, 0x01]
         var output = [UInt8](repeating: 0x2E, count: 8)

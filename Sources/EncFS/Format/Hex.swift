@@ -1,16 +1,23 @@
 /// Lowercase hexadecimal: the one encoder and digit decoder of the code
-/// base (slot and key fingerprints, raw key files, temporary names).
+/// base (slot and key fingerprints, raw key files, temporary names, escaped
+/// bytes in log lines).
 package enum Hex {
     /// The digits, indexed by nibble.
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// The two hex digits of `byte` (ASCII), high nibble first.
+    package static func digits(of byte: UInt8) -> (high: UInt8, low: UInt8) {
+        (digits[Int(byte >> 4)], digits[Int(byte & 0x0F)])
+    }
 
     /// `bytes` as lowercase hex, two digits per byte.
     package static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var text: [UInt8] = []
         text.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
+            let (high, low) = digits(of: byte)
+            text.append(high)
+            text.append(low)
         }
         return String(decoding: text, as: UTF8.self)
     }
@@ -23,8 +30,7 @@ package enum Hex {
     package static func encode(_ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
         precondition(output.count >= 2 * bytes.count, "internal error: hex output of \(output.count) bytes for \(bytes.count)")
         for (i, byte) in bytes.enumerated() {
-            output[2 * i] = digits[Int(byte >> 4)]
-            output[2 * i + 1] = digits[Int(byte & 0x0F)]
+            (output[2 * i], output[2 * i + 1]) = digits(of: byte)
         }
     }
 
