@@ -6,6 +6,10 @@ import XCTest
 /// the bytes are what was written and the space is given back.
 final class SecureHeapTests: XCTestCase {
     func testSmallSecrets_ComeFromTheHeapAndGoBack() throws {
+        // The first random bytes after the heap exists make OpenSSL put its
+        // DRBG state there (512 bytes, kept for the life of the process);
+        // run alone, this test would count it as a key that never went back.
+        _ = try SymmetricKey.random()
         let before = SecureHeap.usedBytes
         var keys: [SymmetricKey] = []
         for _ in 0..<100 { keys.append(try SymmetricKey.random()) }
@@ -38,5 +42,67 @@ final class SecureHeapTests: XCTestCase {
         _ = consume secrets
         XCTAssertLessThan(SecureHeap.usedBytes, used)
         XCTAssertNotNil(SecureHeap.allocate(32).map { SecureHeap.free($0.buffer); return true })
+    }
+
+    // MARK: - OpenSSL's error queue
+
+    /// The code OpenSSL gives the unrelated failure used below, learnt on an
+    /// empty queue.
+    private func unrelatedErrorCode() -> UInt {
+        OpenSSLErrorQueue.clear()
+        OpenSSLErrorQueue.queueUnrelatedError()
+        guard case .openSSL(_, let code) = openSSLError("EVP_CIPHER_fetch") else {
+            preconditionFailure("internal error: openSSLError returns .openSSL")
+        }
+        return code
+    }
+
+    /// Allocates the largest blocks until the heap refuses one; the caller
+    /// frees them.
+    private func fillHeap() -> [UnsafeMutableRawBufferPointer] {
+        var held: [UnsafeMutableRawBufferPointer] = []
+        while let (buffer, _) = SecureHeap.allocate(SecureHeap.largestBlock) {
+            held.append(buffer)
+            precondition(held.count <= SecureHeap.size / SecureHeap.largestBlock, "internal error: the heap never filled")
+        }
+        return held
+    }
+
+    /// A refused allocation adds nothing to the queue, so the next failure
+    /// reports its own code. (OpenSSL 3.0 queues nothing for a full heap;
+    /// 3.2 and later queue CRYPTO_R_SECURE_MALLOC_FAILURE, which this test
+    /// catches there.)
+    func testFullHeap_NextFailureReportsItsOwnError() {
+        let expected = unrelatedErrorCode()
+        XCTAssertNotEqual(expected, 0)
+        OpenSSLErrorQueue.clear()
+        let held = fillHeap()
+        defer { held.forEach(SecureHeap.free) }
+        XCTAssertFalse(held.isEmpty)
+        XCTAssertNil(SecureHeap.allocate(SecureHeap.largestBlock))
+        XCTAssertEqual(OpenSSLErrorQueue.oldest, 0, "a refused allocation left an error on the queue")
+        OpenSSLErrorQueue.queueUnrelatedError()
+        XCTAssertEqual(openSSLError("EVP_CIPHER_fetch"), .openSSL(function: "EVP_CIPHER_fetch", code: expected))
+    }
+
+    /// An error queued before an allocation is still there, and still the
+    /// oldest, after a successful and after a refused allocation: the heap
+    /// neither clears nor adds entries.
+    func testAllocation_KeepsErrorsQueuedBefore() {
+        let expected = unrelatedErrorCode()
+        OpenSSLErrorQueue.clear()
+        OpenSSLErrorQueue.queueUnrelatedError()
+        let one = SecureHeap.allocate(32)
+        XCTAssertNotNil(one)
+        XCTAssertEqual(OpenSSLErrorQueue.oldest, expected, "a successful allocation cleared an error it did not cause")
+        let held = fillHeap()
+        defer {
+            held.forEach(SecureHeap.free)
+            one.map { SecureHeap.free($0.buffer) }
+        }
+        XCTAssertNil(SecureHeap.allocate(SecureHeap.largestBlock))
+        XCTAssertEqual(OpenSSLErrorQueue.oldest, expected)
+        XCTAssertEqual(openSSLError("probe"), .openSSL(function: "probe", code: expected))
+        XCTAssertEqual(OpenSSLErrorQueue.oldest, 0, "something besides the queued error was left")
     }
 }

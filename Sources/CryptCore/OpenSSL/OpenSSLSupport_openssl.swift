@@ -10,6 +10,25 @@ func openSSLError(_ function: String) -> CryptError {
     return .openSSL(function: function, code: UInt(code))
 }
 
+/// This thread's OpenSSL error queue, for tests that check who leaves
+/// entries on it.
+enum OpenSSLErrorQueue {
+    /// The oldest entry, or 0 when the queue is empty. The corresponding C
+    /// function is `ERR_peek_error`.
+    static var oldest: UInt { UInt(ERR_peek_error()) }
+
+    /// Empties the queue. The corresponding C function is `ERR_clear_error`.
+    static func clear() { ERR_clear_error() }
+
+    /// Makes OpenSSL queue one real error of its own, unrelated to memory:
+    /// fetching a cipher that does not exist.
+    static func queueUnrelatedError() {
+        if let cipher = EVP_CIPHER_fetch(nil, "ENCFS-NO-SUCH-CIPHER", nil) {
+            EVP_CIPHER_free(cipher) // never happens; freed if it did
+        }
+    }
+}
+
 /// `OPENSSL_cleanse` and `CRYPTO_memcmp`, kept here so no other file needs
 /// COpenSSL.
 enum OpenSSLMemory {

@@ -26,11 +26,24 @@ enum SecureHeap {
 
     /// `count` zeroed bytes from the heap and whether they are locked, or
     /// nil when the request is too large, the heap is unusable or full.
+    ///
+    /// Leaves this thread's OpenSSL error queue exactly as it found it.
+    /// OpenSSL 3.2 and later raise `CRYPTO_R_SECURE_MALLOC_FAILURE` when the
+    /// heap is full (3.0 raises nothing); left on the queue, that entry
+    /// would be reported by ``openSSLError(_:)``, which reads the oldest
+    /// entry, as the cause of the next, unrelated failure. A mark set before
+    /// the call and popped after a failure removes exactly what the call
+    /// added, and nothing that was queued before it.
     static func allocate(_ count: Int) -> (buffer: UnsafeMutableRawBufferPointer, locked: Bool)? {
-        guard count >= 1, count <= largestBlock, state != 0,
-              let raw = CRYPTO_secure_zalloc(count, "SecureHeap", 0) else { return nil }
-        // Allocation failures (a full heap) leave an error on OpenSSL's queue.
-        ERR_clear_error()
+        guard count >= 1, count <= largestBlock, state != 0 else { return nil }
+        // ERR_set_mark marks the newest entry; on an empty queue there is
+        // nothing to mark (it returns 0) and popping clears to the bottom.
+        let marked = ERR_set_mark() == 1
+        guard let raw = CRYPTO_secure_zalloc(count, "SecureHeap", 0) else {
+            ERR_pop_to_mark()
+            return nil
+        }
+        if marked { ERR_clear_last_mark() }
         return (UnsafeMutableRawBufferPointer(start: raw, count: count), state == 1)
     }
 
