@@ -2,9 +2,11 @@
 ///
 /// The buffer is allocated once (small secrets from `SecureHeap`, a region
 /// locked once; larger ones on their own), locked in memory where
-/// `RLIMIT_MEMLOCK` allows (best effort: a failed `mlock` is remembered in
-/// ``SecureBytes/lockWarningNeeded`` so the caller can warn once), and wiped
-/// with `OPENSSL_cleanse` in `deinit`. Bytes are reachable only through
+/// `RLIMIT_MEMLOCK` allows (best effort: a failed `mlock` is counted in
+/// ``SecureMemoryStatus/lockFailures`` so the caller can warn once), and wiped
+/// with `OPENSSL_cleanse` in `deinit`. Secrets of the second kind can share a
+/// page with each other; `MemoryLock` keeps a shared page locked until the
+/// last of them is freed. Bytes are reachable only through
 /// `withUnsafeBytes`; `==` compares in constant time.
 ///
 /// Sendable because the bytes are written only by the creator before the

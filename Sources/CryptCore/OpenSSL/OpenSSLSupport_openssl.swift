@@ -1,7 +1,4 @@
 internal import COpenSSL
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Turns the OpenSSL error queue into a `CryptError` and clears the queue.
 func openSSLError(_ function: String) -> CryptError {
@@ -48,22 +45,5 @@ public enum ConstantTime {
         guard a.count == b.count else { return false }
         guard a.count > 0, let pa = a.baseAddress, let pb = b.baseAddress else { return true }
         return CRYPTO_memcmp(pa, pb, a.count) == 0
-    }
-}
-
-/// Best-effort `mlock` for secret buffers.
-enum MemoryLock {
-    /// Locks the pages of `buffer`; returns false (and records that a warning
-    /// is due) when `RLIMIT_MEMLOCK` does not allow it.
-    static func lock(_ buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return false }
-        if mlock(base, buffer.count) == 0 { return true }
-        SecureMemoryStatus.recordLockFailure()
-        return false
-    }
-
-    static func unlock(_ buffer: UnsafeMutableRawBufferPointer) {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-        _ = munlock(base, buffer.count)
     }
 }
