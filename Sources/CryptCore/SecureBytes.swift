@@ -106,6 +106,19 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
         return lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in ConstantTime.equal(a, b) } }
     }
 
+    /// Calls `body` with `count` zeroed bytes of scratch space held like a
+    /// secret (secure heap, or a locked allocation of its own), wiped and
+    /// freed when `body` returns or throws.
+    ///
+    /// For intermediate values that are as secret as the result (HKDF's
+    /// T(i) blocks) and would otherwise sit in an ordinary, swappable array.
+    static func withScratch<R, E: Error>(count: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        let scratch = SecureBytes(count: count) { (_: UnsafeMutableRawBufferPointer) in }
+        return try withExtendedLifetime(scratch) { () throws(E) -> R in
+            try body(UnsafeMutableRawBufferPointer(rebasing: scratch.storage[0..<count]))
+        }
+    }
+
     /// Wipes a buffer the caller owns (for example a decrypted chunk buffer).
     ///
     /// The corresponding C function is `OPENSSL_cleanse`, which the compiler

@@ -54,6 +54,17 @@ final class AESGCMBenchmarkTests: XCTestCase {
         }
     }
 
+    /// One HKDF-SHA256 derivation of a 32-byte file key (encfs-pack makes
+    /// one per file).
+    func testBenchmark_HKDFFileKey() throws {
+        let master = try SymmetricKey.random()
+        let salt = try SecureRandom.bytes(16) // the file id
+        let info = Array("encfs file key".utf8) + (try SecureRandom.bytes(16)) // label and bundle id
+        try report("HKDF-SHA256 32-byte key", iterations: 50_000) {
+            _ = try HKDF.deriveKey(from: master, salt: salt, info: info)
+        }
+    }
+
     private func benchmarkOpen(size: Int, keys: [SymmetricKey], label: String) throws {
         let gcm = try AESGCM()
         let nonce = try SecureRandom.bytes(AESGCM.nonceByteCount)

@@ -105,4 +105,40 @@ final class SecureHeapTests: XCTestCase {
         XCTAssertEqual(openSSLError("probe"), .openSSL(function: "probe", code: expected))
         XCTAssertEqual(OpenSSLErrorQueue.oldest, 0, "something besides the queued error was left")
     }
+
+    // MARK: - Private keys and scratch space
+
+    /// OpenSSL keeps X25519 private keys in its secure memory, which is this
+    /// heap: key generation and PEM reading set the heap up first.
+    func testX25519PrivateKeys_LiveInTheHeap() throws {
+        // Warm up: OpenSSL's DRBG may settle in the heap on first use.
+        let pem = try PrivateKey.generateX25519().pemPKCS8()
+        let before = SecureHeap.usedBytes
+        var generated: PrivateKey? = try PrivateKey.generateX25519()
+        var read: PrivateKey? = try pem.withUnsafeBytes { try PrivateKey(pem: $0) }
+        XCTAssertGreaterThanOrEqual(SecureHeap.usedBytes - before, 2 * 32)
+        XCTAssertNotNil(generated)
+        XCTAssertNotNil(read)
+        generated = nil
+        read = nil
+        XCTAssertEqual(SecureHeap.usedBytes, before)
+    }
+
+    func testScratch_IsZeroedSecureSpaceGivenBack() throws {
+        let before = SecureHeap.usedBytes
+        let sum = SecureBytes.withScratch(count: 100) { (scratch: UnsafeMutableRawBufferPointer) -> Int in
+            XCTAssertEqual(scratch.count, 100)
+            XCTAssertTrue(scratch.allSatisfy { $0 == 0 })
+            XCTAssertGreaterThanOrEqual(SecureHeap.usedBytes - before, 100)
+            scratch.initializeMemory(as: UInt8.self, repeating: 3)
+            return scratch.reduce(0) { $0 + Int($1) }
+        }
+        XCTAssertEqual(sum, 300)
+        XCTAssertEqual(SecureHeap.usedBytes, before)
+        struct Refused: Error {}
+        XCTAssertThrowsError(try SecureBytes.withScratch(count: 8) { (_: UnsafeMutableRawBufferPointer) throws(Refused) in
+            throw Refused()
+        })
+        XCTAssertEqual(SecureHeap.usedBytes, before)
+    }
 }

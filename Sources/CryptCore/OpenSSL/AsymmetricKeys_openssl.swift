@@ -4,7 +4,9 @@ internal import COpenSSL
 /// OAEP decryption.
 ///
 /// Owns one `EVP_PKEY`, freed in `deinit` (OpenSSL wipes X25519 and RSA
-/// private key material when it frees it). Sendable because the key never
+/// private key material when it frees it). The private material lives in
+/// OpenSSL's secure memory, which is CryptCore's locked ``SecureHeap``: it
+/// is set up before any key is generated or read. Sendable because the key never
 /// changes after `init`, and OpenSSL 3 allows one `EVP_PKEY` to be used from
 /// several threads at once as long as each operation has its own
 /// `EVP_PKEY_CTX`, which every method here creates and frees.
@@ -43,6 +45,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///
     /// - Throws: `CryptError.openSSL` when generation fails.
     public static func generateX25519() throws -> PrivateKey {
+        SecureHeap.prepare() // so OpenSSL puts the private key there
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "X25519", nil) else {
             throw openSSLError("EVP_PKEY_CTX_new_from_name(X25519)")
         }
@@ -68,6 +71,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///   `encrypted private keys are not supported`, `unsupported key type …`,
     ///   `RSA key has … bits; at least 2048 are required`, ….
     public convenience init(pem: UnsafeRawBufferPointer) throws {
+        SecureHeap.prepare() // so OpenSSL puts the private key there
         let pkey = try PEMKeyReader.readPrivateKey(pem)
         defer { EVP_PKEY_free(pkey) }
         let kind = try AsymmetricKeyChecks.kind(of: pkey)

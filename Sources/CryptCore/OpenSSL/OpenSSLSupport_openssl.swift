@@ -7,18 +7,32 @@ func openSSLError(_ function: String) -> CryptError {
     return .openSSL(function: function, code: UInt(code))
 }
 
-/// This thread's OpenSSL error queue, for tests that check who leaves
-/// entries on it.
+/// This thread's OpenSSL error queue.
 enum OpenSSLErrorQueue {
-    /// The oldest entry, or 0 when the queue is empty. The corresponding C
-    /// function is `ERR_peek_error`.
+    /// Runs `body` and removes every error it queued, leaving the entries
+    /// queued before it (and their marks) as they were. For calls whose
+    /// failure is an answer, not an error (a full secure heap, a signature
+    /// that does not verify). The corresponding C functions are
+    /// `ERR_set_mark` and `ERR_pop_to_mark`.
+    static func discardingNewErrors<R>(_ body: () -> R) -> R {
+        // ERR_set_mark marks the newest entry; on an empty queue there is
+        // nothing to mark, and ERR_pop_to_mark then clears to the bottom,
+        // which is exactly what `body` added.
+        ERR_set_mark()
+        defer { ERR_pop_to_mark() }
+        return body()
+    }
+
+    /// The oldest entry, or 0 when the queue is empty (for tests). The
+    /// corresponding C function is `ERR_peek_error`.
     static var oldest: UInt { UInt(ERR_peek_error()) }
 
-    /// Empties the queue. The corresponding C function is `ERR_clear_error`.
+    /// Empties the queue (for tests). The corresponding C function is
+    /// `ERR_clear_error`.
     static func clear() { ERR_clear_error() }
 
     /// Makes OpenSSL queue one real error of its own, unrelated to memory:
-    /// fetching a cipher that does not exist.
+    /// fetching a cipher that does not exist (for tests).
     static func queueUnrelatedError() {
         if let cipher = EVP_CIPHER_fetch(nil, "ENCFS-NO-SUCH-CIPHER", nil) {
             EVP_CIPHER_free(cipher) // never happens; freed if it did

@@ -35,16 +35,19 @@ enum SecureHeap {
     /// the call and popped after a failure removes exactly what the call
     /// added, and nothing that was queued before it.
     static func allocate(_ count: Int) -> (buffer: UnsafeMutableRawBufferPointer, locked: Bool)? {
-        guard count >= 1, count <= largestBlock, state != 0 else { return nil }
-        // ERR_set_mark marks the newest entry; on an empty queue there is
-        // nothing to mark (it returns 0) and popping clears to the bottom.
-        let marked = ERR_set_mark() == 1
-        guard let raw = CRYPTO_secure_zalloc(count, "SecureHeap", 0) else {
-            ERR_pop_to_mark()
-            return nil
-        }
-        if marked { ERR_clear_last_mark() }
+        guard count >= 1, count <= largestBlock, state != 0,
+              let raw = OpenSSLErrorQueue.discardingNewErrors({ CRYPTO_secure_zalloc(count, "SecureHeap", 0) })
+        else { return nil }
         return (UnsafeMutableRawBufferPointer(start: raw, count: count), state == 1)
+    }
+
+    /// Makes sure the heap exists before OpenSSL allocates private key
+    /// material of its own. OpenSSL puts X25519 and Ed25519 private keys
+    /// and RSA private numbers in `OPENSSL_secure_malloc` memory, which is
+    /// this heap once it exists and the ordinary heap before; so every path
+    /// that generates or reads a private key calls this first.
+    static func prepare() {
+        _ = state
     }
 
     /// Wipes `buffer` (from ``allocate(_:)``) and returns it to the heap.
