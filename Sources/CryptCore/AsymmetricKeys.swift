@@ -1,8 +1,10 @@
 /// What an asymmetric key is for, and how big it is.
 ///
-/// CryptCore accepts two kinds: X25519 for key agreement and RSA for OAEP
-/// encryption. Every other algorithm is refused when a key is read
-/// (`CryptError.invalidKey("unsupported key type …")`).
+/// ``PrivateKey`` and ``PublicKey`` accept two kinds: X25519 for key
+/// agreement and RSA for OAEP encryption. Every other algorithm is refused
+/// when a key is read (`CryptError.invalidKey("unsupported key type …")`),
+/// Ed25519 included: signing keys are types of their own, ``SigningKey``
+/// and ``SigningPublicKey``, so a key can never serve both purposes.
 public enum AsymmetricKeyKind: Sendable, Equatable {
     /// An X25519 key (RFC 7748): 32-byte keys, Diffie-Hellman only.
     case x25519

@@ -15,8 +15,11 @@ public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A KDF parameter is out of the range this build accepts.
     case invalidParameter(String)
     /// A public or private key was refused: malformed PEM, the wrong kind of
-    /// key, an unsupported algorithm, a too-short RSA modulus, an encrypted
-    /// private key, or an X25519 peer that makes the shared secret all zero.
+    /// key (an X25519 or RSA key where an Ed25519 signing key is expected,
+    /// or the other way round), an unsupported algorithm, a too-short RSA
+    /// modulus, an encrypted private key, an X25519 peer that makes the
+    /// shared secret all zero, or an Ed25519 public key that would accept
+    /// forgeries (a small-order point) or is not canonically encoded.
     /// The message names the reason, never key bytes.
     case invalidKey(String)
     /// The system random generator failed.

@@ -4,7 +4,9 @@
 /// locked once; larger ones on their own), locked in memory where
 /// `RLIMIT_MEMLOCK` allows (best effort: a failed `mlock` is counted in
 /// ``SecureMemoryStatus/lockFailures`` so the caller can warn once), and wiped
-/// with `OPENSSL_cleanse` in `deinit`. Bytes are reachable only through
+/// with `OPENSSL_cleanse` in `deinit`. Secrets of the second kind can share a
+/// page with each other; `MemoryLock` keeps a shared page locked until the
+/// last of them is freed. Bytes are reachable only through
 /// `withUnsafeBytes`; `==` compares in constant time.
 ///
 /// Sendable because the bytes are written only by the creator before the
@@ -102,6 +104,19 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     public static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
         guard lhs.count == rhs.count else { return false }
         return lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in ConstantTime.equal(a, b) } }
+    }
+
+    /// Calls `body` with `count` zeroed bytes of scratch space held like a
+    /// secret (secure heap, or a locked allocation of its own), wiped and
+    /// freed when `body` returns or throws.
+    ///
+    /// For intermediate values that are as secret as the result (HKDF's
+    /// T(i) blocks) and would otherwise sit in an ordinary, swappable array.
+    static func withScratch<R, E: Error>(count: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        let scratch = SecureBytes(count: count) { (_: UnsafeMutableRawBufferPointer) in }
+        return try withExtendedLifetime(scratch) { () throws(E) -> R in
+            try body(UnsafeMutableRawBufferPointer(rebasing: scratch.storage[0..<count]))
+        }
     }
 
     /// Wipes a buffer the caller owns (for example a decrypted chunk buffer).

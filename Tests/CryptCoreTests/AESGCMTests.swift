@@ -184,10 +184,10 @@ final class AESGCMTests: XCTestCase {
     }
 
     func testReusedContext_SameKeyRunsMatchFreshContexts() throws {
-        // A context skips the key schedule when the key bytes repeat (runs
-        // of chunks of one file). Runs of one key, key switches, direction
-        // switches and a failed open in the middle must all give exactly
-        // what a fresh context gives.
+        // A context skips the key schedule when the same key storage comes
+        // again (runs of chunks of one file). Runs of one key, key switches,
+        // direction switches, copies of a key and a failed open in the
+        // middle must all give exactly what a fresh context gives.
         let shared = try AESGCM()
         let keys = try (0..<3).map { _ in try SymmetricKey.random() }
         let message = try SecureBytes.random(count: 4097)
@@ -196,8 +196,9 @@ final class AESGCMTests: XCTestCase {
         for (step, k) in schedule.enumerated() {
             var nonce = [UInt8](repeating: 0, count: AESGCM.nonceByteCount)
             nonce[11] = UInt8(step)
-            // The same bytes in a new key value must also hit the reuse path.
-            let key = try keys[k].withUnsafeBytes { try SymmetricKey(copying: $0) }
+            // Every third step uses a copy: the same bytes in new storage,
+            // which the context must install again rather than trust.
+            let key = step % 3 == 2 ? try keys[k].withUnsafeBytes { try SymmetricKey(copying: $0) } : keys[k]
             let expected = try AESGCM().seal(key: key, nonce: nonce, aad: aad, plaintext: message)
             let sealed = try shared.seal(key: key, nonce: nonce, aad: aad, plaintext: message)
             XCTAssertEqual(sealed, expected, "step \(step): seal differs from a fresh context")
@@ -214,6 +215,28 @@ final class AESGCMTests: XCTestCase {
             XCTAssertThrowsCryptError(.authenticationFailure) {
                 _ = try sealed.withUnsafeBytes { try shared.open(key: other, nonce: nonce, aad: aad, sealed: $0) }
             }
+        }
+    }
+
+    func testReusedContext_KeyFreedAndReplaced_IsInstalled() throws {
+        // The context remembers its key by identity. A key freed right after
+        // use and a new one allocated in its place (often at the same
+        // address) must still get its own schedule: a fresh context opens
+        // every message the reused one seals.
+        let shared = try AESGCM()
+        let nonce = [UInt8](repeating: 9, count: AESGCM.nonceByteCount)
+        let message = try SecureBytes.random(count: 64)
+        for round in 0..<200 {
+            let sealed: [UInt8]
+            let keyBytes: [UInt8]
+            do {
+                let key = try SymmetricKey.random()
+                keyBytes = key.withUnsafeBytes { Array($0) }
+                sealed = try shared.seal(key: key, nonce: nonce, aad: [], plaintext: message)
+            }
+            let sameBytes = try TestSupport.key(keyBytes)
+            let opened = try sealed.withUnsafeBytes { try AESGCM().open(key: sameBytes, nonce: nonce, aad: [], sealed: $0) }
+            XCTAssertTrue(opened == message, "round \(round)")
         }
     }
 

@@ -20,14 +20,21 @@ public final class AESGCM {
     /// only changes key and nonce instead of resetting the context and
     /// rebuilding its provider state (a measurable cost per 4 KiB chunk).
     private var preparedFor: Direction?
-    /// The key the context's schedule was last built from. A call with the
-    /// same key bytes (the common case: consecutive chunks of one file)
-    /// passes a null key too, so OpenSSL only resets the nonce and GHASH
-    /// state instead of expanding the key and its GHASH table again, a
-    /// noticeable part of the cost of a small chunk (docs/PERFORMANCE.md).
-    /// Wiped on deinit.
-    private let preparedKey: UnsafeMutableRawBufferPointer
-    private var preparedKeyValid = false
+    /// The key storage the context's schedule was last built from. A call
+    /// with the same key (the common case: consecutive chunks of one file,
+    /// whose key the reader caches) passes a null key too, so OpenSSL only
+    /// resets the nonce and GHASH state instead of expanding the key and its
+    /// GHASH table again, a noticeable part of the cost of a small chunk
+    /// (docs/PERFORMANCE.md).
+    ///
+    /// Compared by identity, not by bytes: no copy of the key is kept in
+    /// ordinary memory and no key bytes are compared at all. The strong
+    /// reference keeps the storage alive, so its address cannot be reused
+    /// by another key while it is remembered; it also keeps the key until
+    /// the next key or `deinit`, no longer than the context keeps the key
+    /// schedule anyway. A different object holding the same bytes is simply
+    /// installed again.
+    private var preparedKey: SecureBytes?
 
     private enum Direction { case encrypt, decrypt }
 
@@ -37,14 +44,12 @@ public final class AESGCM {
     public init() throws {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw openSSLError("EVP_CIPHER_CTX_new") }
         context = ctx
-        preparedKey = .allocate(byteCount: SymmetricKey.byteCount, alignment: 16)
-        preparedKey.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
     deinit {
+        // The AES-GCM provider frees its context, key schedule included,
+        // with OPENSSL_clear_free.
         EVP_CIPHER_CTX_free(context)
-        SecureBytes.wipe(preparedKey)
-        preparedKey.deallocate()
     }
 
     /// Encrypts `plaintext` into `ciphertext` (same length; may be the same
@@ -156,21 +161,23 @@ public final class AESGCM {
     }
 
     /// Sets the context up for one message: cipher only when the direction
-    /// changed, key only when its bytes changed (see ``preparedFor`` and
-    /// ``preparedKey``), nonce always.
+    /// changed, key only when the cipher changed or the key is another
+    /// object (see ``preparedFor`` and ``preparedKey``), nonce always.
     private func begin(_ direction: Direction, key: SymmetricKey, nonce: UnsafeRawBufferPointer) throws {
+        let cipher = cipher(for: direction)
+        let installKey = cipher != nil || preparedKey !== key.bytes
         try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
-            let cipher = cipher(for: direction)
-            let installKey = keyToInstall(k, cipherChanged: cipher != nil)
+            let keyPointer = installKey ? k.bindMemory(to: UInt8.self).baseAddress : nil
             let iv = nonce.bindMemory(to: UInt8.self).baseAddress
-            let ok = direction == .encrypt ? EVP_EncryptInit_ex2(context, cipher, installKey, iv, nil)
-                                           : EVP_DecryptInit_ex2(context, cipher, installKey, iv, nil)
+            let ok = direction == .encrypt ? EVP_EncryptInit_ex2(context, cipher, keyPointer, iv, nil)
+                                           : EVP_DecryptInit_ex2(context, cipher, keyPointer, iv, nil)
             guard ok == 1 else {
                 preparedFor = nil
-                preparedKeyValid = false
+                preparedKey = nil
                 throw openSSLError(direction == .encrypt ? "EVP_EncryptInit_ex2" : "EVP_DecryptInit_ex2")
             }
         }
+        if installKey { preparedKey = key.bytes }
     }
 
     /// Checks the tag after the last ciphertext of a decryption.
@@ -197,16 +204,6 @@ public final class AESGCM {
         if preparedFor == direction { return nil }
         preparedFor = direction
         return Ciphers.aes256gcm.pointer
-    }
-
-    /// The key pointer for the next init: nil when the context already holds
-    /// `key`'s schedule (same direction, same bytes), `key` otherwise (then
-    /// remembered).
-    private func keyToInstall(_ key: UnsafeRawBufferPointer, cipherChanged: Bool) -> UnsafePointer<UInt8>? {
-        if !cipherChanged, preparedKeyValid, UnsafeRawBufferPointer(preparedKey).elementsEqual(key) { return nil }
-        preparedKey.copyMemory(from: key)
-        preparedKeyValid = true
-        return key.bindMemory(to: UInt8.self).baseAddress
     }
 
     private func checkSizes(nonce: UnsafeRawBufferPointer, tag: Int, input: Int, output: Int) throws {

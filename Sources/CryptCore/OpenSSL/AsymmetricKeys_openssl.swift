@@ -4,7 +4,9 @@ internal import COpenSSL
 /// OAEP decryption.
 ///
 /// Owns one `EVP_PKEY`, freed in `deinit` (OpenSSL wipes X25519 and RSA
-/// private key material when it frees it). Sendable because the key never
+/// private key material when it frees it). The private material lives in
+/// OpenSSL's secure memory, which is CryptCore's locked ``SecureHeap``: it
+/// is set up before any key is generated or read. Sendable because the key never
 /// changes after `init`, and OpenSSL 3 allows one `EVP_PKEY` to be used from
 /// several threads at once as long as each operation has its own
 /// `EVP_PKEY_CTX`, which every method here creates and frees.
@@ -43,6 +45,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///
     /// - Throws: `CryptError.openSSL` when generation fails.
     public static func generateX25519() throws -> PrivateKey {
+        SecureHeap.prepare() // so OpenSSL puts the private key there
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "X25519", nil) else {
             throw openSSLError("EVP_PKEY_CTX_new_from_name(X25519)")
         }
@@ -68,6 +71,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///   `encrypted private keys are not supported`, `unsupported key type …`,
     ///   `RSA key has … bits; at least 2048 are required`, ….
     public convenience init(pem: UnsafeRawBufferPointer) throws {
+        SecureHeap.prepare() // so OpenSSL puts the private key there
         let pkey = try PEMKeyReader.readPrivateKey(pem)
         defer { EVP_PKEY_free(pkey) }
         let kind = try AsymmetricKeyChecks.kind(of: pkey)
@@ -85,15 +89,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///
     /// - Throws: `CryptError.openSSL` when encoding fails.
     public func pemPKCS8() throws -> SecureBytes {
-        guard let bio = BIO_new(BIO_s_secmem()) else { throw openSSLError("BIO_new") }
-        defer { BIO_free(bio) }
-        guard PEM_write_bio_PKCS8PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1 else {
-            throw openSSLError("PEM_write_bio_PKCS8PrivateKey")
-        }
-        let count = Int(BIO_ctrl_pending(bio))
-        return try SecureBytes(count: count) { (out: UnsafeMutableRawBufferPointer) throws in
-            try MemoryBIO.drain(bio, into: out)
-        }
+        try KeyPEMWriter.privateKeyPKCS8(pkey)
     }
 
     /// The X25519 shared secret with a peer's raw 32-byte public key.
@@ -285,14 +281,7 @@ public final class PublicKey: @unchecked Sendable {
     ///
     /// - Throws: `CryptError.openSSL` when encoding fails.
     public func pem() throws -> [UInt8] {
-        guard let bio = BIO_new(BIO_s_mem()) else { throw openSSLError("BIO_new") }
-        defer { BIO_free(bio) }
-        guard PEM_write_bio_PUBKEY(bio, pkey) == 1 else { throw openSSLError("PEM_write_bio_PUBKEY") }
-        var text = [UInt8](repeating: 0, count: Int(BIO_ctrl_pending(bio)))
-        try text.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) throws in
-            try MemoryBIO.drain(bio, into: out)
-        }
-        return text
+        try KeyPEMWriter.publicKey(pkey)
     }
 
     /// Encrypts with RSA-OAEP (SHA-256 for both the OAEP digest and MGF1),
@@ -487,7 +476,7 @@ enum AsymmetricKeyChecks {
     /// Runs one of OpenSSL's `EVP_PKEY_*_check` functions on `pkey`.
     ///
     /// - Throws: `CryptError.invalidKey(failure)` when the check fails.
-    private static func runCheck(_ check: (OpaquePointer?) -> Int32, on pkey: OpaquePointer,
+    static func runCheck(_ check: (OpaquePointer?) -> Int32, on pkey: OpaquePointer,
                                  failure: String) throws(CryptError) {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
             throw openSSLError("EVP_PKEY_CTX_new_from_pkey")
@@ -499,8 +488,9 @@ enum AsymmetricKeyChecks {
         }
     }
 
-    /// A readable name for an algorithm CryptCore does not support.
-    private static func typeName(of pkey: OpaquePointer) -> String {
+    /// A readable name for a key's algorithm (`RSA`, `X25519`, `Ed25519`,
+    /// `EC`, …), for messages about a key of the wrong kind.
+    static func typeName(of pkey: OpaquePointer) -> String {
         guard let cName = EVP_PKEY_get0_type_name(pkey) else { return "unknown" }
         let name = String(cString: cName)
         let readable = ["ED25519": "Ed25519", "ED448": "Ed448", "DHX": "DH", "RSASSA-PSS": "RSA-PSS"]
@@ -558,16 +548,52 @@ enum RSAOAEP {
     }
 }
 
+/// Writes keys as PEM text, byte for byte as the `openssl` tool does.
+enum KeyPEMWriter {
+    /// The private key as unencrypted PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`).
+    /// The corresponding C function is `PEM_write_bio_PKCS8PrivateKey`.
+    ///
+    /// Written through a secure-heap memory BIO, whose buffer OpenSSL wipes
+    /// when it frees it; the result lives in wiping storage.
+    static func privateKeyPKCS8(_ pkey: OpaquePointer) throws(CryptError) -> SecureBytes {
+        guard let bio = BIO_new(BIO_s_secmem()) else { throw openSSLError("BIO_new") }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PKCS8PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1 else {
+            throw openSSLError("PEM_write_bio_PKCS8PrivateKey")
+        }
+        let count = Int(BIO_ctrl_pending(bio))
+        return try SecureBytes(count: count) { (out: UnsafeMutableRawBufferPointer) throws(CryptError) in
+            try MemoryBIO.drain(bio, into: out)
+        }
+    }
+
+    /// The public key as SubjectPublicKeyInfo PEM (`-----BEGIN PUBLIC KEY-----`),
+    /// what `openssl pkey -pubout` writes. The corresponding C function is
+    /// `PEM_write_bio_PUBKEY`.
+    static func publicKey(_ pkey: OpaquePointer) throws(CryptError) -> [UInt8] {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw openSSLError("BIO_new") }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PUBKEY(bio, pkey) == 1 else { throw openSSLError("PEM_write_bio_PUBKEY") }
+        var text = [UInt8](repeating: 0, count: Int(BIO_ctrl_pending(bio)))
+        guard text.withUnsafeMutableBytes({ MemoryBIO.fill($0, from: bio) }) else { throw openSSLError("BIO_read") }
+        return text
+    }
+}
+
 /// Reading out of a memory BIO.
 enum MemoryBIO {
     /// Reads exactly `output.count` bytes from `bio`. The corresponding C
     /// function is `BIO_read`.
     ///
     /// - Throws: `CryptError.openSSL` when fewer bytes are available.
-    static func drain(_ bio: OpaquePointer, into output: UnsafeMutableRawBufferPointer) throws {
-        guard let base = output.baseAddress, let count = Int32(exactly: output.count), count > 0 else {
-            throw openSSLError("BIO_read")
-        }
-        guard BIO_read(bio, base, count) == count else { throw openSSLError("BIO_read") }
+    static func drain(_ bio: OpaquePointer, into output: UnsafeMutableRawBufferPointer) throws(CryptError) {
+        guard fill(output, from: bio) else { throw openSSLError("BIO_read") }
+    }
+
+    /// Reads exactly `output.count` bytes (at least one) from `bio`; false
+    /// when fewer are available. The corresponding C function is `BIO_read`.
+    static func fill(_ output: UnsafeMutableRawBufferPointer, from bio: OpaquePointer) -> Bool {
+        guard let base = output.baseAddress, let count = Int32(exactly: output.count), count > 0 else { return false }
+        return BIO_read(bio, base, count) == count
     }
 }

@@ -31,32 +31,29 @@ public enum HKDF {
                 try HMACSHA256.authenticationCode(key: salt, data: inputKey, into: p)
             }
         }
-        // Expand: T(i) = HMAC(PRK, T(i-1) || info || i).
-        var scratch = [UInt8](repeating: 0, count: hashLength + info.count + 1)
-        defer { scratch.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        // Expand: T(i) = HMAC(PRK, T(i-1) || info || i). T(i) is output key
+        // material, so the buffers holding it are secure scratch, not arrays:
+        // `input` holds T(i-1) || info || i, `block` holds T(i).
+        let inputCount = hashLength + info.count + 1
         return try SecureBytes(count: outputCount) { (out: UnsafeMutableRawBufferPointer) throws in
             try prk.withUnsafeBytes { (prkBytes: UnsafeRawBufferPointer) throws in
-                try scratch.withUnsafeMutableBytes { (input: UnsafeMutableRawBufferPointer) throws in
+                try SecureBytes.withScratch(count: inputCount + hashLength) { (scratch: UnsafeMutableRawBufferPointer) throws in
+                    let input = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<inputCount])
+                    let block = UnsafeMutableRawBufferPointer(rebasing: scratch[inputCount...])
                     var previous = 0 // length of T(i-1) held at the start of `input`
                     var produced = 0
                     var counter: UInt8 = 1
-                    var block = [UInt8](repeating: 0, count: hashLength)
-                    defer { block.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
                     while produced < outputCount {
                         if info.count > 0 {
                             UnsafeMutableRawBufferPointer(rebasing: input[previous..<(previous + info.count)]).copyMemory(from: info)
                         }
                         input[previous + info.count] = counter
                         let message = UnsafeRawBufferPointer(rebasing: input[0..<(previous + info.count + 1)])
-                        try block.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) throws in
-                            try HMACSHA256.authenticationCode(key: prkBytes, data: message, into: b)
-                        }
+                        try HMACSHA256.authenticationCode(key: prkBytes, data: message, into: block)
                         let take = min(hashLength, outputCount - produced)
-                        block.withUnsafeBytes { b in
-                            UnsafeMutableRawBufferPointer(rebasing: out[produced..<(produced + take)])
-                                .copyMemory(from: UnsafeRawBufferPointer(rebasing: b[0..<take]))
-                            UnsafeMutableRawBufferPointer(rebasing: input[0..<hashLength]).copyMemory(from: b)
-                        }
+                        UnsafeMutableRawBufferPointer(rebasing: out[produced..<(produced + take)])
+                            .copyMemory(from: UnsafeRawBufferPointer(rebasing: block[0..<take]))
+                        UnsafeMutableRawBufferPointer(rebasing: input[0..<hashLength]).copyMemory(from: UnsafeRawBufferPointer(block))
                         previous = hashLength
                         produced += take
                         counter &+= 1

@@ -1,13 +1,43 @@
 internal import COpenSSL
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Turns the OpenSSL error queue into a `CryptError` and clears the queue.
 func openSSLError(_ function: String) -> CryptError {
     let code = ERR_get_error()
     ERR_clear_error()
     return .openSSL(function: function, code: UInt(code))
+}
+
+/// This thread's OpenSSL error queue.
+enum OpenSSLErrorQueue {
+    /// Runs `body` and removes every error it queued, leaving the entries
+    /// queued before it (and their marks) as they were. For calls whose
+    /// failure is an answer, not an error (a full secure heap, a signature
+    /// that does not verify). The corresponding C functions are
+    /// `ERR_set_mark` and `ERR_pop_to_mark`.
+    static func discardingNewErrors<R>(_ body: () -> R) -> R {
+        // ERR_set_mark marks the newest entry; on an empty queue there is
+        // nothing to mark, and ERR_pop_to_mark then clears to the bottom,
+        // which is exactly what `body` added.
+        ERR_set_mark()
+        defer { ERR_pop_to_mark() }
+        return body()
+    }
+
+    /// The oldest entry, or 0 when the queue is empty (for tests). The
+    /// corresponding C function is `ERR_peek_error`.
+    static var oldest: UInt { UInt(ERR_peek_error()) }
+
+    /// Empties the queue (for tests). The corresponding C function is
+    /// `ERR_clear_error`.
+    static func clear() { ERR_clear_error() }
+
+    /// Makes OpenSSL queue one real error of its own, unrelated to memory:
+    /// fetching a cipher that does not exist (for tests).
+    static func queueUnrelatedError() {
+        if let cipher = EVP_CIPHER_fetch(nil, "ENCFS-NO-SUCH-CIPHER", nil) {
+            EVP_CIPHER_free(cipher) // never happens; freed if it did
+        }
+    }
 }
 
 /// `OPENSSL_cleanse` and `CRYPTO_memcmp`, kept here so no other file needs
@@ -29,22 +59,5 @@ public enum ConstantTime {
         guard a.count == b.count else { return false }
         guard a.count > 0, let pa = a.baseAddress, let pb = b.baseAddress else { return true }
         return CRYPTO_memcmp(pa, pb, a.count) == 0
-    }
-}
-
-/// Best-effort `mlock` for secret buffers.
-enum MemoryLock {
-    /// Locks the pages of `buffer`; returns false (and records that a warning
-    /// is due) when `RLIMIT_MEMLOCK` does not allow it.
-    static func lock(_ buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return false }
-        if mlock(base, buffer.count) == 0 { return true }
-        SecureMemoryStatus.recordLockFailure()
-        return false
-    }
-
-    static func unlock(_ buffer: UnsafeMutableRawBufferPointer) {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-        _ = munlock(base, buffer.count)
     }
 }

@@ -27,12 +27,28 @@ enum SecureHeap {
 
     /// `count` zeroed bytes from the heap and whether they are locked, or
     /// nil when the request is too large, the heap is unusable or full.
+    ///
+    /// Leaves this thread's OpenSSL error queue exactly as it found it.
+    /// OpenSSL 3.2 and later raise `CRYPTO_R_SECURE_MALLOC_FAILURE` when the
+    /// heap is full (3.0 raises nothing); left on the queue, that entry
+    /// would be reported by ``openSSLError(_:)``, which reads the oldest
+    /// entry, as the cause of the next, unrelated failure. A mark set before
+    /// the call and popped after a failure removes exactly what the call
+    /// added, and nothing that was queued before it.
     static func allocate(_ count: Int) -> (buffer: UnsafeMutableRawBufferPointer, locked: Bool)? {
         guard count >= 1, count <= largestBlock, state != 0,
-              let raw = CRYPTO_secure_zalloc(count, "SecureHeap", 0) else { return nil }
-        // Allocation failures (a full heap) leave an error on OpenSSL's queue.
-        ERR_clear_error()
+              let raw = OpenSSLErrorQueue.discardingNewErrors({ CRYPTO_secure_zalloc(count, "SecureHeap", 0) })
+        else { return nil }
         return (UnsafeMutableRawBufferPointer(start: raw, count: count), state == 1)
+    }
+
+    /// Makes sure the heap exists before OpenSSL allocates private key
+    /// material of its own. OpenSSL puts X25519 and Ed25519 private keys
+    /// and RSA private numbers in `OPENSSL_secure_malloc` memory, which is
+    /// this heap once it exists and the ordinary heap before; so every path
+    /// that generates or reads a private key calls this first.
+    static func prepare() {
+        _ = state
     }
 
     /// Wipes `buffer` (from ``allocate(_:)``) and returns it to the heap.
