@@ -70,7 +70,7 @@ final class SecureHeapTests: XCTestCase {
 
     /// A refused allocation adds nothing to the queue, so the next failure
     /// reports its own code. (OpenSSL 3.0 queues nothing for a full heap;
-    /// 3.2 and later queue CRYPTO_R_SECURE_MALLOC_FAILURE, which this test
+    /// later releases queue CRYPTO_R_SECURE_MALLOC_FAILURE, which this test
     /// catches there.)
     func testFullHeap_NextFailureReportsItsOwnError() {
         let expected = unrelatedErrorCode()

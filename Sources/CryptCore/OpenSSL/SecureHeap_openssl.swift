@@ -29,12 +29,13 @@ enum SecureHeap {
     /// nil when the request is too large, the heap is unusable or full.
     ///
     /// Leaves this thread's OpenSSL error queue exactly as it found it.
-    /// OpenSSL 3.2 and later raise `CRYPTO_R_SECURE_MALLOC_FAILURE` when the
-    /// heap is full (3.0 raises nothing); left on the queue, that entry
-    /// would be reported by ``openSSLError(_:)``, which reads the oldest
-    /// entry, as the cause of the next, unrelated failure. A mark set before
-    /// the call and popped after a failure removes exactly what the call
-    /// added, and nothing that was queued before it.
+    /// Later OpenSSL releases queue `CRYPTO_R_SECURE_MALLOC_FAILURE` when
+    /// the heap is full (3.0 queues nothing); left there, that entry would
+    /// be reported by ``openSSLError(_:)``, which reads the oldest entry, as
+    /// the cause of the next, unrelated failure. A mark set before the call
+    /// and popped after it removes exactly what the call added, and nothing
+    /// that was queued before (the old code cleared the whole queue after a
+    /// success, losing errors that belonged to someone else).
     static func allocate(_ count: Int) -> (buffer: UnsafeMutableRawBufferPointer, locked: Bool)? {
         guard count >= 1, count <= largestBlock, state != 0,
               let raw = OpenSSLErrorQueue.discardingNewErrors({ CRYPTO_secure_zalloc(count, "SecureHeap", 0) })

@@ -3,7 +3,7 @@ internal import COpenSSL
 /// An Ed25519 public key (RFC 8032), for checking bundle signatures.
 ///
 /// Holds the 32-byte key and an `EVP_PKEY` made from it once, so a check
-/// does not decode the key again. Two values are equal when their 32 bytes
+/// does not build the key again. Two values are equal when their 32 bytes
 /// are (public data: compared plainly, not in constant time).
 ///
 /// Keys that would accept forged signatures are refused when the value is
@@ -101,6 +101,7 @@ public struct SigningPublicKey: Sendable, Equatable {
         }
     }
 
+    /// Compares the 32 raw bytes (public data: not in constant time).
     public static func == (lhs: SigningPublicKey, rhs: SigningPublicKey) -> Bool {
         lhs.rawRepresentation == rhs.rawRepresentation
     }
