@@ -14,7 +14,9 @@ public enum InspectCommand {
       info BUNDLE [--json]          format version, chunk size, key slots and
                                     their fingerprints, size; with a key also
                                     counts, total plaintext size, creation time
-      ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root)
+      ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root); names
+                                    show control bytes and bytes that are not
+                                    UTF-8 as \\xNN, a backslash as \\\\
       cat BUNDLE PATH               write a file's plaintext to stdout, chunk by
                                     chunk, in bounded memory
       verify BUNDLE                 authenticate the header, the index and every
@@ -201,16 +203,18 @@ public enum InspectCommand {
         let start = try resolve(path, in: index)
         let out = OutputStream()
         let long = args.has("-l")
+        // Names and targets are escaped (PrintableText): one line per entry,
+        // whatever bytes a name holds.
         func describe(_ entry: IndexEntry, name: [UInt8]) throws {
             if long {
                 let size = entry.kind == .directory ? 4096 : entry.size
                 out.write(modeString(entry) + " " + String(size).leftPadded(to: 12) + " "
                           + isoTime(entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds) + " ")
             }
-            out.write(name)
+            out.write(PrintableText.escaping(name))
             if long, entry.kind == .symlink {
                 out.write(" -> ")
-                try index.withSymlinkTarget(of: entry) { out.write($0) }
+                out.write(PrintableText.escaping(try index.withSymlinkTarget(of: entry) { Array($0) }))
             }
             out.write([0x0A])
         }
@@ -225,8 +229,8 @@ public enum InspectCommand {
                 let dir = queue.removeFirst()
                 if !first { out.write([0x0A]) }
                 first = false
-                let dirPath = try index.path(of: dir)
-                out.write(dirPath.isEmpty ? Array(".".utf8) : Array("./".utf8) + dirPath)
+                let dirPath = try index.path(of: dir, maximumLength: PrintableText.defaultLimit)
+                out.write(dirPath.isEmpty ? "." : "./" + PrintableText.escaping(dirPath))
                 out.write(Array(":\n".utf8))
                 for position in dir.children {
                     let child = try index.entry(at: position)
@@ -312,9 +316,8 @@ public enum InspectCommand {
             guard !bad.isEmpty else { continue }
             damagedFiles += 1
             damagedChunks += UInt64(bad.count)
-            out.write("damaged: ")
-            out.write(try index.path(of: entry))
-            out.line(" (chunks \(ranges(bad)) of \(chunks))")
+            let shown = PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
+            out.line("damaged: \(shown) (chunks \(ranges(bad)) of \(chunks))")
         }
         out.line("verified \(index.fileCount) files, \(totalChunks) chunks: "
                  + (damagedFiles == 0 ? "intact" : "\(damagedChunks) damaged chunks in \(damagedFiles) files"))

@@ -107,8 +107,7 @@ public enum PackCommand {
                 line += " in \(formatSeconds(seconds))"
                 if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
                 if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
-                var out = Array("encfs-pack: \(line) -> ".utf8) + destination
-                out.append(0x0A)
+                let out = Array("encfs-pack: \(line) -> \(PrintableText.escaping(destination))\n".utf8)
                 out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
             }
             return ExitCode.success

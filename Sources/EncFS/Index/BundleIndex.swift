@@ -224,10 +224,27 @@ public final class BundleIndex: Sendable {
     ///
     /// - Throws: as ``entry(at:)``.
     public func path(of entry: IndexEntry) throws -> [UInt8] {
+        try path(of: entry, maximumLength: .max)
+    }
+
+    /// The path of `entry` for a message: like ``path(of:)``, but built
+    /// from the entry upwards only until it is `maximumLength` bytes long,
+    /// then starting with "…/" (a chain of nested directories can make a
+    /// path of hundreds of megabytes; its end names the entry).
+    ///
+    /// - Throws: as ``entry(at:)``.
+    public func path(of entry: IndexEntry, maximumLength: Int) throws -> [UInt8] {
         var parts: [[UInt8]] = []
+        var length = 0
         var current = entry
         while current.position != 0 {
-            parts.append(try name(of: current))
+            guard length < maximumLength else {
+                parts.append(Array(PrintableText.ellipsis.utf8))
+                break
+            }
+            let name = try name(of: current)
+            length += name.count + 1
+            parts.append(name)
             current = try self.entry(at: current.parent)
         }
         return Array(parts.reversed().joined(separator: [UInt8(ascii: "/")]))
