@@ -45,6 +45,9 @@ public enum InspectCommand {
     --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
     otherwise a passphrase prompt on a terminal (`info` never prompts: without a key it shows the header only).
 
+    reader options:
+    \(ReaderOptions.help)
+
     options: -h, --help (this text), --version (print the version and exit)
 
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
@@ -65,7 +68,7 @@ public enum InspectCommand {
         .init(["--scrypt-log-n"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-    ])
+    ] + ReaderOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -106,29 +109,31 @@ public enum InspectCommand {
         }
         let bundle = rest[0]
         do {
+            let options = try ReaderOptions.openOptions(from: args)
             switch command {
-            case "info": return try info(bundle, args: args)
-            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args)
-            case "cat": return try cat(bundle, path: rest[1], args: args)
-            case "verify": return try verify(bundle, args: args, diagnostics: diagnostics)
-            default: return try rekey(bundle, args: args, diagnostics: diagnostics)
+            case "info": return try info(bundle, args: args, options: options)
+            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args, options: options)
+            case "cat": return try cat(bundle, path: rest[1], args: args, options: options)
+            case "verify": return try verify(bundle, args: args, options: options, diagnostics: diagnostics)
+            default: return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
             }
         } catch {
             diagnostics.report(error, path: bundle)
+            if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.code(for: error)
         }
     }
 
-    private static func open(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> BundleReader {
+    private static func open(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> BundleReader {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
                                               passphraseFiles: args.values("--passphrase-file"),
                                               identityFiles: args.values("--identity"), confirm: false)
-        return try BundleReader.open(path: bundle, materials: materials)
+        return try BundleReader.open(path: bundle, materials: materials, options: options)
     }
 
     // MARK: - info
 
-    private static func info(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
+    private static func info(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
                                               passphraseFiles: args.values("--passphrase-file"),
                                               identityFiles: args.values("--identity"), confirm: false, optional: true)
@@ -138,7 +143,7 @@ public enum InspectCommand {
         if materials.isEmpty {
             (header, size) = try BundleReader.readHeader(path: bundle)
         } else {
-            let opened = try BundleReader.open(path: bundle, materials: materials)
+            let opened = try BundleReader.open(path: bundle, materials: materials, options: options)
             reader = opened
             header = opened.header
             size = opened.bundleSize
@@ -197,8 +202,8 @@ public enum InspectCommand {
 
     // MARK: - ls
 
-    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
-        let reader = try open(bundle, args: args)
+    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
+        let reader = try open(bundle, args: args, options: options)
         let index = reader.index
         let start = try resolve(path, in: index)
         let out = OutputStream()
@@ -262,8 +267,8 @@ public enum InspectCommand {
 
     // MARK: - cat
 
-    private static func cat(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
-        let reader = try open(bundle, args: args)
+    private static func cat(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
+        let reader = try open(bundle, args: args, options: options)
         // Symlinks inside the bundle are followed, as a shell would.
         let entry = try resolve(path, in: reader.index, followingLast: true)
         guard entry.kind == .file else { throw CommandError(BundleError.isADirectory.message, path: path) }
@@ -286,8 +291,9 @@ public enum InspectCommand {
 
     // MARK: - verify
 
-    private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, diagnostics: Diagnostics) throws -> Int32 {
-        let reader = try open(bundle, args: args)
+    private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
+                               diagnostics: Diagnostics) throws -> Int32 {
+        let reader = try open(bundle, args: args, options: options)
         let index = reader.index
         let layout = reader.header.layout
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
@@ -340,7 +346,8 @@ public enum InspectCommand {
 
     // MARK: - rekey
 
-    private static func rekey(_ bundle: [UInt8], args: ArgumentParser.Result, diagnostics: Diagnostics) throws -> Int32 {
+    private static func rekey(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
+                              diagnostics: Diagnostics) throws -> Int32 {
         var changes = BundleRekeyer.Changes()
         if let cost = args.value("--scrypt-log-n") {
             guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
@@ -360,7 +367,7 @@ public enum InspectCommand {
         changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                    passphraseFiles: args.values("--passphrase-file"),
                                                    identityFiles: args.values("--identity"), confirm: false)
-        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith)
+        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: options)
         let outcome: BundleRekeyer.Outcome
         do {
             outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)

@@ -52,6 +52,7 @@ public enum MountCommand {
       --threads N              worker threads, 1 … 64 (default: two per CPU,
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
+    \(ReaderOptions.help)
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -74,13 +75,14 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
-    ])
+    ] + ReaderOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-mount")
         let args: ArgumentParser.Result
         var configuration: MountConfiguration
+        let openOptions: OpenOptions
         do {
             args = try parser.parse(arguments)
             if args.has("--help") {
@@ -89,6 +91,7 @@ public enum MountCommand {
             }
             if VersionOption.handle(args, tool: "encfs-mount") { return ExitCode.success }
             configuration = try self.configuration(from: args)
+            openOptions = try ReaderOptions.openOptions(from: args)
         } catch {
             diagnostics.report(error)
             diagnostics.hint("see encfs-mount --help")
@@ -114,13 +117,15 @@ public enum MountCommand {
         do {
             if args.has("--foreground") {
                 opened = .reader(try BundleReader.open(path: configuration.bundlePath, materials: materials,
-                                                       indexCacheBytes: configuration.indexCacheKB << 10))
+                                                       indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions))
             } else {
                 let source = try FileByteSource(path: configuration.bundlePath)
-                opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials))
+                opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials,
+                                                                                 scryptMemoryLimit: openOptions.scryptMemoryLimit))
             }
         } catch {
             diagnostics.report(error, path: configuration.bundlePath)
+            if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.failure
         }
         do {

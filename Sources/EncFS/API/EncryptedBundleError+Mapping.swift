@@ -56,6 +56,9 @@ extension EncryptedBundleError {
         // for more scrypt work than readers spend: a hostile or damaged
         // header.
         case .limitExceeded(let what): self = .damagedBundle(.header, reason: what)
+        // Likewise a passphrase slot that needs more scrypt memory than
+        // readers allow (1 GiB): encfs-pack never writes one.
+        case .scryptMemoryLimit: self = .damagedBundle(.header, reason: error.message)
         case .crypto(let what): self = .cryptoFailure(reason: what)
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.

@@ -46,7 +46,9 @@ public enum BundleWriter {
     ///   - source: the source directory (path bytes).
     ///   - destination: the bundle path (path bytes).
     ///   - options: chunk size, excludes, keys.
-    ///   - warn: receives one message and path per skipped entry.
+    ///   - warn: receives one message and path per skipped entry, and (with
+    ///     the destination) for passphrase slots costlier than readers allow
+    ///     by default.
     /// - Returns: counts and sizes.
     /// - Throws: `BundleError` naming what failed and where.
     public static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
@@ -54,6 +56,14 @@ public enum BundleWriter {
         guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.crypto("no key or recipient given") }
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
             throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
+        }
+        // Said first, so it is seen even when packing fails later.
+        let scryptMemory = KeySlot.scryptMemory(of: options.scrypt)
+        if options.keys.contains(where: { if case .passphrase = $0 { true } else { false } }),
+           scryptMemory > OpenOptions.defaultScryptMemoryLimit {
+            warn("passphrase slots need \(BundleError.sizeText(scryptMemory)) of scrypt memory, more than readers allow by default "
+                 + "(\(BundleError.sizeText(OpenOptions.defaultScryptMemoryLimit))): opening with the passphrase needs a higher limit",
+                 destination)
         }
         let root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory")
         let rootFD = root.rawValue
