@@ -21,7 +21,9 @@ public enum InspectCommand {
                                     chunk, in bounded memory
       verify BUNDLE                 authenticate the header, the index and every
                                     chunk; exit 1 listing each damaged file and
-                                    chunk range
+                                    chunk range, and symlinks that point outside
+                                    the bundle (listed, not counted, with
+                                    --allow-external-symlinks)
       rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
                    [--add-passphrase-file F]... [--remove FINGERPRINT]...
                    [--scrypt-log-n N]
@@ -112,7 +114,8 @@ public enum InspectCommand {
             let options = try ReaderOptions.openOptions(from: args)
             switch command {
             case "info": return try info(bundle, args: args, options: options)
-            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args, options: options)
+            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args, options: options,
+                                       diagnostics: diagnostics)
             case "cat": return try cat(bundle, path: rest[1], args: args, options: options)
             case "verify": return try verify(bundle, args: args, options: options, diagnostics: diagnostics)
             default: return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
@@ -124,11 +127,20 @@ public enum InspectCommand {
         }
     }
 
+    /// Opens the bundle. Symlinks that point outside it are accepted here
+    /// whatever `options` say: the tools show them (`ls`) or report them
+    /// (`verify`), and `cat` refuses to follow them.
     private static func open(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> BundleReader {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
                                               passphraseFiles: args.values("--passphrase-file"),
                                               identityFiles: args.values("--identity"), confirm: false)
-        return try BundleReader.open(path: bundle, materials: materials, options: options)
+        return try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
+    }
+
+    private static func showingEverything(_ options: OpenOptions) -> OpenOptions {
+        var shown = options
+        shown.allowsExternalSymlinks = true
+        return shown
     }
 
     // MARK: - info
@@ -143,7 +155,7 @@ public enum InspectCommand {
         if materials.isEmpty {
             (header, size) = try BundleReader.readHeader(path: bundle)
         } else {
-            let opened = try BundleReader.open(path: bundle, materials: materials, options: options)
+            let opened = try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
             reader = opened
             header = opened.header
             size = opened.bundleSize
@@ -202,12 +214,20 @@ public enum InspectCommand {
 
     // MARK: - ls
 
-    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
+    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
+                             diagnostics: Diagnostics) throws -> Int32 {
         let reader = try open(bundle, args: args, options: options)
         let index = reader.index
         let start = try resolve(path, in: index)
         let out = OutputStream()
         let long = args.has("-l")
+        var externalShown = 0
+        defer {
+            if externalShown > 0 {
+                out.flush()
+                diagnostics.hint("encfs-mount refuses a bundle with such links unless given \(ReaderOptions.allowExternalSymlinks)")
+            }
+        }
         // Names and targets are escaped (PrintableText): one line per entry,
         // whatever bytes a name holds.
         func describe(_ entry: IndexEntry, name: [UInt8]) throws {
@@ -222,7 +242,16 @@ public enum InspectCommand {
                 out.write(PrintableText.escaping(try index.withSymlinkTarget(of: entry) { Array($0) }))
             }
             out.write([0x0A])
+            if !options.allowsExternalSymlinks, try index.isExternalSymlink(entry) {
+                // Flushed first, so the warning follows its entry on a terminal.
+                out.flush()
+                let refusal = BundleError.externalSymlink(path: try index.path(of: entry, maximumLength: PrintableText.defaultLimit),
+                                                          target: try index.withSymlinkTarget(of: entry) { Array($0) })
+                diagnostics.warning(refusal.message, path: refusal.path)
+                externalShown += 1
+            }
         }
+
         guard start.kind == .directory else {
             try describe(start, name: path)
             return ExitCode.success
@@ -291,6 +320,8 @@ public enum InspectCommand {
 
     // MARK: - verify
 
+    /// Authenticates every chunk, and reports symlinks that point outside
+    /// the bundle (opened with them allowed, so they can be listed).
     private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
                                diagnostics: Diagnostics) throws -> Int32 {
         let reader = try open(bundle, args: args, options: options)
@@ -302,6 +333,9 @@ public enum InspectCommand {
             buffer.deallocate()
         }
         let out = OutputStream()
+        func shown(_ entry: IndexEntry) throws -> String {
+            PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
+        }
         var damagedFiles = 0
         var totalChunks: UInt64 = 0
         var damagedChunks: UInt64 = 0
@@ -322,13 +356,28 @@ public enum InspectCommand {
             guard !bad.isEmpty else { continue }
             damagedFiles += 1
             damagedChunks += UInt64(bad.count)
-            let shown = PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
-            out.line("damaged: \(shown) (chunks \(ranges(bad)) of \(chunks))")
+            out.line("damaged: \(try shown(entry)) (chunks \(ranges(bad)) of \(chunks))")
         }
-        out.line("verified \(index.fileCount) files, \(totalChunks) chunks: "
-                 + (damagedFiles == 0 ? "intact" : "\(damagedChunks) damaged chunks in \(damagedFiles) files"))
+        let external = try index.externalSymlinks()
+        for link in external {
+            out.line("external symlink: \(try shown(link)) -> \(PrintableText.escaping(try index.withSymlinkTarget(of: link) { Array($0) }))")
+        }
+        var problems: [String] = []
+        if damagedFiles > 0 { problems.append("\(damagedChunks) damaged chunks in \(damagedFiles) files") }
+        if !external.isEmpty, !options.allowsExternalSymlinks {
+            problems.append("\(external.count) symlinks point outside the bundle")
+        }
+        var summary = problems.isEmpty ? "intact" : problems.joined(separator: ", ")
+        if !external.isEmpty, options.allowsExternalSymlinks {
+            summary += " (\(external.count) symlinks point outside the bundle, allowed)"
+        }
+        out.line("verified \(index.fileCount) files, \(totalChunks) chunks: \(summary)")
         out.flush()
-        return damagedFiles == 0 ? ExitCode.success : ExitCode.failure
+        if !external.isEmpty, !options.allowsExternalSymlinks {
+            diagnostics.hint("encfs-mount refuses such a bundle unless given \(ReaderOptions.allowExternalSymlinks); "
+                             + "so does verify (they are still listed)")
+        }
+        return problems.isEmpty ? ExitCode.success : ExitCode.failure
     }
 
     /// `0-3, 7, 9-10`.
@@ -367,7 +416,8 @@ public enum InspectCommand {
         changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                    passphraseFiles: args.values("--passphrase-file"),
                                                    identityFiles: args.values("--identity"), confirm: false)
-        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: options)
+        // Rekeying rewrites the bundle, it serves nothing: links are kept as they are.
+        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: showingEverything(options))
         let outcome: BundleRekeyer.Outcome
         do {
             outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)

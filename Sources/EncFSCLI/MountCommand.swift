@@ -143,6 +143,7 @@ public enum MountCommand {
                 return ExitCode.success
             } catch {
                 diagnostics.report(error, path: configuration.mountpoint)
+                if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
                 return ExitCode.failure
             }
         case .reader(let reader):
@@ -208,6 +209,7 @@ public enum MountCommand {
         }
         configuration.logFile = args.value("--log-file")
         configuration.logNames = args.has("--log-names")
+        configuration.allowsExternalSymlinks = args.has(ReaderOptions.allowExternalSymlinks)
         configuration.readaheadKB = getuid() == 0 ? defaultReadahead : nil
         if let text = args.value("--readahead") {
             configuration.readaheadKB = try number(text, in: 0...16384, "--readahead must be a number of KiB from 0 to 16384")
@@ -238,6 +240,8 @@ public enum MountCommand {
         for option in configuration.fuseOptions { add("-o", Array(option.utf8)) }
         if let logFile = configuration.logFile { add("--log-file", logFile) }
         if configuration.logNames { add("--log-names") }
+        // The daemon loads the index, so it is the one that checks symlinks.
+        if configuration.allowsExternalSymlinks { add(ReaderOptions.allowExternalSymlinks) }
         if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))

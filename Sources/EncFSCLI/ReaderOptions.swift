@@ -1,4 +1,5 @@
 import EncFS
+import EncFSMount
 import CryptCore
 
 /// The options of encfs-mount and encfs-inspect that set what a reader
@@ -6,17 +7,19 @@ import CryptCore
 /// tools spell and check them alike.
 enum ReaderOptions {
     static let scryptMaxMemory = "--scrypt-max-memory"
+    static let allowExternalSymlinks = "--allow-external-symlinks"
 
     /// The parser entries.
     static let parserOptions: [ArgumentParser.Option] = [
         .init([scryptMaxMemory], takesValue: true),
+        .init([allowExternalSymlinks], takesValue: false),
     ]
 
     /// Reads the options from `args`.
     ///
     /// - Throws: `UsageError` for a size that does not parse or is out of range.
     static func openOptions(from args: ArgumentParser.Result) throws -> OpenOptions {
-        var options = OpenOptions()
+        var options = OpenOptions(allowsExternalSymlinks: args.has(allowExternalSymlinks))
         if let text = args.value(scryptMaxMemory) {
             guard let size = parseSize(text), size >= 1 << 20, size <= Scrypt.maximumMemory else {
                 throw UsageError("\(scryptMaxMemory) must be a size from 1M to 2G, such as 512M or 2G")
@@ -43,9 +46,16 @@ enum ReaderOptions {
 
     /// A `hint:` line for errors these options change, naming the option.
     static func hint(for error: Error) -> String? {
+        // The background daemon's refusal arrives as text (MountDaemon).
+        if case .daemonFailed(let message, _)? = error as? MountError,
+           message.hasPrefix(BundleError.externalSymlinkMessage + ":") {
+            return hint(for: BundleError.externalSymlink(path: [], target: []))
+        }
         switch error as? BundleError {
         case .scryptMemoryLimit(_, let needs, _)?:
             return "if you trust this bundle, allow more with \(scryptMaxMemory) SIZE (this slot needs \(sizeOption(needs)))"
+        case .externalSymlink?:
+            return "to accept such links (served as they are stored), add \(allowExternalSymlinks)"
         default:
             return nil
         }
@@ -62,5 +72,10 @@ enum ReaderOptions {
       --scrypt-max-memory SIZE most memory a passphrase slot's scrypt may need
                                before anything is authenticated, e.g. 512M, 2G
                                (default 1G, the costliest slot encfs-pack makes)
+      --allow-external-symlinks
+                               accept symlinks that point outside the bundle
+                               (absolute, or climbing above its root); without
+                               it they are refused, since a mount would serve
+                               the host's files through them
     """
 }

@@ -277,11 +277,18 @@ sys.stdout.buffer.write(b"".join(out))
 
     // MARK: - verify
 
+    /// What verify lists for the tree's two absolute links, which it
+    /// reports every time (ExternalSymlinkTests: and fails without
+    /// `--allow-external-symlinks`).
+    private static let externalLinks = "external symlink: link-abs -> /etc/hostname\n"
+        + "external symlink: d1/link-abs-dir -> /usr\n"
+    private static let allowed = " (2 symlinks point outside the bundle, allowed)"
+
     func testVerify_IntactBundleExitsZero() throws {
         let facts = try sourceFacts()
-        let result = try inspect(["verify", bundle, "--identity", try XCTUnwrap(host).key])
+        let result = try inspect(["verify", bundle, "--identity", try XCTUnwrap(host).key, "--allow-external-symlinks"])
         XCTAssertEqual(result.status, 0, result.summary)
-        XCTAssertEqual(result.output, "verified \(facts.files) files, \(facts.chunks) chunks: intact\n")
+        XCTAssertEqual(result.output, Self.externalLinks + "verified \(facts.files) files, \(facts.chunks) chunks: intact\(Self.allowed)\n")
         XCTAssertEqual(result.stderr, [])
     }
 
@@ -290,10 +297,10 @@ sys.stdout.buffer.write(b"".join(out))
         // chunky is 2 * 64 KiB + 1 bytes: 9 chunks of 16 KiB.
         let offset = try BundleSurgery.offset(ofChunk: 4, byte: 1000, ofFile: "d1/nested/deeper/chunky", in: bundle, keyFile: key)
         try BundleSurgery.flipByte(at: offset, in: bundle)
-        let result = try inspect(["verify", bundle, "--key-file", key])
+        let result = try inspect(["verify", bundle, "--key-file", key, "--allow-external-symlinks"])
         XCTAssertEqual(result.status, 1, result.summary)
-        XCTAssertEqual(result.output, "damaged: d1/nested/deeper/chunky (chunks 4 of 9)\n"
-                       + "verified \(facts.files) files, \(facts.chunks) chunks: 1 damaged chunks in 1 files\n")
+        XCTAssertEqual(result.output, "damaged: d1/nested/deeper/chunky (chunks 4 of 9)\n" + Self.externalLinks
+                       + "verified \(facts.files) files, \(facts.chunks) chunks: 1 damaged chunks in 1 files\(Self.allowed)\n")
     }
 
     func testVerify_SeveralDamagedChunks_ListedAsRanges() throws {
@@ -307,12 +314,13 @@ sys.stdout.buffer.write(b"".join(out))
         let unicode = "ünïcödé-dir/ファイル"
         try BundleSurgery.flipByte(at: try BundleSurgery.offset(ofChunk: 0, byte: 299, ofFile: unicode, in: bundle, keyFile: key),
                                    in: bundle, mask: 0x80)
-        let result = try inspect(["verify", bundle, "--key-file", key])
+        let result = try inspect(["verify", bundle, "--key-file", key, "--allow-external-symlinks"])
         XCTAssertEqual(result.status, 1, result.summary)
         let lines = result.output.split(separator: "\n").map(String.init)
-        XCTAssertEqual(Set(lines.dropLast()), ["damaged: many-chunks (chunks 5-7, 160 of 161)",
-                                               "damaged: \(unicode) (chunks 0 of 1)"], result.output)
-        XCTAssertEqual(lines.last, "verified \(facts.files) files, \(facts.chunks) chunks: 5 damaged chunks in 2 files")
+        XCTAssertEqual(Set(lines.dropLast(3)), ["damaged: many-chunks (chunks 5-7, 160 of 161)",
+                                                "damaged: \(unicode) (chunks 0 of 1)"], result.output)
+        XCTAssertEqual(lines.suffix(3).joined(separator: "\n") + "\n", Self.externalLinks
+                       + "verified \(facts.files) files, \(facts.chunks) chunks: 5 damaged chunks in 2 files\(Self.allowed)\n")
     }
 
     func testVerify_DamagedIndexFails() throws {

@@ -45,6 +45,11 @@ public enum BundleError: Error, Sendable {
     /// (each "kind fingerprint") cannot wrap it: neither their secret nor
     /// their public key was given, and a slot does not store its public key.
     case slotsNotCarriedOver([String])
+    /// A symlink's target leaves the bundle (absolute, or climbing above
+    /// the root), refused by default: served, it would read the host's
+    /// files through the mount. `path` is the link's path inside the bundle
+    /// (in the source tree, when packing); both stay raw bytes.
+    case externalSymlink(path: [UInt8], target: [UInt8])
     /// A passphrase slot (1-based `slot`) needs more scrypt memory
     /// (128 · r · N bytes) than the reader allows; refused before any
     /// scrypt run, since nothing in the header is authenticated yet.
@@ -61,7 +66,8 @@ public enum BundleError: Error, Sendable {
         case .limitExceeded: return EFBIG
         case .rejected, .slotsNotCarriedOver: return EINVAL
         case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
-             .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto, .scryptMemoryLimit:
+             .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto, .externalSymlink,
+             .scryptMemoryLimit:
             return EIO
         }
     }
@@ -90,10 +96,16 @@ public enum BundleError: Error, Sendable {
         case .slotsNotCarriedOver(let slots):
             return "no secret or public key given for kept key slot\(slots.count == 1 ? "" : "s") \(slots.joined(separator: ", ")): "
                 + "removing a slot re-encrypts under a new content key, which every kept slot must wrap again"
+        case .externalSymlink(_, let target): return "\(Self.externalSymlinkMessage): \(PrintableText.escaping(target))"
         case .scryptMemoryLimit(let slot, let needs, let limit):
             return "key slot \(slot) (passphrase) needs \(Self.sizeText(needs)) of scrypt memory, more than the \(Self.sizeText(limit)) allowed"
         }
     }
+
+    /// How the message of ``externalSymlink(path:target:)`` begins: the
+    /// mount daemon reports errors to its command as text, and the command
+    /// recognizes this one by it to add its hint.
+    package static let externalSymlinkMessage = "symlink points outside the bundle"
 
     /// `1 GiB`, `512 MiB`, `3 KiB`, `100 bytes`: exact, for limits.
     static func sizeText(_ bytes: UInt64) -> String {
@@ -108,6 +120,7 @@ public enum BundleError: Error, Sendable {
         switch self {
         case .io(_, _, let path) where !path.isEmpty: return path
         case .sourceChanged(let path, _): return path
+        case .externalSymlink(let path, _): return path
         default: return nil
         }
     }

@@ -37,11 +37,12 @@ public final class BundleReader: Sendable {
 
     /// Opens a bundle with whichever of `materials` opens a slot.
     ///
-    /// - Parameter options: the scrypt memory a passphrase slot may need
-    ///   (by default 1 GiB).
+    /// - Parameter options: the scrypt memory a passphrase slot may need,
+    ///   and whether symlinks may lead outside the bundle (by default 1 GiB,
+    ///   and no).
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
-    ///   scrypt memory over the limit, corrupted header or index, length
-    ///   mismatch, I/O).
+    ///   scrypt memory over the limit, corrupted header or index, a symlink
+    ///   leading outside, length mismatch, I/O).
     public static func open(source: any ByteSource, materials: [KeyMaterial],
                             indexCacheBytes: Int = IndexPages.defaultCacheBytes,
                             options: OpenOptions = OpenOptions()) throws -> BundleReader {
@@ -112,6 +113,7 @@ public final class BundleReader: Sendable {
                              unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         let (header, keys) = try authenticate(source: source, unlock: unlock)
         let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes)
+        if !options.allowsExternalSymlinks { try index.refuseExternalSymlinks() }
         return BundleReader(source: source, header: header, index: index, keys: keys)
     }
 
