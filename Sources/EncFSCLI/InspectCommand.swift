@@ -21,8 +21,9 @@ public enum InspectCommand {
                                     chunk, in bounded memory
       verify BUNDLE                 authenticate the header, the index and every
                                     chunk; exit 1 listing each damaged file and
-                                    chunk range, and symlinks that point outside
-                                    the bundle (listed, not counted, with
+                                    chunk range, files that share a file id, and
+                                    symlinks that point outside the bundle
+                                    (listed, not counted, with
                                     --allow-external-symlinks)
       rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
                    [--add-passphrase-file F]... [--remove FINGERPRINT]...
@@ -320,8 +321,8 @@ public enum InspectCommand {
 
     // MARK: - verify
 
-    /// Authenticates every chunk, and reports symlinks that point outside
-    /// the bundle (opened with them allowed, so they can be listed).
+    /// Authenticates every chunk, and checks what readers do not: that file
+    /// ids are unique, and that no symlink points outside the bundle.
     private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
                                diagnostics: Diagnostics) throws -> Int32 {
         let reader = try open(bundle, args: args, options: options)
@@ -358,12 +359,19 @@ public enum InspectCommand {
             damagedChunks += UInt64(bad.count)
             out.line("damaged: \(try shown(entry)) (chunks \(ranges(bad)) of \(chunks))")
         }
+        // Two files with one id share a file key and chunk nonces: the
+        // index cannot be what encfs-pack wrote.
+        let shared = try index.filesSharingIDs()
+        for (first, duplicate) in shared {
+            out.line("damaged: \(try shown(duplicate)) (shares its file id with \(try shown(first)))")
+        }
         let external = try index.externalSymlinks()
         for link in external {
             out.line("external symlink: \(try shown(link)) -> \(PrintableText.escaping(try index.withSymlinkTarget(of: link) { Array($0) }))")
         }
         var problems: [String] = []
         if damagedFiles > 0 { problems.append("\(damagedChunks) damaged chunks in \(damagedFiles) files") }
+        if !shared.isEmpty { problems.append("\(shared.count) files share a file id") }
         if !external.isEmpty, !options.allowsExternalSymlinks {
             problems.append("\(external.count) symlinks point outside the bundle")
         }
