@@ -20,8 +20,12 @@ public enum ExitCode {
 
 /// Writes one-line messages to stderr as `tool: error: what (path)`.
 ///
-/// Paths are written as their raw bytes, so a name that is not UTF-8 is
-/// shown as the terminal would show it.
+/// Paths come from bundles, source trees and argv, so they are shown
+/// through `PrintableText`: control bytes and bytes that are not UTF-8 as
+/// `\xNN`, at most 4096 bytes. A newline in a name therefore cannot start
+/// a forged second line, nor an escape sequence reach the terminal.
+/// Messages are text this code built; any control character left in one
+/// is escaped too.
 public struct Diagnostics: Sendable {
     public let tool: String
 
@@ -39,12 +43,12 @@ public struct Diagnostics: Sendable {
 
     /// `hint: message`, after an error.
     public func hint(_ message: String) {
-        write(Array("hint: \(message)\n".utf8))
+        write(Array("hint: \(PrintableText.sanitizing(message))\n".utf8))
     }
 
     /// A plain line on stderr (summaries, notices).
     public func note(_ message: String) {
-        write(Array("\(tool): \(message)\n".utf8))
+        write(Array("\(tool): \(PrintableText.sanitizing(message))\n".utf8))
     }
 
     /// Reports a `BundleError` or any other error as one line.
@@ -72,12 +76,9 @@ public struct Diagnostics: Sendable {
     }
 
     private func emit(_ level: String, _ message: String, _ path: [UInt8]?) {
-        var line = Array("\(tool): \(level): \(message)".utf8)
-        if let path {
-            line += Array(" (".utf8) + path + Array(")".utf8)
-        }
-        line.append(0x0A)
-        write(line)
+        var line = "\(tool): \(level): \(PrintableText.sanitizing(message))"
+        if let path { line += " (\(PrintableText.escaping(path)))" }
+        write(Array((line + "\n").utf8))
     }
 
     private func write(_ bytes: [UInt8]) {

@@ -14,12 +14,17 @@ public enum InspectCommand {
       info BUNDLE [--json]          format version, chunk size, key slots and
                                     their fingerprints, size; with a key also
                                     counts, total plaintext size, creation time
-      ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root)
+      ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root); names
+                                    show control bytes and bytes that are not
+                                    UTF-8 as \\xNN, a backslash as \\\\
       cat BUNDLE PATH               write a file's plaintext to stdout, chunk by
                                     chunk, in bounded memory
       verify BUNDLE                 authenticate the header, the index and every
                                     chunk; exit 1 listing each damaged file and
-                                    chunk range
+                                    chunk range, files that share a file id, and
+                                    symlinks that point outside the bundle
+                                    (listed, not counted, with
+                                    --allow-external-symlinks)
       rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
                    [--add-passphrase-file F]... [--remove FINGERPRINT]...
                    [--scrypt-log-n N]
@@ -43,6 +48,9 @@ public enum InspectCommand {
     --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
     otherwise a passphrase prompt on a terminal (`info` never prompts: without a key it shows the header only).
 
+    reader options:
+    \(ReaderOptions.help)
+
     options: -h, --help (this text), --version (print the version and exit)
 
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
@@ -63,7 +71,7 @@ public enum InspectCommand {
         .init(["--scrypt-log-n"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-    ])
+    ] + ReaderOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -104,29 +112,41 @@ public enum InspectCommand {
         }
         let bundle = rest[0]
         do {
+            let options = try ReaderOptions.openOptions(from: args)
             switch command {
-            case "info": return try info(bundle, args: args)
-            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args)
-            case "cat": return try cat(bundle, path: rest[1], args: args)
-            case "verify": return try verify(bundle, args: args, diagnostics: diagnostics)
-            default: return try rekey(bundle, args: args, diagnostics: diagnostics)
+            case "info": return try info(bundle, args: args, options: options)
+            case "ls": return try list(bundle, path: rest.count > 1 ? rest[1] : [], args: args, options: options,
+                                       diagnostics: diagnostics)
+            case "cat": return try cat(bundle, path: rest[1], args: args, options: options)
+            case "verify": return try verify(bundle, args: args, options: options, diagnostics: diagnostics)
+            default: return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
             }
         } catch {
             diagnostics.report(error, path: bundle)
+            if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.code(for: error)
         }
     }
 
-    private static func open(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> BundleReader {
+    /// Opens the bundle. Symlinks that point outside it are accepted here
+    /// whatever `options` say: the tools show them (`ls`) or report them
+    /// (`verify`), and `cat` refuses to follow them.
+    private static func open(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> BundleReader {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
                                               passphraseFiles: args.values("--passphrase-file"),
                                               identityFiles: args.values("--identity"), confirm: false)
-        return try BundleReader.open(path: bundle, materials: materials)
+        return try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
+    }
+
+    private static func showingEverything(_ options: OpenOptions) -> OpenOptions {
+        var shown = options
+        shown.allowsExternalSymlinks = true
+        return shown
     }
 
     // MARK: - info
 
-    private static func info(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
+    private static func info(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
         let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
                                               passphraseFiles: args.values("--passphrase-file"),
                                               identityFiles: args.values("--identity"), confirm: false, optional: true)
@@ -136,7 +156,7 @@ public enum InspectCommand {
         if materials.isEmpty {
             (header, size) = try BundleReader.readHeader(path: bundle)
         } else {
-            let opened = try BundleReader.open(path: bundle, materials: materials)
+            let opened = try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
             reader = opened
             header = opened.header
             size = opened.bundleSize
@@ -195,25 +215,44 @@ public enum InspectCommand {
 
     // MARK: - ls
 
-    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
-        let reader = try open(bundle, args: args)
+    private static func list(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
+                             diagnostics: Diagnostics) throws -> Int32 {
+        let reader = try open(bundle, args: args, options: options)
         let index = reader.index
         let start = try resolve(path, in: index)
         let out = OutputStream()
         let long = args.has("-l")
+        var externalShown = 0
+        defer {
+            if externalShown > 0 {
+                out.flush()
+                diagnostics.hint("encfs-mount refuses a bundle with such links unless given \(ReaderOptions.allowExternalSymlinks)")
+            }
+        }
+        // Names and targets are escaped (PrintableText): one line per entry,
+        // whatever bytes a name holds.
         func describe(_ entry: IndexEntry, name: [UInt8]) throws {
             if long {
                 let size = entry.kind == .directory ? 4096 : entry.size
                 out.write(modeString(entry) + " " + String(size).leftPadded(to: 12) + " "
                           + isoTime(entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds) + " ")
             }
-            out.write(name)
+            out.write(PrintableText.escaping(name))
             if long, entry.kind == .symlink {
                 out.write(" -> ")
-                try index.withSymlinkTarget(of: entry) { out.write($0) }
+                out.write(PrintableText.escaping(try index.withSymlinkTarget(of: entry) { Array($0) }))
             }
             out.write([0x0A])
+            if !options.allowsExternalSymlinks, try index.isExternalSymlink(entry) {
+                // Flushed first, so the warning follows its entry on a terminal.
+                out.flush()
+                let refusal = BundleError.externalSymlink(path: try index.path(of: entry, maximumLength: PrintableText.defaultLimit),
+                                                          target: try index.withSymlinkTarget(of: entry) { Array($0) })
+                diagnostics.warning(refusal.message, path: refusal.path)
+                externalShown += 1
+            }
         }
+
         guard start.kind == .directory else {
             try describe(start, name: path)
             return ExitCode.success
@@ -225,8 +264,8 @@ public enum InspectCommand {
                 let dir = queue.removeFirst()
                 if !first { out.write([0x0A]) }
                 first = false
-                let dirPath = try index.path(of: dir)
-                out.write(dirPath.isEmpty ? Array(".".utf8) : Array("./".utf8) + dirPath)
+                let dirPath = try index.path(of: dir, maximumLength: PrintableText.defaultLimit)
+                out.write(dirPath.isEmpty ? "." : "./" + PrintableText.escaping(dirPath))
                 out.write(Array(":\n".utf8))
                 for position in dir.children {
                     let child = try index.entry(at: position)
@@ -258,8 +297,8 @@ public enum InspectCommand {
 
     // MARK: - cat
 
-    private static func cat(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result) throws -> Int32 {
-        let reader = try open(bundle, args: args)
+    private static func cat(_ bundle: [UInt8], path: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
+        let reader = try open(bundle, args: args, options: options)
         // Symlinks inside the bundle are followed, as a shell would.
         let entry = try resolve(path, in: reader.index, followingLast: true)
         guard entry.kind == .file else { throw CommandError(BundleError.isADirectory.message, path: path) }
@@ -282,8 +321,11 @@ public enum InspectCommand {
 
     // MARK: - verify
 
-    private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, diagnostics: Diagnostics) throws -> Int32 {
-        let reader = try open(bundle, args: args)
+    /// Authenticates every chunk, and checks what readers do not: that file
+    /// ids are unique, and that no symlink points outside the bundle.
+    private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
+                               diagnostics: Diagnostics) throws -> Int32 {
+        let reader = try open(bundle, args: args, options: options)
         let index = reader.index
         let layout = reader.header.layout
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
@@ -292,6 +334,9 @@ public enum InspectCommand {
             buffer.deallocate()
         }
         let out = OutputStream()
+        func shown(_ entry: IndexEntry) throws -> String {
+            PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
+        }
         var damagedFiles = 0
         var totalChunks: UInt64 = 0
         var damagedChunks: UInt64 = 0
@@ -312,14 +357,35 @@ public enum InspectCommand {
             guard !bad.isEmpty else { continue }
             damagedFiles += 1
             damagedChunks += UInt64(bad.count)
-            out.write("damaged: ")
-            out.write(try index.path(of: entry))
-            out.line(" (chunks \(ranges(bad)) of \(chunks))")
+            out.line("damaged: \(try shown(entry)) (chunks \(ranges(bad)) of \(chunks))")
         }
-        out.line("verified \(index.fileCount) files, \(totalChunks) chunks: "
-                 + (damagedFiles == 0 ? "intact" : "\(damagedChunks) damaged chunks in \(damagedFiles) files"))
+        // Two files with one id share a file key and chunk nonces: the
+        // index cannot be what encfs-pack wrote.
+        let shared = try index.filesSharingIDs()
+        for (first, duplicate) in shared {
+            out.line("damaged: \(try shown(duplicate)) (shares its file id with \(try shown(first)))")
+        }
+        let external = try index.externalSymlinks()
+        for link in external {
+            out.line("external symlink: \(try shown(link)) -> \(PrintableText.escaping(try index.withSymlinkTarget(of: link) { Array($0) }))")
+        }
+        var problems: [String] = []
+        if damagedFiles > 0 { problems.append("\(damagedChunks) damaged chunks in \(damagedFiles) files") }
+        if !shared.isEmpty { problems.append("\(shared.count) files share a file id") }
+        if !external.isEmpty, !options.allowsExternalSymlinks {
+            problems.append("\(external.count) symlinks point outside the bundle")
+        }
+        var summary = problems.isEmpty ? "intact" : problems.joined(separator: ", ")
+        if !external.isEmpty, options.allowsExternalSymlinks {
+            summary += " (\(external.count) symlinks point outside the bundle, allowed)"
+        }
+        out.line("verified \(index.fileCount) files, \(totalChunks) chunks: \(summary)")
         out.flush()
-        return damagedFiles == 0 ? ExitCode.success : ExitCode.failure
+        if !external.isEmpty, !options.allowsExternalSymlinks {
+            diagnostics.hint("encfs-mount refuses such a bundle unless given \(ReaderOptions.allowExternalSymlinks); "
+                             + "so does verify (they are still listed)")
+        }
+        return problems.isEmpty ? ExitCode.success : ExitCode.failure
     }
 
     /// `0-3, 7, 9-10`.
@@ -337,7 +403,8 @@ public enum InspectCommand {
 
     // MARK: - rekey
 
-    private static func rekey(_ bundle: [UInt8], args: ArgumentParser.Result, diagnostics: Diagnostics) throws -> Int32 {
+    private static func rekey(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
+                              diagnostics: Diagnostics) throws -> Int32 {
         var changes = BundleRekeyer.Changes()
         if let cost = args.value("--scrypt-log-n") {
             guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
@@ -357,7 +424,8 @@ public enum InspectCommand {
         changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                    passphraseFiles: args.values("--passphrase-file"),
                                                    identityFiles: args.values("--identity"), confirm: false)
-        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith)
+        // Rekeying rewrites the bundle, it serves nothing: links are kept as they are.
+        let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: showingEverything(options))
         let outcome: BundleRekeyer.Outcome
         do {
             outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)

@@ -52,6 +52,7 @@ public enum MountCommand {
       --threads N              worker threads, 1 … 64 (default: two per CPU,
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
+    \(ReaderOptions.help)
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -74,13 +75,14 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
-    ])
+    ] + ReaderOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-mount")
         let args: ArgumentParser.Result
         var configuration: MountConfiguration
+        let openOptions: OpenOptions
         do {
             args = try parser.parse(arguments)
             if args.has("--help") {
@@ -89,6 +91,7 @@ public enum MountCommand {
             }
             if VersionOption.handle(args, tool: "encfs-mount") { return ExitCode.success }
             configuration = try self.configuration(from: args)
+            openOptions = try ReaderOptions.openOptions(from: args)
         } catch {
             diagnostics.report(error)
             diagnostics.hint("see encfs-mount --help")
@@ -114,13 +117,15 @@ public enum MountCommand {
         do {
             if args.has("--foreground") {
                 opened = .reader(try BundleReader.open(path: configuration.bundlePath, materials: materials,
-                                                       indexCacheBytes: configuration.indexCacheKB << 10))
+                                                       indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions))
             } else {
                 let source = try FileByteSource(path: configuration.bundlePath)
-                opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials))
+                opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials,
+                                                                                 scryptMemoryLimit: openOptions.scryptMemoryLimit))
             }
         } catch {
             diagnostics.report(error, path: configuration.bundlePath)
+            if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.failure
         }
         do {
@@ -138,6 +143,7 @@ public enum MountCommand {
                 return ExitCode.success
             } catch {
                 diagnostics.report(error, path: configuration.mountpoint)
+                if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
                 return ExitCode.failure
             }
         case .reader(let reader):
@@ -203,6 +209,7 @@ public enum MountCommand {
         }
         configuration.logFile = args.value("--log-file")
         configuration.logNames = args.has("--log-names")
+        configuration.allowsExternalSymlinks = args.has(ReaderOptions.allowExternalSymlinks)
         configuration.readaheadKB = getuid() == 0 ? defaultReadahead : nil
         if let text = args.value("--readahead") {
             configuration.readaheadKB = try number(text, in: 0...16384, "--readahead must be a number of KiB from 0 to 16384")
@@ -233,6 +240,8 @@ public enum MountCommand {
         for option in configuration.fuseOptions { add("-o", Array(option.utf8)) }
         if let logFile = configuration.logFile { add("--log-file", logFile) }
         if configuration.logNames { add("--log-names") }
+        // The daemon loads the index, so it is the one that checks symlinks.
+        if configuration.allowsExternalSymlinks { add(ReaderOptions.allowExternalSymlinks) }
         if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))

@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 public enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--chunk-size SIZE] [--exclude GLOB]... [--quiet]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -30,6 +30,11 @@ public enum PackCommand {
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree
       --scrypt-log-n N         passphrase KDF cost, N = 2^n (14 … 20, default 17)
+      --strict                 refuse symlinks that point outside the bundle
+                               (absolute, or climbing above SRC_DIR): exit 1,
+                               nothing written. Without it each is stored
+                               with a warning, and encfs-mount refuses the
+                               bundle unless given --allow-external-symlinks
       -q, --quiet              no summary line
       -h, --help               this text
       --version                print the version and exit
@@ -46,6 +51,7 @@ public enum PackCommand {
         .init(["--chunk-size"], takesValue: true),
         .init(["--exclude"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
+        .init(["--strict"], takesValue: false),
         .init(["--quiet", "-q"], takesValue: false),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
@@ -74,6 +80,7 @@ public enum PackCommand {
                 options.scrypt.logN = n
             }
             options.excludes = args.values("--exclude")
+            options.refusesExternalSymlinks = args.has("--strict")
         } catch {
             diagnostics.report(error)
             diagnostics.hint("see encfs-pack --help")
@@ -107,9 +114,12 @@ public enum PackCommand {
                 line += " in \(formatSeconds(seconds))"
                 if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
                 if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
-                var out = Array("encfs-pack: \(line) -> ".utf8) + destination
-                out.append(0x0A)
+                let out = Array("encfs-pack: \(line) -> \(PrintableText.escaping(destination))\n".utf8)
                 out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
+            }
+            if summary.externalSymlinks > 0 {
+                diagnostics.hint("encfs-mount refuses this bundle unless given --allow-external-symlinks; "
+                                 + "--strict refuses to write such a bundle")
             }
             return ExitCode.success
         } catch {
@@ -117,6 +127,9 @@ public enum PackCommand {
                 diagnostics.error("cannot read source directory: \(String(cString: strerror(code)))", path: source)
             } else {
                 diagnostics.report(error, path: destination)
+                if case BundleError.externalSymlink = error {
+                    diagnostics.hint("refused by --strict; without it the link is stored with a warning")
+                }
             }
             return ExitCode.failure
         }

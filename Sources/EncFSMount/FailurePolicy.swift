@@ -72,7 +72,9 @@ final class FailurePolicy: Sendable {
     private func name(ofEntryAt position: Int) -> [UInt8]? {
         guard logNames, position >= 0, position < reader.index.count else { return nil }
         // The root's path is empty; "/" reads better in a log line.
-        return (try? reader.index.entry(at: position)).flatMap { try? reader.index.path(of: $0) }
+        // Built upwards only as far as a log line shows (a chain of nested
+        // directories makes paths of any length).
+        return (try? reader.index.entry(at: position)).flatMap { try? reader.index.path(of: $0, maximumLength: PrintableText.defaultLimit) }
             .map { $0.isEmpty ? [UInt8(ascii: "/")] : $0 }
     }
 }

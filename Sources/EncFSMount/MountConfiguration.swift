@@ -24,6 +24,9 @@ package struct MountConfiguration: Sendable, Equatable {
     package var threads: Int
     /// Whether log lines may name entries (`--log-names`).
     package var logNames = false
+    /// Whether symlinks that point outside the bundle are served as stored
+    /// (`--allow-external-symlinks`); otherwise the bundle is refused.
+    package var allowsExternalSymlinks = false
 
     package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
         self.bundlePath = bundlePath

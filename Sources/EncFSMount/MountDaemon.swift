@@ -197,7 +197,8 @@ package enum MountDaemon {
             // The command checked only the header; a damaged index is
             // reported from here, naming the bundle.
             let source = try FileByteSource(descriptor: FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
-            reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10)
+            reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10,
+                                           options: OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks))
         } catch {
             return fail(error, path: configuration.bundlePath)
         }

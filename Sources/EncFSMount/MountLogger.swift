@@ -71,25 +71,13 @@ public final class MountLogger: Sendable {
         }
     }
 
-    /// `bytes` with control bytes (0x00–0x1F, 0x7F) written as `\xNN` and
-    /// backslashes doubled, so a name cannot end a log line early, forge
-    /// the next one, or send escape sequences to the terminal that shows
-    /// the log. Other bytes, UTF-8 or not, pass through as they are.
+    /// `bytes` as every tool shows names (`PrintableText`): control bytes
+    /// (C0, DEL, C1) and bytes that are not UTF-8 as `\xNN`, backslashes
+    /// doubled, at most 4 KiB keeping the end, so a name cannot end a log
+    /// line early, forge the next one, or send escape sequences to the
+    /// terminal that shows the log.
     static func escaped(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        for byte in bytes {
-            switch byte {
-            case 0x5C:
-                out += [0x5C, 0x5C]
-            case 0x00..<0x20, 0x7F:
-                let (high, low) = Hex.digits(of: byte)
-                out += [0x5C, UInt8(ascii: "x"), high, low]
-            default:
-                out.append(byte)
-            }
-        }
-        return out
+        Array(PrintableText.escaping(bytes).utf8)
     }
 
     private func writeLine(_ fd: Int32, _ bytes: [UInt8]) {

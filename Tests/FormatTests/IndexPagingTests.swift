@@ -27,7 +27,9 @@ final class IndexPagingTests: XCTestCase {
                 let name = bytes("f\(f)-") + [UInt8](repeating: UInt8(ascii: "a") + UInt8(f % 26), count: length)
                 try FileTree.writeFile(join(dir, name), bytes("dir\(d)/") + name)
             }
-            let longTarget = Array(repeating: bytes("../"), count: 1000).joined() + bytes("x")
+            // Long, and staying inside the bundle (readers refuse a bundle
+            // with a link that climbs above its root).
+            let longTarget = Array(repeating: bytes("up/"), count: 1000).joined() + bytes("x")
             try FileTree.makeSymlink(join(dir, bytes("link-long")), target: Array(longTarget))
             try FileTree.makeSymlink(join(dir, bytes("link-short")), target: bytes("f0-a"))
         }
@@ -121,7 +123,7 @@ final class IndexPagingTests: XCTestCase {
                     straddlingTargets += 1
                     let target = try index.withSymlinkTarget(of: entry) { Array($0) }
                     XCTAssertEqual(target.count, 3001)
-                    XCTAssertEqual(Array(target.suffix(4)), bytes("../x"))
+                    XCTAssertEqual(Array(target.suffix(4)), bytes("up/x"))
                 }
             }
         }

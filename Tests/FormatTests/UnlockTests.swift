@@ -132,4 +132,78 @@ final class UnlockTests: XCTestCase {
         let reader = try BundleReader.open(path: defaultBundle, materials: [.passphrase(passphrase)])
         XCTAssertEqual(try reader.contents(of: bytes("a.txt")), contents)
     }
+
+    // MARK: - scrypt memory (security review, finding 6)
+
+    /// setUp's bundle: a raw-key slot, then a passphrase slot at the test
+    /// cost (N = 2^14, r = 8: 16 MiB). Under an 8 MiB limit the slot is not
+    /// tried and the error names it; the limit is inclusive; raw keys run
+    /// no scrypt, so no limit applies to them.
+    func testOpen_PassphraseSlotOverMemoryLimit_RefusedNamingTheSlot() throws {
+        let error = XCTAssertThrowsBundleError(.scryptMemoryLimit(slot: 2, needs: 16 << 20, limit: 8 << 20)) {
+            try BundleReader.open(path: bundle, materials: [.passphrase(passphrase)], options: OpenOptions(scryptMemoryLimit: 8 << 20))
+        }
+        XCTAssertEqual(error?.message, "key slot 2 (passphrase) needs 16 MiB of scrypt memory, more than the 8 MiB allowed")
+        XCTAssertNoThrow(try BundleReader.open(path: bundle, materials: [.passphrase(passphrase)],
+                                               options: OpenOptions(scryptMemoryLimit: 16 << 20)))
+        XCTAssertNoThrow(try BundleReader.open(path: bundle, materials: [.rawKey(key)], options: OpenOptions(scryptMemoryLimit: 1 << 20)))
+    }
+
+    /// 1 GiB by default: exactly the costliest slot encfs-pack writes.
+    func testDefaultScryptMemoryLimit_AdmitsTheCostliestSlotPackMakes() {
+        XCTAssertEqual(OpenOptions().scryptMemoryLimit, 1 << 30)
+        XCTAssertEqual(KeySlot.scryptMemory(of: Scrypt.Parameters(logN: 20, r: 8, p: 1)), OpenOptions.defaultScryptMemoryLimit)
+        XCTAssertEqual(KeySlot.scryptMemory(of: .default), 128 << 20)
+        XCTAssertEqual(KeySlot.scryptMemory(of: Scrypt.Parameters(logN: 200, r: 8, p: 1)), .max)
+        XCTAssertEqual(KeySlot.scryptMemory(of: Scrypt.Parameters(logN: 56, r: .max, p: 1)), .max)
+    }
+
+    /// N = 2^20, r = 9 needs 1.125 GiB: within the format's 2 GiB and work
+    /// limits, so any open with a passphrase used to run it (a hostile
+    /// header needs no key to ask). Refused by default, before scrypt.
+    func testUnlock_SlotOverDefaultMemoryLimit_RefusedBeforeScrypt() throws {
+        let header = BundleHeader(bundleID: try SecureRandom.bytes(BundleFormat.idSize), layout: ChunkLayout(chunkSizeLog2: 13),
+                                  slots: [try passphraseSlot(logN: 20, r: 9, p: 1)], payloadLength: 0, indexOffset: 0, indexLength: 0)
+        XCTAssertThrowsBundleError(.scryptMemoryLimit(slot: 1, needs: 9 << 27, limit: 1 << 30)) {
+            _ = try header.unlock(with: [.passphrase(passphrase)])
+        }
+    }
+
+    /// A slot over the limit is passed over, not fatal: another passphrase
+    /// slot still opens; only when none opens is the skipped one named.
+    func testOpen_OneSlotOverLimit_OtherSlotStillOpens() throws {
+        let other = TestSecrets.passphrase("a costlier passphrase slot")
+        var changes = BundleRekeyer.Changes()
+        changes.addKeys = [.passphrase(other)]
+        changes.scrypt = Scrypt.Parameters(logN: 14, r: 16, p: 1) // 32 MiB
+        _ = try BundleRekeyer.rekey(path: bundle, reader: try BundleReader.open(path: bundle, materials: [.rawKey(key)]), changes: changes)
+        let limit = OpenOptions(scryptMemoryLimit: 16 << 20)
+        XCTAssertNoThrow(try BundleReader.open(path: bundle, materials: [.passphrase(passphrase)], options: limit))
+        XCTAssertThrowsBundleError(.scryptMemoryLimit(slot: 3, needs: 32 << 20, limit: 16 << 20)) {
+            try BundleReader.open(path: bundle, materials: [.passphrase(other)], options: limit)
+        }
+        XCTAssertNoThrow(try BundleReader.open(path: bundle, materials: [.passphrase(other)],
+                                               options: OpenOptions(scryptMemoryLimit: 32 << 20)))
+    }
+
+    /// Writers keep what they allow, but warn when passphrase slots need
+    /// more than readers take by default; the warning comes before anything
+    /// is read (here the source does not even exist) or derived.
+    func testPack_ScryptOverReaderDefault_Warns() throws {
+        func warnings(_ scrypt: Scrypt.Parameters) -> [String] {
+            var options = PackOptions()
+            options.keys = [.passphrase(passphrase)]
+            options.scrypt = scrypt
+            var messages: [String] = []
+            XCTAssertThrowsBundleError(.io(errno: ENOENT)) {
+                try BundleWriter.pack(source: tmp.appending("missing"), destination: tmp.appending("out.bundle"),
+                                      options: options) { message, _ in messages.append(message) }
+            }
+            return messages
+        }
+        XCTAssertEqual(warnings(Scrypt.Parameters(logN: 20, r: 9, p: 1)),
+                       ["passphrase slots need 1152 MiB of scrypt memory, more than readers allow by default (1 GiB): "
+                        + "opening with the passphrase needs a higher limit"])
+        XCTAssertEqual(warnings(Scrypt.Parameters(logN: 20, r: 8, p: 1)), [])
+    }
 }

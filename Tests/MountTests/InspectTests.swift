@@ -134,12 +134,32 @@ print(json.dumps(d, sort_keys=True))
     /// What `encfs-inspect ls` should print for the source tree, computed by
     /// Python from `lstat`: names sorted by bytes, `-l` as `mode size
     /// mtime(UTC, ns) name [-> target]` (directories show size 4096), `-R`
-    /// breadth first with `./dir:` headers.
+    /// breadth first with `./dir:` headers; names and targets escaped
+    /// (control characters and bytes that are not UTF-8 as \xNN, a
+    /// backslash doubled), decoded here by Python's strict UTF-8.
     private func expectedListing(long: Bool, recursive: Bool, path: String = "") throws -> [UInt8] {
         let script = #"""
 import os, stat, sys, time
 root, long, recursive, start = os.fsencode(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1", os.fsencode(sys.argv[4])
 out = []
+def shown(b):
+    text, i = [], 0
+    while i < len(b):
+        ch = None
+        for n in (1, 2, 3, 4):
+            try:
+                ch = b[i:i + n].decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                pass
+        if ch is None:
+            text.append("\\x%02x" % b[i]); i += 1; continue
+        c = ord(ch)
+        if c < 0x20 or 0x7f <= c <= 0x9f: text.append("".join("\\x%02x" % x for x in ch.encode()))
+        elif ch == "\\": text.append("\\\\")
+        else: text.append(ch)
+        i += n
+    return "".join(text).encode()
 def describe(path, name):
     st = os.lstat(path)
     line = b""
@@ -149,9 +169,9 @@ def describe(path, name):
         t = time.gmtime(s)
         stamp = "%04d-%02d-%02d %02d:%02d:%02d.%09d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ns)
         line += ("%s %12d %s " % (stat.filemode(st.st_mode), size, stamp)).encode()
-    line += name
+    line += shown(name)
     if long and stat.S_ISLNK(st.st_mode):
-        line += b" -> " + os.readlink(path)
+        line += b" -> " + shown(os.readlink(path))
     out.append(line + b"\n")
 def children(rel):
     full = os.path.join(root, rel) if rel else root
@@ -162,7 +182,7 @@ if recursive:
         rel = queue.pop(0)
         if not first: out.append(b"\n")
         first = False
-        out.append((b"./" + rel if rel else b".") + b":\n")
+        out.append((b"./" + shown(rel) if rel else b".") + b":\n")
         for child, name in children(rel):
             describe(os.path.join(root, child), name)
             if stat.S_ISDIR(os.lstat(os.path.join(root, child)).st_mode): queue.append(child)
@@ -193,16 +213,16 @@ sys.stdout.buffer.write(b"".join(out))
         XCTAssertEqual(file.output, "one-chunk\n", file.summary)
     }
 
-    func testLs_NonUTF8NamesAreByteExact() throws {
+    func testLs_NonUTF8NamesShownEscaped() throws {
         // The directory name b"bad-dir-\xc3\x28" goes in through printf, and
-        // its one child b"inner\x80" must come out unchanged.
+        // its one child b"inner\x80" comes out as text, never raw bytes.
         let result = try sh(#"exec "$1" ls "$2" "$(printf 'bad-dir-\303\050')" --key-file "$3""#,
                             [try Tools.inspect(), bundle, key])
         XCTAssertEqual(result.status, 0, result.summary)
-        XCTAssertEqual(result.stdout, Array("inner".utf8) + [0x80, 0x0A])
+        XCTAssertEqual(result.output, #"inner\x80"# + "\n")
         let root = try inspect(["ls", bundle, "--key-file", key])
-        XCTAssertTrue(root.outputLines.contains(Array("bad-".utf8) + [0xFF, 0xFE] + Array("-utf8".utf8)), root.output)
-        XCTAssertTrue(root.outputLines.contains(Array("bad-dir-".utf8) + [0xC3, 0x28]), root.output)
+        XCTAssertTrue(root.output.split(separator: "\n").contains(#"bad-\xff\xfe-utf8"#), root.output)
+        XCTAssertTrue(root.output.split(separator: "\n").contains(#"bad-dir-\xc3("#), root.output)
     }
 
     // MARK: - cat
@@ -257,11 +277,18 @@ sys.stdout.buffer.write(b"".join(out))
 
     // MARK: - verify
 
+    /// What verify lists for the tree's two absolute links, which it
+    /// reports every time (ExternalSymlinkTests: and fails without
+    /// `--allow-external-symlinks`).
+    private static let externalLinks = "external symlink: link-abs -> /etc/hostname\n"
+        + "external symlink: d1/link-abs-dir -> /usr\n"
+    private static let allowed = " (2 symlinks point outside the bundle, allowed)"
+
     func testVerify_IntactBundleExitsZero() throws {
         let facts = try sourceFacts()
-        let result = try inspect(["verify", bundle, "--identity", try XCTUnwrap(host).key])
+        let result = try inspect(["verify", bundle, "--identity", try XCTUnwrap(host).key, "--allow-external-symlinks"])
         XCTAssertEqual(result.status, 0, result.summary)
-        XCTAssertEqual(result.output, "verified \(facts.files) files, \(facts.chunks) chunks: intact\n")
+        XCTAssertEqual(result.output, Self.externalLinks + "verified \(facts.files) files, \(facts.chunks) chunks: intact\(Self.allowed)\n")
         XCTAssertEqual(result.stderr, [])
     }
 
@@ -270,10 +297,10 @@ sys.stdout.buffer.write(b"".join(out))
         // chunky is 2 * 64 KiB + 1 bytes: 9 chunks of 16 KiB.
         let offset = try BundleSurgery.offset(ofChunk: 4, byte: 1000, ofFile: "d1/nested/deeper/chunky", in: bundle, keyFile: key)
         try BundleSurgery.flipByte(at: offset, in: bundle)
-        let result = try inspect(["verify", bundle, "--key-file", key])
+        let result = try inspect(["verify", bundle, "--key-file", key, "--allow-external-symlinks"])
         XCTAssertEqual(result.status, 1, result.summary)
-        XCTAssertEqual(result.output, "damaged: d1/nested/deeper/chunky (chunks 4 of 9)\n"
-                       + "verified \(facts.files) files, \(facts.chunks) chunks: 1 damaged chunks in 1 files\n")
+        XCTAssertEqual(result.output, "damaged: d1/nested/deeper/chunky (chunks 4 of 9)\n" + Self.externalLinks
+                       + "verified \(facts.files) files, \(facts.chunks) chunks: 1 damaged chunks in 1 files\(Self.allowed)\n")
     }
 
     func testVerify_SeveralDamagedChunks_ListedAsRanges() throws {
@@ -287,12 +314,13 @@ sys.stdout.buffer.write(b"".join(out))
         let unicode = "ünïcödé-dir/ファイル"
         try BundleSurgery.flipByte(at: try BundleSurgery.offset(ofChunk: 0, byte: 299, ofFile: unicode, in: bundle, keyFile: key),
                                    in: bundle, mask: 0x80)
-        let result = try inspect(["verify", bundle, "--key-file", key])
+        let result = try inspect(["verify", bundle, "--key-file", key, "--allow-external-symlinks"])
         XCTAssertEqual(result.status, 1, result.summary)
         let lines = result.output.split(separator: "\n").map(String.init)
-        XCTAssertEqual(Set(lines.dropLast()), ["damaged: many-chunks (chunks 5-7, 160 of 161)",
-                                               "damaged: \(unicode) (chunks 0 of 1)"], result.output)
-        XCTAssertEqual(lines.last, "verified \(facts.files) files, \(facts.chunks) chunks: 5 damaged chunks in 2 files")
+        XCTAssertEqual(Set(lines.dropLast(3)), ["damaged: many-chunks (chunks 5-7, 160 of 161)",
+                                                "damaged: \(unicode) (chunks 0 of 1)"], result.output)
+        XCTAssertEqual(lines.suffix(3).joined(separator: "\n") + "\n", Self.externalLinks
+                       + "verified \(facts.files) files, \(facts.chunks) chunks: 5 damaged chunks in 2 files\(Self.allowed)\n")
     }
 
     func testVerify_DamagedIndexFails() throws {

@@ -17,8 +17,15 @@ final class MountLoggerTests: XCTestCase {
         XCTAssertEqual(escaped(Array("a\\x1b".utf8)), "a\\\\x1b")
     }
 
-    func testEscaped_PrintableAndNonASCIIBytesPassThrough() {
+    func testEscaped_PrintableAndUTF8PassThrough() {
         XCTAssertEqual(MountLogger.escaped(Array("dir/naïve file.txt".utf8)), Array("dir/naïve file.txt".utf8))
-        XCTAssertEqual(MountLogger.escaped([0x80, 0xFF, 0x20, 0x7E]), [0x80, 0xFF, 0x20, 0x7E])
+        XCTAssertEqual(MountLogger.escaped([0x20, 0x7E]), [0x20, 0x7E])
+    }
+
+    /// The same escaping as every other tool's output (PrintableText): a
+    /// log line is valid UTF-8 however the name was encoded.
+    func testEscaped_InvalidUTF8AndC1ControlsBecomeHex() {
+        XCTAssertEqual(escaped([0x80, 0xFF, 0x20, 0x7E]), "\\x80\\xff ~")
+        XCTAssertEqual(escaped([0xC2, 0x9B]), "\\xc2\\x9b")
     }
 }

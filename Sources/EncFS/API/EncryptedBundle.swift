@@ -52,7 +52,14 @@ public final class EncryptedBundle: Sendable {
     ///   `.unusableKey`, `.notABundle`, `.unsupportedVersion`,
     ///   `.damagedBundle`, `.io`.
     public init(source: any ByteSource, unlock: Unlock) throws(EncryptedBundleError) {
-        reader = try Self.perform([]) { try BundleReader.open(source: source, materials: try unlock.keyMaterials()) }
+        // Symlinks that point outside the bundle do not refuse the whole
+        // bundle here, unlike a mount: this API never follows them (a path
+        // through one throws .symlinkOutsideBundle) and only reports their
+        // targets as data.
+        reader = try Self.perform([]) {
+            try BundleReader.open(source: source, materials: try unlock.keyMaterials(),
+                                  options: OpenOptions(allowsExternalSymlinks: true))
+        }
     }
 
     /// Opens the bundle whose bytes `source` provides with whichever of

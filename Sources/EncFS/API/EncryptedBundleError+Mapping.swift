@@ -49,13 +49,19 @@ extension EncryptedBundleError {
         case .io(let code, let operation, let subject):
             let about = subject.isEmpty ? "" : " \(String(decoding: subject, as: UTF8.self))"
             self = .io(errno: code == 0 ? EIO : code, what: operation + about)
-        // Reading raises .rejected only for an absolute symlink target
-        // (BundleIndex.resolve).
+        // Reading raises .rejected only for a symlink that leads outside
+        // the bundle (BundleIndex.resolve).
         case .rejected: self = .symlinkOutsideBundle(path: path)
+        // Not raised for EncryptedBundle, which opens with such links
+        // allowed; mapped for completeness, naming the link.
+        case .externalSymlink(let link, _): self = .symlinkOutsideBundle(path: link)
         // Reading raises .limitExceeded only for passphrase slots that ask
         // for more scrypt work than readers spend: a hostile or damaged
         // header.
         case .limitExceeded(let what): self = .damagedBundle(.header, reason: what)
+        // Likewise a passphrase slot that needs more scrypt memory than
+        // readers allow (1 GiB): encfs-pack never writes one.
+        case .scryptMemoryLimit: self = .damagedBundle(.header, reason: error.message)
         case .crypto(let what): self = .cryptoFailure(reason: what)
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.

@@ -39,8 +39,9 @@ public enum EncryptedBundleError: Error, Sendable, Equatable, CustomStringConver
     case notADirectory(path: [UInt8])
     /// `path` is a directory where a file was asked for.
     case isADirectory(path: [UInt8])
-    /// `path` leads through a symlink whose target is absolute: the library
-    /// never leaves the bundle to follow it.
+    /// `path` leads through a symlink whose target is absolute or climbs
+    /// above the bundle's root: the library never leaves the bundle to
+    /// follow it.
     case symlinkOutsideBundle(path: [UInt8])
     /// The file at `path` holds `size` bytes, more than the `limit` the
     /// caller allowed for reading it whole.

@@ -45,6 +45,15 @@ public enum BundleError: Error, Sendable {
     /// (each "kind fingerprint") cannot wrap it: neither their secret nor
     /// their public key was given, and a slot does not store its public key.
     case slotsNotCarriedOver([String])
+    /// A symlink's target leaves the bundle (absolute, or climbing above
+    /// the root), refused by default: served, it would read the host's
+    /// files through the mount. `path` is the link's path inside the bundle
+    /// (in the source tree, when packing); both stay raw bytes.
+    case externalSymlink(path: [UInt8], target: [UInt8])
+    /// A passphrase slot (1-based `slot`) needs more scrypt memory
+    /// (128 · r · N bytes) than the reader allows; refused before any
+    /// scrypt run, since nothing in the header is authenticated yet.
+    case scryptMemoryLimit(slot: Int, needs: UInt64, limit: UInt64)
 
     /// The errno a FUSE reply carries for this error. The only place where
     /// bundle errors become errno values.
@@ -57,7 +66,8 @@ public enum BundleError: Error, Sendable {
         case .limitExceeded: return EFBIG
         case .rejected, .slotsNotCarriedOver: return EINVAL
         case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
-             .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto:
+             .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto, .externalSymlink,
+             .scryptMemoryLimit:
             return EIO
         }
     }
@@ -86,7 +96,23 @@ public enum BundleError: Error, Sendable {
         case .slotsNotCarriedOver(let slots):
             return "no secret or public key given for kept key slot\(slots.count == 1 ? "" : "s") \(slots.joined(separator: ", ")): "
                 + "removing a slot re-encrypts under a new content key, which every kept slot must wrap again"
+        case .externalSymlink(_, let target): return "\(Self.externalSymlinkMessage): \(PrintableText.escaping(target))"
+        case .scryptMemoryLimit(let slot, let needs, let limit):
+            return "key slot \(slot) (passphrase) needs \(Self.sizeText(needs)) of scrypt memory, more than the \(Self.sizeText(limit)) allowed"
         }
+    }
+
+    /// How the message of ``externalSymlink(path:target:)`` begins: the
+    /// mount daemon reports errors to its command as text, and the command
+    /// recognizes this one by it to add its hint.
+    package static let externalSymlinkMessage = "symlink points outside the bundle"
+
+    /// `1 GiB`, `512 MiB`, `3 KiB`, `100 bytes`: exact, for limits.
+    static func sizeText(_ bytes: UInt64) -> String {
+        for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] where bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return "\(bytes >> shift) \(unit)"
+        }
+        return "\(bytes) bytes"
     }
 
     /// The path the error is about, when it has one.
@@ -94,6 +120,7 @@ public enum BundleError: Error, Sendable {
         switch self {
         case .io(_, _, let path) where !path.isEmpty: return path
         case .sourceChanged(let path, _): return path
+        case .externalSymlink(let path, _): return path
         default: return nil
         }
     }

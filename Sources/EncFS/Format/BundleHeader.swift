@@ -173,18 +173,26 @@ public struct BundleHeader: Sendable {
     /// Opens a slot with one of `materials`, then authenticates the header.
     ///
     /// Raw keys are tried first (cheap, matched by key id), then
-    /// passphrases (one scrypt run per passphrase slot).
+    /// passphrases (one scrypt run per passphrase slot that fits
+    /// `scryptMemoryLimit`).
     ///
+    /// - Parameter scryptMemoryLimit: passphrase slots that need more
+    ///   scrypt memory (128 · r · N bytes) are not tried.
     /// - Returns: the keys of the bundle.
     /// - Throws: `BundleError.wrongKey` when no slot opens,
-    ///   `.headerAuthenticationFailed` when the header was modified,
-    ///   `.corruptHeader` for a damaged slot.
-    package func unlock(with materials: [KeyMaterial]) throws -> BundleKeys {
+    ///   `.scryptMemoryLimit` instead when a passphrase slot was left untried
+    ///   for its memory, `.headerAuthenticationFailed` when the header was
+    ///   modified, `.corruptHeader` for a damaged slot.
+    package func unlock(with materials: [KeyMaterial],
+                        scryptMemoryLimit: UInt64 = OpenOptions.defaultScryptMemoryLimit) throws -> BundleKeys {
         // Cheap secrets first: raw keys and identities are matched by id;
         // each passphrase costs one scrypt run per passphrase slot.
         let ordered = materials.filter { if case .passphrase = $0 { false } else { true } }
             + materials.filter { if case .passphrase = $0 { true } else { false } }
         var checkedWork = false
+        // The first slot left untried for its memory: named if nothing opens,
+        // since the passphrase may well be right.
+        var tooLarge: BundleError?
         for material in ordered {
             if case .passphrase = material, !checkedWork {
                 // Before the first scrypt run: bound the time a hostile or
@@ -193,11 +201,18 @@ public struct BundleHeader: Sendable {
                 checkedWork = true
             }
             for (i, slot) in slots.enumerated() {
-                if let contentKey = try slot.unwrap(with: material, bundleID: bundleID, position: i + 1) {
-                    return try authenticate(contentKey: contentKey)
+                do {
+                    if let contentKey = try slot.unwrap(with: material, bundleID: bundleID, position: i + 1,
+                                                        scryptMemoryLimit: scryptMemoryLimit) {
+                        return try authenticate(contentKey: contentKey)
+                    }
+                } catch let error as BundleError {
+                    guard case .scryptMemoryLimit = error else { throw error }
+                    if tooLarge == nil { tooLarge = error }
                 }
             }
         }
+        if let tooLarge { throw tooLarge }
         var kinds: [String] = []
         for slot in slots where !kinds.contains(slot.kindName) { kinds.append(slot.kindName) }
         throw BundleError.wrongKey(slotKinds: kinds)

@@ -1,6 +1,6 @@
 /// Lowercase hexadecimal: the one encoder and digit decoder of the code
 /// base (slot and key fingerprints, raw key files, temporary names, escaped
-/// bytes in log lines).
+/// bytes in names shown to people: `PrintableText`).
 package enum Hex {
     /// The digits, indexed by nibble.
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)

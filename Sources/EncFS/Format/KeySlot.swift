@@ -100,6 +100,16 @@ public struct KeySlot: Sendable, Equatable {
                                             + "use fewer passphrase slots or a lower cost, or a key file or identity")
         }
     }
+    /// The memory scrypt needs for `parameters` as readers count it against
+    /// `OpenOptions.scryptMemoryLimit`: 128 · r · N bytes (OpenSSL adds a
+    /// few KiB more; see `Scrypt.Parameters.memoryBytes`), saturating at
+    /// `UInt64.max` for parameters no valid slot has.
+    package static func scryptMemory(of parameters: Scrypt.Parameters) -> UInt64 {
+        guard parameters.logN < 57 else { return .max }
+        let (bytes, overflow) = (UInt64(128) << UInt64(parameters.logN)).multipliedReportingOverflow(by: UInt64(parameters.r))
+        return overflow ? .max : bytes
+    }
+
     static let x25519BodySize = fingerprintSize + AsymmetricKeyKind.x25519ByteCount + wrappedSize
     static let rsaBodySizes = (fingerprintSize + AsymmetricKeyKind.minimumRSABits / 8)...(fingerprintSize + AsymmetricKeyKind.maximumRSABits / 8)
 
@@ -279,11 +289,16 @@ public struct KeySlot: Sendable, Equatable {
     ///
     /// - Returns: the content key, or nil when the material is of another
     ///   kind or (for raw keys) has another key id.
+    /// - Parameter scryptMemoryLimit: the most scrypt memory (see
+    ///   ``scryptMemory(of:)``) a passphrase slot may need.
     /// - Throws: `BundleError.corruptHeader` when the slot should open with
     ///   this material (matching key id) but does not, or has out-of-range
-    ///   parameters; nil is returned for a passphrase that does not open it,
-    ///   since a wrong passphrase cannot be told from a damaged slot.
-    func unwrap(with material: KeyMaterial, bundleID: [UInt8], position: Int) throws -> SymmetricKey? {
+    ///   parameters; `.scryptMemoryLimit` (before any scrypt run) when a
+    ///   passphrase slot needs more memory than allowed. Nil is returned for
+    ///   a passphrase that does not open it, since a wrong passphrase cannot
+    ///   be told from a damaged slot.
+    func unwrap(with material: KeyMaterial, bundleID: [UInt8], position: Int,
+                scryptMemoryLimit: UInt64 = OpenOptions.defaultScryptMemoryLimit) throws -> SymmetricKey? {
         switch (kind, material) {
         case (.rawKey?, .rawKey(let key)):
             guard let id = keyID, try Self.keyID(of: key) == id else { return nil }
@@ -304,6 +319,10 @@ public struct KeySlot: Sendable, Equatable {
             guard (UInt64(1) << parameters.logN) * UInt64(parameters.r) * UInt64(parameters.p) <= Self.maximumScryptWork else {
                 throw BundleError.corruptHeader("key slot \(position) (passphrase): scrypt N = 2^\(parameters.logN), r = \(parameters.r), "
                                                 + "p = \(parameters.p) is more work than a reader allows")
+            }
+            let memory = Self.scryptMemory(of: parameters)
+            guard memory <= scryptMemoryLimit else {
+                throw BundleError.scryptMemoryLimit(slot: position, needs: memory, limit: scryptMemoryLimit)
             }
             let salt = Array(body[12..<(12 + Self.saltSize)])
             let kek = try Self.scrypt(passphrase, salt: salt, parameters: parameters)

@@ -42,6 +42,10 @@ public final class BundleIndex: Sendable {
     /// such directory instead of anything per entry.
     private let parentPositions: [UInt32]
     private let subdirectoryCounts: [UInt32]
+    /// Positions of the symlinks whose targets are absolute or hold "..",
+    /// ascending: the only ones that can lead outside the bundle
+    /// (`SymlinkContainment`), found at load, usually none.
+    let suspectSymlinkPositions: [UInt32]
 
     /// Validates index plaintext against the header it came with.
     ///
@@ -61,6 +65,7 @@ public final class BundleIndex: Sendable {
         fileCount = parsed.fileCount
         parentPositions = parsed.parentPositions
         subdirectoryCounts = parsed.subdirectoryCounts
+        suspectSymlinkPositions = parsed.suspectSymlinkPositions
     }
 
     /// Lets `fill` write the index plaintext into wiping storage, then
@@ -186,48 +191,49 @@ public final class BundleIndex: Sendable {
     /// and "." are skipped, ".." goes up (the root is its own parent).
     ///
     /// Symlinks in the middle of the path are followed as a shell would, as
-    /// long as their targets are relative (an absolute target points outside
-    /// the bundle); the last component is followed only when
-    /// `followingLast` is set. At most 40 links are followed.
+    /// long as they stay inside the bundle: an absolute target, or a ".."
+    /// of a target at the root, is where a mount would lead to the host's
+    /// files (see `SymlinkContainment`). The last component is followed
+    /// only when `followingLast` is set. At most 40 links are followed.
     ///
     /// - Throws: `BundleError.notFound`, `.notADirectory`, `.io(ELOOP)`, or
-    ///   `.rejected` for an absolute symlink target; as ``entry(at:)``.
+    ///   `.rejected` for a link that leads outside; as ``entry(at:)``.
     public func resolve(path: [UInt8], followingLast: Bool = false) throws -> IndexEntry {
-        var pending = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init).reversed() as [[UInt8]]
-        var current = try root
-        var hops = 0
-        while let component = pending.popLast() {
-            // "f/." and "f/.." with f a file are not directories, as in POSIX.
-            guard current.kind == .directory else { throw BundleError.notADirectory }
-            if component == [UInt8(ascii: ".")] { continue }
-            if component == [UInt8(ascii: "."), UInt8(ascii: ".")] {
-                current = try entry(at: current.parent)
-                continue
-            }
-            guard let next = try component.withUnsafeBytes({ try lookup($0, in: current) }) else { throw BundleError.notFound }
-            if next.kind == .symlink, !pending.isEmpty || followingLast {
-                hops += 1
-                guard hops <= 40 else { throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path) }
-                let target = try withSymlinkTarget(of: next) { Array($0) }
-                guard target.first != UInt8(ascii: "/") else { throw BundleError.rejected("symlink points outside the bundle") }
-                // Continue from the link's directory with the target's components.
-                let parts = target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
-                pending.append(contentsOf: parts.reversed())
-                continue
-            }
-            current = next
+        switch try SymlinkContainment.walk(self, from: root, components: SymlinkContainment.components(of: path),
+                                           fromLink: false, followingLast: followingLast) {
+        case .reached(let entry): return entry
+        case .outside: throw BundleError.rejected("symlink points outside the bundle")
+        case .missing: throw BundleError.notFound
+        case .notADirectory: throw BundleError.notADirectory
+        case .tooManyLinks: throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path)
         }
-        return current
     }
 
     /// The path of `entry` from the root, '/'-separated, without a leading '/'.
     ///
     /// - Throws: as ``entry(at:)``.
     public func path(of entry: IndexEntry) throws -> [UInt8] {
+        try path(of: entry, maximumLength: .max)
+    }
+
+    /// The path of `entry` for a message: like ``path(of:)``, but built
+    /// from the entry upwards only until it is `maximumLength` bytes long,
+    /// then starting with "…/" (a chain of nested directories can make a
+    /// path of hundreds of megabytes; its end names the entry).
+    ///
+    /// - Throws: as ``entry(at:)``.
+    public func path(of entry: IndexEntry, maximumLength: Int) throws -> [UInt8] {
         var parts: [[UInt8]] = []
+        var length = 0
         var current = entry
         while current.position != 0 {
-            parts.append(try name(of: current))
+            guard length < maximumLength else {
+                parts.append(Array(PrintableText.ellipsis.utf8))
+                break
+            }
+            let name = try name(of: current)
+            length += name.count + 1
+            parts.append(name)
             current = try self.entry(at: current.parent)
         }
         return Array(parts.reversed().joined(separator: [UInt8(ascii: "/")]))
@@ -242,6 +248,7 @@ public final class BundleIndex: Sendable {
         var fileCount: Int
         var parentPositions: [UInt32]
         var subdirectoryCounts: [UInt32]
+        var suspectSymlinkPositions: [UInt32]
     }
 
     /// Records validated per copy out of the pages.
@@ -293,6 +300,7 @@ public final class BundleIndex: Sendable {
         var nextChild = 1 // breadth-first: child ranges tile 1 ..< count in order
         var parentPositions: [UInt32] = []
         var subdirectoryCounts: [UInt32] = []
+        var suspectSymlinkPositions: [UInt32] = []
         var batchStart = 0
         while batchStart < count {
             let batchCount = min(recordBatch, count - batchStart)
@@ -389,8 +397,11 @@ public final class BundleIndex: Sendable {
                     guard idIsZero else { throw bad("symlink \(position) has a file id") }
                     guard size >= 1, size <= UInt64(BundleFormat.maximumSymlinkLength), first <= stringsLength,
                           size <= stringsLength - first else { throw bad("symlink \(position) has an invalid target") }
-                    let holdsNUL = try pages.withBytes(at: stringsStart + Int(first), count: Int(size)) { $0.contains(0) }
+                    let (holdsNUL, suspect) = try pages.withBytes(at: stringsStart + Int(first), count: Int(size)) {
+                        ($0.contains(0), SymlinkContainment.isSuspect($0))
+                    }
                     guard !holdsNUL else { throw bad("symlink \(position) target holds NUL") }
+                    if suspect { suspectSymlinkPositions.append(UInt32(position)) }
                 }
             }
             batchStart += batchCount
@@ -398,7 +409,8 @@ public final class BundleIndex: Sendable {
         guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
         if !dataInRecordOrder, try dataRangesOverlap(pages, count: count, layout: layout) { throw bad("file data ranges overlap") }
         return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount,
-                      parentPositions: parentPositions, subdirectoryCounts: subdirectoryCounts)
+                      parentPositions: parentPositions, subdirectoryCounts: subdirectoryCounts,
+                      suspectSymlinkPositions: suspectSymlinkPositions)
     }
 }
 

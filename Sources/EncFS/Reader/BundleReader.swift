@@ -37,31 +37,43 @@ public final class BundleReader: Sendable {
 
     /// Opens a bundle with whichever of `materials` opens a slot.
     ///
+    /// - Parameter options: the scrypt memory a passphrase slot may need,
+    ///   and whether symlinks may lead outside the bundle (by default 1 GiB,
+    ///   and no).
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
-    ///   corrupted header or index, length mismatch, I/O).
+    ///   scrypt memory over the limit, corrupted header or index, a symlink
+    ///   leading outside, length mismatch, I/O).
     public static func open(source: any ByteSource, materials: [KeyMaterial],
-                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(source: source, indexCacheBytes: indexCacheBytes) { header in try header.unlock(with: materials) }
+                            indexCacheBytes: Int = IndexPages.defaultCacheBytes,
+                            options: OpenOptions = OpenOptions()) throws -> BundleReader {
+        try open(source: source, indexCacheBytes: indexCacheBytes, options: options) { header in
+            try header.unlock(with: materials, scryptMemoryLimit: options.scryptMemoryLimit)
+        }
     }
 
     /// Opens the bundle file at `path` with whichever of `materials` opens a slot.
     public static func open(path: [UInt8], materials: [KeyMaterial],
-                            indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(source: try FileByteSource(path: path), materials: materials, indexCacheBytes: indexCacheBytes)
+                            indexCacheBytes: Int = IndexPages.defaultCacheBytes,
+                            options: OpenOptions = OpenOptions()) throws -> BundleReader {
+        try open(source: try FileByteSource(path: path), materials: materials, indexCacheBytes: indexCacheBytes, options: options)
     }
 
     /// Opens a bundle with a known content key (the mount daemon gets it
     /// from the process that verified the user's secret, together with the
     /// very file that process verified).
     package static func open(source: any ByteSource, contentKey: SymmetricKey,
-                             indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(source: source, indexCacheBytes: indexCacheBytes) { header in try header.authenticate(contentKey: contentKey) }
+                             indexCacheBytes: Int = IndexPages.defaultCacheBytes,
+                             options: OpenOptions = OpenOptions()) throws -> BundleReader {
+        try open(source: source, indexCacheBytes: indexCacheBytes, options: options) { header in
+            try header.authenticate(contentKey: contentKey)
+        }
     }
 
     /// Opens the bundle file at `path` with a known content key.
     package static func open(path: [UInt8], contentKey: SymmetricKey,
-                             indexCacheBytes: Int = IndexPages.defaultCacheBytes) throws -> BundleReader {
-        try open(source: try FileByteSource(path: path), contentKey: contentKey, indexCacheBytes: indexCacheBytes)
+                             indexCacheBytes: Int = IndexPages.defaultCacheBytes,
+                             options: OpenOptions = OpenOptions()) throws -> BundleReader {
+        try open(source: try FileByteSource(path: path), contentKey: contentKey, indexCacheBytes: indexCacheBytes, options: options)
     }
 
     /// Unlocks the header of `source` with whichever of `materials` opens a
@@ -69,11 +81,13 @@ public final class BundleReader: Sendable {
     /// hand the bundle to its daemon, which loads and checks the index
     /// itself (once, instead of in both processes).
     ///
+    /// - Parameter scryptMemoryLimit: as `OpenOptions.scryptMemoryLimit`.
     /// - Returns: the bundle's keys.
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
-    ///   corrupted header, length mismatch, I/O).
-    package static func unlock(source: any ByteSource, materials: [KeyMaterial]) throws -> BundleKeys {
-        try authenticate(source: source) { header in try header.unlock(with: materials) }.keys
+    ///   scrypt memory over the limit, corrupted header, length mismatch, I/O).
+    package static func unlock(source: any ByteSource, materials: [KeyMaterial],
+                               scryptMemoryLimit: UInt64 = OpenOptions.defaultScryptMemoryLimit) throws -> BundleKeys {
+        try authenticate(source: source) { header in try header.unlock(with: materials, scryptMemoryLimit: scryptMemoryLimit) }.keys
     }
 
     /// Reads and parses only the unauthenticated header (for tools that
@@ -95,10 +109,11 @@ public final class BundleReader: Sendable {
         try readHeader(source: try FileByteSource(path: path))
     }
 
-    private static func open(source: any ByteSource, indexCacheBytes: Int,
+    private static func open(source: any ByteSource, indexCacheBytes: Int, options: OpenOptions,
                              unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         let (header, keys) = try authenticate(source: source, unlock: unlock)
         let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes)
+        if !options.allowsExternalSymlinks { try index.refuseExternalSymlinks() }
         return BundleReader(source: source, header: header, index: index, keys: keys)
     }
 

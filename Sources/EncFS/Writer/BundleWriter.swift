@@ -18,6 +18,10 @@ public struct PackOptions: Sendable {
     public var recipients: [PublicKey] = []
     /// scrypt cost for passphrase slots.
     public var scrypt: Scrypt.Parameters = .default
+    /// Refuse symlinks whose targets lead outside the bundle (absolute, or
+    /// climbing above the root) instead of storing them with a warning:
+    /// readers refuse such bundles unless told otherwise.
+    public var refusesExternalSymlinks = false
 
     public init() {}
 }
@@ -29,6 +33,8 @@ public struct PackSummary: Sendable {
     public var symlinks = 0
     public var skipped = 0
     public var excluded = 0
+    /// Symlinks stored although they lead outside the bundle (each warned about).
+    public var externalSymlinks = 0
     public var plaintextBytes: UInt64 = 0
     public var bundleBytes: UInt64 = 0
 }
@@ -46,18 +52,32 @@ public enum BundleWriter {
     ///   - source: the source directory (path bytes).
     ///   - destination: the bundle path (path bytes).
     ///   - options: chunk size, excludes, keys.
-    ///   - warn: receives one message and path per skipped entry.
+    ///   - warn: receives one message and path per skipped entry, per
+    ///     symlink stored that leads outside the bundle, and (with the
+    ///     destination) for passphrase slots costlier than readers allow by
+    ///     default.
     /// - Returns: counts and sizes.
-    /// - Throws: `BundleError` naming what failed and where.
+    /// - Throws: `BundleError` naming what failed and where;
+    ///   `.externalSymlink` for the first such link when
+    ///   `options.refusesExternalSymlinks` (before anything is written).
     public static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
         guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.crypto("no key or recipient given") }
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
             throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
         }
+        // Said first, so it is seen even when packing fails later.
+        let scryptMemory = KeySlot.scryptMemory(of: options.scrypt)
+        if options.keys.contains(where: { if case .passphrase = $0 { true } else { false } }),
+           scryptMemory > OpenOptions.defaultScryptMemoryLimit {
+            warn("passphrase slots need \(BundleError.sizeText(scryptMemory)) of scrypt memory, more than readers allow by default "
+                 + "(\(BundleError.sizeText(OpenOptions.defaultScryptMemoryLimit))): opening with the passphrase needs a higher limit",
+                 destination)
+        }
         let root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory")
         let rootFD = root.rawValue
         var tree = try SourceTree(root: source, rootFD: rootFD, excludes: options.excludes, warn: warn)
+        let externalSymlinks = try checkSymlinks(of: tree, source: source, refusing: options.refusesExternalSymlinks, warn: warn)
 
         let layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)
         let bundleID = try randomBytes(BundleFormat.idSize)
@@ -107,6 +127,7 @@ public enum BundleWriter {
         summary.directories -= 1 // the root is not counted
         summary.skipped = tree.skipped
         summary.excluded = tree.excluded
+        summary.externalSymlinks = externalSymlinks
 
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
@@ -129,6 +150,25 @@ public enum BundleWriter {
         summary.bundleBytes = UInt64(headerLength) + payloadLength
         try output.commit()
         return summary
+    }
+
+    /// Warns about (or refuses) every symlink that leads outside the bundle:
+    /// a mount would serve it as stored, reading the host's files.
+    ///
+    /// - Returns: how many were warned about.
+    /// - Throws: `BundleError.externalSymlink` for the first one when `refusing`.
+    private static func checkSymlinks(of tree: SourceTree, source: [UInt8], refusing: Bool,
+                                      warn: (String, [UInt8]) -> Void) throws -> Int {
+        var count = 0
+        for position in tree.nodes.indices where tree.nodes[position].kind == .symlink {
+            guard try SymlinkContainment.isExternal(position, in: tree) else { continue }
+            let refusal = BundleError.externalSymlink(path: SourceTree.join(source, tree.nodes[position].relativePath),
+                                                      target: tree.nodes[position].symlinkTarget)
+            if refusing { throw refusal }
+            warn(refusal.message, refusal.path ?? source)
+            count += 1
+        }
+        return count
     }
 
     /// Encrypts the index plaintext in place and returns its tag.

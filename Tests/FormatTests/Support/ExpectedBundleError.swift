@@ -23,6 +23,8 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
     case crypto
     case rejected
     case slotsNotCarriedOver([String])
+    case externalSymlink(path: [UInt8], target: [UInt8])
+    case scryptMemoryLimit(slot: Int, needs: UInt64, limit: UInt64)
 
     init(_ error: BundleError) {
         switch error {
@@ -43,6 +45,8 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .crypto: self = .crypto
         case .rejected: self = .rejected
         case .slotsNotCarriedOver(let slots): self = .slotsNotCarriedOver(slots)
+        case .externalSymlink(let path, let target): self = .externalSymlink(path: path, target: target)
+        case .scryptMemoryLimit(let slot, let needs, let limit): self = .scryptMemoryLimit(slot: slot, needs: needs, limit: limit)
         }
     }
 
@@ -65,6 +69,8 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .crypto: return "crypto"
         case .rejected: return "rejected"
         case .slotsNotCarriedOver(let slots): return "slotsNotCarriedOver(\(slots))"
+        case .externalSymlink(let path, let target): return "externalSymlink(path: \(path.debugPath), target: \(target.debugPath))"
+        case .scryptMemoryLimit(let slot, let needs, let limit): return "scryptMemoryLimit(slot: \(slot), needs: \(needs), limit: \(limit))"
         }
     }
 }

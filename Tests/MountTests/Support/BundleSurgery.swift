@@ -1,3 +1,4 @@
+import CryptCore
 import EncFS
 import Foundation
 #if canImport(Glibc)
@@ -32,7 +33,9 @@ enum BundleSurgery {
     static func offset(ofChunk chunk: UInt64, byte: UInt64, ofFile path: String, in bundle: String,
                        keyFile: String) throws -> UInt64 {
         let materials: [KeyMaterial] = [.rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8)))]
-        let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials)
+        // Any bundle a test made, links leading outside it included.
+        let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials,
+                                           options: OpenOptions(allowsExternalSymlinks: true))
         let entry = try reader.index.resolve(path: Array(path.utf8))
         let layout = reader.header.layout
         precondition(chunk < layout.chunkCount(forPlaintextSize: entry.size), "internal error: no chunk \(chunk) in \(path)")
@@ -82,5 +85,46 @@ enum BundleSurgery {
         var st = stat()
         guard stat(path, &st) == 0 else { throw SubprocessError("stat \(path): \(String(cString: strerror(errno)))") }
         return UInt64(st.st_size)
+    }
+}
+
+extension BundleSurgery {
+    /// Gives the file at `duplicate` the file id of the file at `original`
+    /// (same size), as only a writer holding the content key could: copies
+    /// the original's sealed chunks over the duplicate's (a chunk's
+    /// associated data holds the file id, not its offset), its id into the
+    /// duplicate's index record, and seals the index again (docs/FORMAT.md:
+    /// zero nonce, associated data bundle id ‖ chunk size log2 ‖ payload
+    /// length ‖ index offset). Everything still authenticates.
+    static func shareFileID(of original: String, with duplicate: String, in bundle: String, keyFile: String) throws {
+        let materials: [KeyMaterial] = [.rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8)))]
+        // Any bundle a test made, links leading outside it included.
+        let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials,
+                                           options: OpenOptions(allowsExternalSymlinks: true))
+        let a = try reader.index.resolve(path: Array(original.utf8))
+        let b = try reader.index.resolve(path: Array(duplicate.utf8))
+        guard a.kind == .file, b.kind == .file, a.size == b.size else { throw SubprocessError("two files of one size needed") }
+        let header = reader.header
+        guard var file = FileManager.default.contents(atPath: bundle).map({ Array($0) }) else { throw SubprocessError("read \(bundle)") }
+        let length = Int(header.layout.ciphertextSize(forPlaintextSize: a.size))
+        let aStart = header.headerLength + Int(a.first)
+        let bStart = header.headerLength + Int(b.first)
+        file.replaceSubrange(bStart..<(bStart + length), with: file[aStart..<(aStart + length)])
+        var aad = header.bundleID + [header.layout.chunkSizeLog2]
+        withUnsafeBytes(of: header.payloadLength.littleEndian) { aad += $0 }
+        withUnsafeBytes(of: header.indexOffset.littleEndian) { aad += $0 }
+        let nonce = [UInt8](repeating: 0, count: 12)
+        let indexStart = header.headerLength + Int(header.indexOffset)
+        let plaintext = try file[indexStart...].withUnsafeBytes {
+            try AESGCM().open(key: reader.keys.indexKey, nonce: nonce, aad: aad, sealed: $0)
+        }
+        var index = plaintext.withUnsafeBytes { Array($0) }
+        // Index header 32 bytes, records of 64, the file id at 48.
+        let idA = 32 + a.position * 64 + 48
+        let idB = 32 + b.position * 64 + 48
+        index.replaceSubrange(idB..<(idB + 16), with: index[idA..<(idA + 16)])
+        let sealed = try AESGCM().seal(key: reader.keys.indexKey, nonce: nonce, aad: aad, plaintext: SecureBytes(copying: index))
+        file.replaceSubrange(indexStart..., with: sealed)
+        guard FileManager.default.createFile(atPath: bundle, contents: Data(file)) else { throw SubprocessError("write \(bundle)") }
     }
 }

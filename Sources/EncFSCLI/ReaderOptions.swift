@@ -1,0 +1,81 @@
+import EncFS
+import EncFSMount
+import CryptCore
+
+/// The options of encfs-mount and encfs-inspect that set what a reader
+/// accepts from a bundle (`OpenOptions`), parsed in one place so both
+/// tools spell and check them alike.
+enum ReaderOptions {
+    static let scryptMaxMemory = "--scrypt-max-memory"
+    static let allowExternalSymlinks = "--allow-external-symlinks"
+
+    /// The parser entries.
+    static let parserOptions: [ArgumentParser.Option] = [
+        .init([scryptMaxMemory], takesValue: true),
+        .init([allowExternalSymlinks], takesValue: false),
+    ]
+
+    /// Reads the options from `args`.
+    ///
+    /// - Throws: `UsageError` for a size that does not parse or is out of range.
+    static func openOptions(from args: ArgumentParser.Result) throws -> OpenOptions {
+        var options = OpenOptions(allowsExternalSymlinks: args.has(allowExternalSymlinks))
+        if let text = args.value(scryptMaxMemory) {
+            guard let size = parseSize(text), size >= 1 << 20, size <= Scrypt.maximumMemory else {
+                throw UsageError("\(scryptMaxMemory) must be a size from 1M to 2G, such as 512M or 2G")
+            }
+            options.scryptMemoryLimit = size
+        }
+        return options
+    }
+
+    /// `512M`, `2G`, `64K` (binary multiples, either case) or a byte count.
+    static func parseSize(_ text: [UInt8]) -> UInt64? {
+        var digits = Substring(String(decoding: text, as: UTF8.self).uppercased())
+        var shift: UInt64 = 0
+        switch digits.last {
+        case "K": shift = 10
+        case "M": shift = 20
+        case "G": shift = 30
+        default: break
+        }
+        if shift > 0 { digits.removeLast() }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let n = UInt64(digits), n <= UInt64.max >> shift else { return nil }
+        return n << shift
+    }
+
+    /// A `hint:` line for errors these options change, naming the option.
+    static func hint(for error: Error) -> String? {
+        // The background daemon's refusal arrives as text (MountDaemon).
+        if case .daemonFailed(let message, _)? = error as? MountError,
+           message.hasPrefix(BundleError.externalSymlinkMessage + ":") {
+            return hint(for: BundleError.externalSymlink(path: [], target: []))
+        }
+        switch error as? BundleError {
+        case .scryptMemoryLimit(_, let needs, _)?:
+            return "if you trust this bundle, allow more with \(scryptMaxMemory) SIZE (this slot needs \(sizeOption(needs)))"
+        case .externalSymlink?:
+            return "to accept such links (served as they are stored), add \(allowExternalSymlinks)"
+        default:
+            return nil
+        }
+    }
+
+    /// The smallest `--scrypt-max-memory` value in M that admits `bytes`.
+    private static func sizeOption(_ bytes: UInt64) -> String {
+        let mebibytes = (bytes >> 20) + (bytes & ((1 << 20) - 1) == 0 ? 0 : 1)
+        return mebibytes % 1024 == 0 ? "\(mebibytes / 1024)G" : "\(mebibytes)M"
+    }
+
+    /// The help lines for both tools.
+    static let help = """
+      --scrypt-max-memory SIZE most memory a passphrase slot's scrypt may need
+                               before anything is authenticated, e.g. 512M, 2G
+                               (default 1G, the costliest slot encfs-pack makes)
+      --allow-external-symlinks
+                               accept symlinks that point outside the bundle
+                               (absolute, or climbing above its root); without
+                               it they are refused, since a mount would serve
+                               the host's files through them
+    """
+}
