@@ -19,14 +19,18 @@ while IFS= read -r hit; do report "COpenSSL imported outside Sources/CryptCore/O
 while IFS= read -r hit; do report "CFuse imported outside Sources/EncFSMount/" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CFuse' Sources Tests | grep -v '^Sources/EncFSMount/' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
-  < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
+  < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSCore Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
 while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \
-  < <(grep -rnE '\b(getenv|setenv|unsetenv|environ|isatty|tcgetattr|tcsetattr|exit|_exit)\(|/dev/tty|ProcessInfo' Sources/EncFS || true)
-# The core must not link libfuse: the dependency graph says so, and the
-# package description must keep saying so.
-if grep -nE '\.target\(name: "EncFS", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
-  report "Package.swift" "EncFS must depend on CryptCore only"
+  < <(grep -rnE '\b(getenv|setenv|unsetenv|environ|isatty|tcgetattr|tcsetattr|exit|_exit)\(|/dev/tty|ProcessInfo' Sources/EncFSCore Sources/EncFS || true)
+# Neither the core nor the public API may link libfuse or the command
+# layer: the dependency graph says so, and Package.swift must keep saying so.
+if grep -nE '\.target\(name: "EncFS(Core)?", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
+  report "Package.swift" "EncFSCore and EncFS must not depend on CFuse, EncFSMount or EncFSCLI"
 fi
+# The tools and the daemon must not link Foundation (the public API does):
+# nothing but Sources/EncFS may import it.
+while IFS= read -r hit; do report "Foundation imported outside Sources/EncFS/ (costs every process ~1.7 MiB)" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import Foundation(Essentials)?' Sources | grep -v '^Sources/EncFS/' || true)
 for f in Sources/encfs-*/main.swift; do
   n=$(grep -cvE '^\s*(//.*)?$' "$f")
   [ "$n" -le 8 ] || report "$f should stay a thin main" "$n lines"

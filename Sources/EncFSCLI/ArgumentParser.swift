@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 /// A small getopt-style parser over raw argv bytes.
 ///
 /// Options may come before or after positional arguments; `--` ends

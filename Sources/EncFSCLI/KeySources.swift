@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 #if canImport(Glibc)
 import Glibc
 #endif

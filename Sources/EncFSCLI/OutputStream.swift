@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import EncFSMount
 import CryptCore
 

@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 
 /// `--version`, which every command accepts: prints `TOOL VERSION` on
 /// stdout (`encfs-pack 0.1.0`) and exits 0, so scripts and bug reports can

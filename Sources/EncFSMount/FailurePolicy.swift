@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc

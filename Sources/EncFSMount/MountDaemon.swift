@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import CryptCore
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import CFuse
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import EncFSCLI
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 
 /// The fixed secrets every fuzz target unlocks with, and the seed corpus is
 /// packed with. They are public test values, not secrets: a bundle made

@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 
 /// One parser of untrusted bytes under test.
 ///

@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 
 /// The `header` target: the input is the H header bytes of a bundle.
 ///

@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 
 /// The `index` target: an index plaintext, as a key holder could seal it.
 ///

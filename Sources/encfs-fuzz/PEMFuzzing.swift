@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 
 /// The `pem` target: the input is a key file, read both as a recipient
 /// (`PublicKey(pem:)`) and as an identity (`PrivateKey(pem:)`).

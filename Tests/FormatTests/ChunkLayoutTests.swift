@@ -1,4 +1,4 @@
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// `ChunkLayout` is all the offset arithmetic of the format. Expected values

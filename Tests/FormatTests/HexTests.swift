@@ -1,4 +1,4 @@
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// `Hex` is the one hex encoder of the code base (fingerprints, key files,

@@ -2,7 +2,7 @@ import CryptCore
 import Dispatch
 import Foundation
 import Synchronization
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// An opened bundle keeps its index sealed and decrypts 16 KiB pages into a

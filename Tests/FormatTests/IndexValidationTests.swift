@@ -1,6 +1,6 @@
 import CryptCore
 import Foundation
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// `BundleIndex` on index plaintext built here byte by byte (layout in

@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// Whatever the bytes, parsing and opening throw a `BundleError` and never

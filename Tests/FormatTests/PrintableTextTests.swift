@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// Names and targets shown to people (security review, finding 5): a name

@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import Synchronization
 import XCTest
 import Dispatch

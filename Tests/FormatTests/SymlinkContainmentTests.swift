@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// Symlinks that lead outside the bundle (security review, finding 3): an

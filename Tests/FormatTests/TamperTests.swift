@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// One modification per test, each refused with its exact `BundleError`.

@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// Key slots: every slot opens the same bundle, wrong secrets are refused

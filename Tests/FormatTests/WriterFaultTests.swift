@@ -1,5 +1,5 @@
 import CryptCore
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// The writer packs a consistent snapshot or nothing: a source that changes

@@ -1,4 +1,4 @@
-@testable import EncFS
+@testable import EncFSCore
 import Foundation
 import XCTest
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import Foundation
 import XCTest
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 import XCTest
 
 /// Every command accepts `--version`: one line `TOOL VERSION` on stdout, exit

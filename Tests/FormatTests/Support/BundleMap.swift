@@ -1,4 +1,4 @@
-import EncFS
+import EncFSCore
 
 /// Where things sit in a bundle file, worked out from the byte layout
 /// documented on `BundleHeader`, `KeySlot` and `ChunkLayout`, by hand, so a

@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 import XCTest
 
 /// Packs `source` into `destination` with the test scrypt cost, failing the

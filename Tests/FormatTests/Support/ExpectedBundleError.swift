@@ -1,4 +1,4 @@
-@testable import EncFS
+@testable import EncFSCore
 import XCTest
 
 /// A `BundleError` with its free-text reasons dropped, so tests can compare

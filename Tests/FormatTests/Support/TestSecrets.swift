@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 
 extension Scrypt.Parameters {
     /// scrypt for tests: still real scrypt, at N = 2^14 (16 MiB) instead of

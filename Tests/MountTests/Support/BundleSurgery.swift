@@ -1,5 +1,5 @@
 import CryptCore
-import EncFS
+import EncFSCore
 import Foundation
 #if canImport(Glibc)
 import Glibc

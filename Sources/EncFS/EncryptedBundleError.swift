@@ -1,3 +1,4 @@
+import EncFSCore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import EncFSCore
 extension EncryptedBundle {
     /// A kind of key slot, as listed by ``EncryptedBundleError/wrongKey(slotKinds:)``:
     /// which kind of ``Unlock`` would open it.

@@ -1,3 +1,4 @@
+import EncFSCore
 import CryptCore
 
 extension EncryptedBundle {

@@ -1,3 +1,4 @@
+import EncFSCore
 extension EncryptedBundle {
     /// The part of a bundle that failed its checks, in
     /// ``EncryptedBundleError/damagedBundle(_:reason:)``.

@@ -1,3 +1,4 @@
+import EncFSCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

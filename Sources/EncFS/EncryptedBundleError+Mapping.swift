@@ -1,3 +1,4 @@
+import EncFSCore
 import CryptCore
 #if canImport(Glibc)
 import Glibc
