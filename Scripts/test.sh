@@ -46,14 +46,17 @@ fi
 # $TMPDIR/encfs-mount-tests.*; other encfs mounts on the machine are not ours.
 Scripts/check-mounts.sh "${TMPDIR:-/tmp}/encfs-mount-tests." || status=1
 
-# One plain closing line: "N passed, N failed".
-summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail -n 1 || true)
+# One plain closing line: "N passed, N failed, N skipped". XCTest's total
+# reads "Executed N tests, with [K tests skipped and ]F failures".
+summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?" "$log" | tail -n 1 || true)
 total=$(printf '%s' "$summary" | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?.*/\1/')
-failed=$(printf '%s' "$summary" | sed -E 's/.*with ([0-9]+) failures?.*/\1/')
+skipped=$(printf '%s' "$summary" | sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p')
+failed=$(printf '%s' "$summary" | sed -E 's/.* ([0-9]+) failures?.*/\1/')
+skipped=${skipped:-0}
 if [ -z "$summary" ] || [ "${total:-0}" -eq 0 ]; then
   echo "no tests were executed" >&2
   status=1
 else
-  echo "$((total - failed)) passed, $failed failed"
+  echo "$((total - failed - skipped)) passed, $failed failed, $skipped skipped"
 fi
 exit $status
