@@ -70,12 +70,7 @@ public final class AESGCM {
         try begin(.encrypt, key: key, nonce: nonce)
         try update(aad: aad, encrypt: true)
         try transform(plaintext, into: ciphertext, encrypt: true)
-        var outLength: Int32 = 0
-        var scratch: UInt8 = 0
-        guard EVP_EncryptFinal_ex(context, &scratch, &outLength) == 1 else { throw openSSLError("EVP_EncryptFinal_ex") }
-        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagByteCount), tag.baseAddress) == 1 else {
-            throw openSSLError("EVP_CIPHER_CTX_ctrl(GET_TAG)")
-        }
+        try finishEncryption(tag: tag)
     }
 
     /// Decrypts and authenticates. Plaintext is written to `plaintext` (same
@@ -117,14 +112,7 @@ public final class AESGCM {
                      tag: UnsafeRawBufferPointer,
                      pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
-        try begin(.decrypt, key: key, nonce: nonce)
-        try update(aad: aad, encrypt: false)
-        try pieces { ciphertext, plaintext in
-            guard plaintext.count == ciphertext.count else {
-                throw CryptError.invalidBufferSize(what: "output", expected: ciphertext.count, actual: plaintext.count)
-            }
-            try transform(ciphertext, into: plaintext, encrypt: false)
-        }
+        try transformPieces(.decrypt, key: key, nonce: nonce, aad: aad, pieces: pieces)
         try finishDecryption(tag: tag)
     }
 
@@ -144,20 +132,8 @@ public final class AESGCM {
                      tag: UnsafeMutableRawBufferPointer,
                      pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
-        try begin(.encrypt, key: key, nonce: nonce)
-        try update(aad: aad, encrypt: true)
-        try pieces { plaintext, ciphertext in
-            guard ciphertext.count == plaintext.count else {
-                throw CryptError.invalidBufferSize(what: "output", expected: plaintext.count, actual: ciphertext.count)
-            }
-            try transform(plaintext, into: ciphertext, encrypt: true)
-        }
-        var outLength: Int32 = 0
-        var scratch: UInt8 = 0
-        guard EVP_EncryptFinal_ex(context, &scratch, &outLength) == 1 else { throw openSSLError("EVP_EncryptFinal_ex") }
-        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagByteCount), tag.baseAddress) == 1 else {
-            throw openSSLError("EVP_CIPHER_CTX_ctrl(GET_TAG)")
-        }
+        try transformPieces(.encrypt, key: key, nonce: nonce, aad: aad, pieces: pieces)
+        try finishEncryption(tag: tag)
     }
 
     /// Sets the context up for one message: cipher only when the direction
@@ -183,6 +159,33 @@ public final class AESGCM {
     /// Checks the tag after the last ciphertext of a decryption.
     ///
     /// - Throws: `CryptError.authenticationFailure` when it does not verify.
+    /// Starts one message in `direction` and runs each piece `pieces`
+    /// hands over through the cipher (the shared part of the pieced seal
+    /// and open).
+    private func transformPieces(_ direction: Direction, key: SymmetricKey, nonce: UnsafeRawBufferPointer,
+                                 aad: UnsafeRawBufferPointer,
+                                 pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
+        try begin(direction, key: key, nonce: nonce)
+        try update(aad: aad, encrypt: direction == .encrypt)
+        try pieces { input, output in
+            guard output.count == input.count else {
+                throw CryptError.invalidBufferSize(what: "output", expected: input.count, actual: output.count)
+            }
+            try transform(input, into: output, encrypt: direction == .encrypt)
+        }
+    }
+
+    /// Ends an encryption and writes its tag. The corresponding C functions
+    /// are `EVP_EncryptFinal_ex` and `EVP_CIPHER_CTX_ctrl(GET_TAG)`.
+    private func finishEncryption(tag: UnsafeMutableRawBufferPointer) throws {
+        var outLength: Int32 = 0
+        var scratch: UInt8 = 0
+        guard EVP_EncryptFinal_ex(context, &scratch, &outLength) == 1 else { throw openSSLError("EVP_EncryptFinal_ex") }
+        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(Self.tagByteCount), tag.baseAddress) == 1 else {
+            throw openSSLError("EVP_CIPHER_CTX_ctrl(GET_TAG)")
+        }
+    }
+
     private func finishDecryption(tag: UnsafeRawBufferPointer) throws {
         // SET_TAG takes a non-const pointer; give it a private copy.
         var tagCopy: (UInt64, UInt64) = (0, 0)

@@ -45,16 +45,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///
     /// - Throws: `CryptError.openSSL` when generation fails.
     public static func generateX25519() throws -> PrivateKey {
-        SecureHeap.prepare() // so OpenSSL puts the private key there
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "X25519", nil) else {
-            throw openSSLError("EVP_PKEY_CTX_new_from_name(X25519)")
-        }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_keygen_init(ctx) == 1 else { throw openSSLError("EVP_PKEY_keygen_init") }
-        var generated: OpaquePointer?
-        guard EVP_PKEY_generate(ctx, &generated) == 1, let pkey = generated else {
-            throw openSSLError("EVP_PKEY_generate")
-        }
+        let pkey = try generatedKey(algorithm: "X25519")
         defer { EVP_PKEY_free(pkey) }
         return try PrivateKey(retaining: pkey, kind: .x25519)
     }

@@ -61,3 +61,23 @@ public enum ConstantTime {
         return CRYPTO_memcmp(pa, pb, a.count) == 0
     }
 }
+
+/// A new key pair of `algorithm` ("X25519", "ED25519"), made after the
+/// secure heap exists so OpenSSL keeps the private half there. The caller
+/// owns the result (`EVP_PKEY_free`). The corresponding C function is
+/// `EVP_PKEY_generate`.
+///
+/// - Throws: `CryptError.openSSL` when generation fails.
+func generatedKey(algorithm: String) throws(CryptError) -> OpaquePointer {
+    SecureHeap.prepare()
+    guard let ctx = EVP_PKEY_CTX_new_from_name(nil, algorithm, nil) else {
+        throw openSSLError("EVP_PKEY_CTX_new_from_name(\(algorithm))")
+    }
+    defer { EVP_PKEY_CTX_free(ctx) }
+    guard EVP_PKEY_keygen_init(ctx) == 1 else { throw openSSLError("EVP_PKEY_keygen_init") }
+    var generated: OpaquePointer?
+    guard EVP_PKEY_generate(ctx, &generated) == 1, let pkey = generated else {
+        throw openSSLError("EVP_PKEY_generate")
+    }
+    return pkey
+}
