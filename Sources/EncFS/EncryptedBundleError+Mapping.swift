@@ -64,9 +64,18 @@ extension EncryptedBundleError {
         // readers allow (1 GiB): encfs-pack never writes one.
         case .scryptMemoryLimit: self = .damagedBundle(.header, reason: error.message)
         case .crypto(let what): self = .cryptoFailure(reason: what)
+        case .notSigned: self = .notSigned
+        case .untrustedSigner(let fingerprint): self = .untrustedSigner(fingerprint: fingerprint)
+        case .badSignature(let why): self = .badSignature(reason: why)
+        case .unsupportedSignature: self = .badSignature(reason: error.message)
+        case .unexpectedBundleID(let expected, let actual): self = .unexpectedBundleID(expected: Self.hex(expected), actual: Self.hex(actual))
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.
         case .sourceChanged, .slotsNotCarriedOver: self = .io(errno: error.errno, what: error.message)
         }
+    }
+
+    private static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 }

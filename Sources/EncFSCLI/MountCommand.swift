@@ -121,7 +121,7 @@ public enum MountCommand {
             } else {
                 let source = try FileByteSource(path: configuration.bundlePath)
                 opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials,
-                                                                                 scryptMemoryLimit: openOptions.scryptMemoryLimit))
+                                                                                 options: openOptions))
             }
         } catch {
             diagnostics.report(error, path: configuration.bundlePath)
