@@ -15,7 +15,7 @@ import Glibc
 /// mount is up, or prints the daemon's error.
 public enum MountCommand {
     static let help = """
-    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
+    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
     chunks it covers, in memory. Unmount with: fusermount3 -u MOUNTPOINT
@@ -29,6 +29,10 @@ public enum MountCommand {
       path), used when no key option is given; with none of these and a
       terminal, a passphrase is asked for without echo. ENCFS_KEY and
       ENCFS_PASSPHRASE are removed from the daemon's environment once read.
+
+    origin options (checked before anything is mounted; the daemon checks
+    them again itself):
+    \(ReaderOptions.originHelp)
 
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
@@ -94,9 +98,14 @@ public enum MountCommand {
             openOptions = try ReaderOptions.openOptions(from: args)
         } catch {
             diagnostics.report(error)
+            // A verifying key file that cannot be read is a runtime failure.
+            guard error is UsageError else { return ExitCode.failure }
             diagnostics.hint("see encfs-mount --help")
             return ExitCode.usage
         }
+        // The daemon checks the origin again (it reads the index a
+        // signature covers): it travels in the configuration.
+        configuration.origin = openOptions.origin
         if args.has(MountDaemon.flag) {
             return MountDaemon.serve(configuration) ? ExitCode.success : ExitCode.failure
         }
@@ -245,6 +254,7 @@ public enum MountCommand {
         if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
+        out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         add("--")
         return out + [configuration.bundlePath, configuration.mountpoint]
     }
