@@ -103,7 +103,7 @@ public final class EncryptedBundle: Sendable {
 
     /// The bundle's id, 32 hex digits: random per bundle (and new after a
     /// rekey that removes a slot), for pinning one exact bundle.
-    public var bundleID: String { reader.header.bundleID.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+    public var bundleID: String { Hex.encode(reader.header.bundleID) }
 
     /// The fingerprint of the key that signed the bundle, or nil when it is
     /// not signed (or signed in a version this build cannot read). Checked

@@ -68,14 +68,10 @@ extension EncryptedBundleError {
         case .untrustedSigner(let fingerprint): self = .untrustedSigner(fingerprint: fingerprint)
         case .badSignature(let why): self = .badSignature(reason: why)
         case .unsupportedSignature: self = .badSignature(reason: error.message)
-        case .unexpectedBundleID(let expected, let actual): self = .unexpectedBundleID(expected: Self.hex(expected), actual: Self.hex(actual))
+        case .unexpectedBundleID(let expected, let actual): self = .unexpectedBundleID(expected: Hex.encode(expected), actual: Hex.encode(actual))
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.
         case .sourceChanged, .slotsNotCarriedOver: self = .io(errno: error.errno, what: error.message)
         }
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 }

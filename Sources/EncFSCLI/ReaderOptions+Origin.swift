@@ -48,8 +48,8 @@ extension ReaderOptions {
     /// The daemon's arguments for `policy` (empty for none).
     static func daemonArguments(forOrigin policy: OriginPolicy) -> [[UInt8]] {
         var arguments: [[UInt8]] = []
-        for key in policy.signers { arguments += [Array(daemonVerifyKey.utf8), Array(hex(key.rawRepresentation).utf8)] }
-        if let id = policy.bundleID { arguments += [Array(expectBundleID.utf8), Array(hex(id).utf8)] }
+        for key in policy.signers { arguments += [Array(daemonVerifyKey.utf8), Array(Hex.encode(key.rawRepresentation).utf8)] }
+        if let id = policy.bundleID { arguments += [Array(expectBundleID.utf8), Array(Hex.encode(id).utf8)] }
         return arguments
     }
 
@@ -75,29 +75,16 @@ extension ReaderOptions {
                                shown by encfs-inspect info) is HEX
     """
 
-    /// Bytes as lowercase hex.
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-    }
-
     /// Hex digits (either case) as bytes; nil for an odd count or another
     /// character.
     static func parseHex(_ text: [UInt8]) -> [UInt8]? {
         guard text.count % 2 == 0 else { return nil }
-        func value(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.count / 2)
         var i = 0
         while i < text.count {
-            guard let hi = value(text[i]), let lo = value(text[i + 1]) else { return nil }
-            bytes.append(hi << 4 | lo)
+            guard let high = Hex.value(ofDigit: text[i]), let low = Hex.value(ofDigit: text[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
             i += 2
         }
         return bytes

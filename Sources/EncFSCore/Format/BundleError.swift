@@ -120,7 +120,7 @@ public enum BundleError: Error, Sendable {
         case .unsupportedSignature(let version):
             return "bundle signature has version \(version) (this build checks version \(BundleSignature.version))"
         case .unexpectedBundleID(let expected, let actual):
-            return "bundle id is \(Self.hex(actual)), not the expected \(Self.hex(expected))"
+            return "bundle id is \(Hex.encode(actual)), not the expected \(Hex.encode(expected))"
         }
     }
 
@@ -145,10 +145,6 @@ public enum BundleError: Error, Sendable {
         case .externalSymlink(let path, _): return path
         default: return nil
         }
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     /// Wraps the current `errno` of a failed system call.

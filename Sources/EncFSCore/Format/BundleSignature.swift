@@ -100,7 +100,7 @@ public struct BundleSignature: Sendable, Equatable {
     }
 
     private static func fingerprint(ofRawKey raw: [UInt8]) -> String {
-        raw.withUnsafeBytes { SHA256.hash($0) }.prefix(8).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        Hex.encode(raw.withUnsafeBytes { SHA256.hash($0) }.prefix(8))
     }
 
     /// The message a signature covers (155 bytes).
