@@ -36,6 +36,14 @@ final class SignatureTests: XCTestCase {
         XCTAssertEqual(header.keySlots.map(\.kindName), ["x25519"])
         XCTAssertEqual(header.signatureSlot?.body.count, BundleSignature.bodySize)
         XCTAssertEqual(header.signatureSlot?.fingerprint, BundleSignature.fingerprint(of: bundles.ci.publicKey))
+        // docs/FORMAT.md's worked size: one X25519 recipient and a signature.
+        XCTAssertEqual(header.headerLength, 64 + (4 + 88) + (4 + 164) + 32)
+        XCTAssertEqual(header.headerLength, 356)
+        // And its claim that the chunk digest of a packed bundle is the
+        // SHA-256 of the payload's chunk data.
+        let file = try FileTree.readFile(path)
+        let chunkData = file[header.headerLength..<(header.headerLength + Int(header.indexOffset))]
+        XCTAssertEqual(try header.signature()?.chunkDigest, chunkData.withUnsafeBytes { SHA256.hash($0) })
         XCTAssertNoThrow(try bundles.open(path))
         // A wrong key lists the key slots only.
         XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["x25519"])) {
