@@ -28,15 +28,16 @@ package struct BundleVerifier {
         package var chunks: UInt64 = 0
         /// Files with damaged chunks, in index order.
         package var damaged: [DamagedFile] = []
-        /// SHA-256 over every sealed chunk, in index order.
-        package var chunkDigest: [UInt8] = []
+        /// SHA-256 over every sealed chunk, in index order; nil when not
+        /// asked for.
+        package var chunkDigest: [UInt8]?
 
         /// Whether the signature's chunk digest is this one; nil when the
-        /// bundle is not signed.
+        /// bundle is not signed or no digest was taken.
         ///
         /// - Throws: `BundleError.unsupportedSignature`.
         package func matchesSignature(of header: BundleHeader) throws -> Bool? {
-            guard let signature = try header.signature() else { return nil }
+            guard let chunkDigest, let signature = try header.signature() else { return nil }
             return signature.chunkDigest == chunkDigest
         }
     }
@@ -46,10 +47,12 @@ package struct BundleVerifier {
 
     /// Verifies every chunk of `reader`'s bundle.
     ///
+    /// - Parameter hashing: take the chunk digest (SHA-256 over the whole
+    ///   payload's chunk data: worth it only for a signed bundle, or to sign).
     /// - Throws: `BundleError.io` when reading fails for a reason other than
     ///   the bundle ending early, `.crypto`, `.corruptIndex` from a paged
     ///   index that changed. Damaged chunks are reported, not thrown.
-    package static func verify(_ reader: BundleReader) throws -> Report {
+    package static func verify(_ reader: BundleReader, hashing: Bool = true) throws -> Report {
         let layout = reader.header.layout
         let batchChunks = max(1, batchBytes / Int(layout.sealedChunkSize))
         let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
@@ -62,7 +65,7 @@ package struct BundleVerifier {
             plaintext.deallocate()
         }
         let codec = try ChunkCodec(bundleID: reader.header.bundleID)
-        let hasher = SHA256.Hasher()
+        let hasher = hashing ? SHA256.Hasher() : nil
         var report = Report()
         let index = reader.index
         for position in 0..<index.count {
@@ -84,7 +87,7 @@ package struct BundleVerifier {
             report.chunks += chunkCount
             if !damaged.isEmpty { report.damaged.append(DamagedFile(entry: entry, chunks: damaged, chunkCount: chunkCount)) }
         }
-        report.chunkDigest = hasher.finalize()
+        report.chunkDigest = hasher?.finalize()
         return report
     }
 
@@ -95,14 +98,14 @@ package struct BundleVerifier {
     ///   bundle.
     private static func check(_ entry: IndexEntry, chunks: Range<UInt64>, reader: BundleReader, key: SymmetricKey,
                               fileID: UnsafeRawBufferPointer, codec: ChunkCodec, sealed: UnsafeMutableRawBufferPointer,
-                              plaintext: UnsafeMutableRawBufferPointer, hasher: SHA256.Hasher) throws -> [UInt64] {
+                              plaintext: UnsafeMutableRawBufferPointer, hasher: SHA256.Hasher?) throws -> [UInt64] {
         let layout = reader.header.layout
         let size = entry.size
         let bytes = layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
         let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
                                          into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
-        hasher.update(UnsafeRawBufferPointer(rebasing: sealed[0..<got]))
+        hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<got]))
         var damaged: [UInt64] = []
         for chunk in chunks {
             let start = Int(layout.ciphertextOffset(ofChunk: chunk) - bytes.lowerBound)

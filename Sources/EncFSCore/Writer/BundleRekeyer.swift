@@ -175,7 +175,8 @@ public enum BundleRekeyer {
         if let first = report.damaged.first, let chunk = first.chunks.first {
             throw BundleError.corruptChunk(entry: first.entry.position, chunk: chunk)
         }
-        return PayloadReencryptor.Digests(chunks: report.chunkDigest,
+        guard let chunkDigest = report.chunkDigest else { preconditionFailure("internal error: verification took no digest") }
+        return PayloadReencryptor.Digests(chunks: chunkDigest,
                                           index: try BundleReader.sealedIndexDigest(source: reader.source, header: reader.header))
     }
 }
