@@ -441,7 +441,9 @@ public enum InspectCommand {
         changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                    passphraseFiles: args.values("--passphrase-file"),
                                                    identityFiles: args.values("--identity"), confirm: false)
-        // Rekeying rewrites the bundle, it serves nothing: links are kept as they are.
+        // Rekeying rewrites the bundle, it serves nothing: links are kept as
+        // they are. With --verify-key / --expect-bundle-id (in `options`),
+        // only a bundle of that origin is rekeyed.
         let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: showingEverything(options))
         let outcome: BundleRekeyer.Outcome
         do {

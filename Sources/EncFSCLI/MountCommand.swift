@@ -62,7 +62,8 @@ public enum MountCommand {
       --                       end of options
 
     exit codes: 0 mounted (or, with -f, unmounted cleanly), 1 runtime failure
-    (wrong key, damaged bundle, mountpoint problem), 2 usage error
+    (wrong key, damaged bundle, bundle not signed by a --verify-key key,
+    mountpoint problem), 2 usage error
     """
 
     static let parser = ArgumentParser(options: [

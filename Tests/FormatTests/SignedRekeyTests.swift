@@ -84,6 +84,19 @@ final class SignedRekeyTests: XCTestCase {
         try assertSignedByCI(path)
     }
 
+    /// The signature is not a key slot: it cannot be removed as one, and
+    /// removing the only key slot of a signed bundle is still removing the
+    /// last slot.
+    func testRekeyRemove_SignatureIsNoKeySlot() throws {
+        let path = try bundles.pack("b.bundle", signedBy: bundles.ci, keys: [.rawKey(operatorKey)])
+        let header = try BundleReader.readHeader(path: path).header
+        let signatureFingerprint = try XCTUnwrap(header.signatureSlot?.fingerprint)
+        let noSlot = XCTAssertThrowsBundleError(.rejected) { try rekey(path) { $0.remove = [signatureFingerprint] } }
+        XCTAssertEqual(noSlot?.message, "no key slot has fingerprint \(signatureFingerprint)")
+        let last = XCTAssertThrowsBundleError(.rejected) { try rekey(path) { $0.remove = header.keySlots.map(\.fingerprint) } }
+        XCTAssertEqual(last?.message, "refusing to remove the last key slot")
+    }
+
     /// Signing vouches for the content: a damaged chunk is refused rather
     /// than signed.
     func testRekeySigningKey_DamagedChunk_Refused() throws {
