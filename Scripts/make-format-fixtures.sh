@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates Tests/FormatTests/Fixtures/v1/: the frozen golden bundle of
-# format version 1, its manifest, and broken copies of it.
+# format version 1, its manifest, broken copies of it, and a signed bundle
+# of the same tree (the signature slot, kind 5, is part of version 1).
 #
 # Usage: Scripts/make-format-fixtures.sh
 #
@@ -10,7 +11,7 @@
 # content key, salts and file ids) from the same tree, so manifest.json is the
 # same every time and broken/expected.json changes only in its lengths.
 #
-# Needs: swift (to build encfs-pack), python3 (standard library only), and a
+# Needs: swift (to build encfs-pack), python3 (standard library only), openssl, and a
 # file system that keeps nanosecond mtimes.
 set -euo pipefail
 
@@ -23,11 +24,16 @@ swift build --package-path "$root" --product encfs-pack >&2
 pack="$(swift build --package-path "$root" --show-bin-path)/encfs-pack"
 
 mkdir -p "$out/broken"
-rm -f "$out"/golden.* "$out"/manifest.json "$out"/broken/*
+rm -f "$out"/golden.* "$out"/signed.* "$out"/manifest.json "$out"/broken/*
 
 # The secrets are test values, committed on purpose.
 printf '%s\n' 8f4e2c1a9b7d6e5f00112233445566778899aabbccddeeff0f1e2d3c4b5a6978 > "$out/golden.key"
 printf '%s\n' 'golden bundle v1 test passphrase' > "$out/golden.passphrase"
+# An Ed25519 signing key (openssl genpkey -algorithm ed25519), fixed so the
+# signer of signed.bundle stays the same from one run to the next.
+printf '%s\n' '-----BEGIN PRIVATE KEY-----' 'MC4CAQAwBQYDK2VwBCIEIFAccgRXZRjYkTthIDe0u3lE90zA7s/keluP5GaQ+M4e' \
+    '-----END PRIVATE KEY-----' > "$out/signed.sign"
+openssl pkey -in "$out/signed.sign" -pubout -out "$out/signed.sign.pub"
 
 # 1. The source tree and its manifest (entries in index order: breadth-first,
 #    siblings sorted by name bytes).
@@ -164,5 +170,9 @@ with open(os.path.join(broken, "expected.json"), "w") as f:
                "cases": table}, f, indent=2)
     f.write("\n")
 PY
+
+# 4. The same tree signed: a raw-key slot (golden.key), then the signature.
+"$pack" "$work/tree" "$out/signed.bundle" --key-file "$out/golden.key" --sign-key "$out/signed.sign" \
+    --chunk-size 4K --quiet
 
 ls -l "$out" "$out/broken" >&2

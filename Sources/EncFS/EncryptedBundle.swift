@@ -52,16 +52,63 @@ public final class EncryptedBundle: Sendable {
     /// - Throws: ``EncryptedBundleError/wrongKey(slotKinds:)``,
     ///   `.unusableKey`, `.notABundle`, `.unsupportedVersion`,
     ///   `.damagedBundle`, `.io`.
-    public init(source: any ByteSource, unlock: Unlock) throws(EncryptedBundleError) {
+    public convenience init(source: any ByteSource, unlock: Unlock) throws(EncryptedBundleError) {
+        try self.init(source: source, unlock: unlock, origin: OriginPolicy())
+    }
+
+    /// Opens the bundle whose bytes `source` provides, only if one of
+    /// `verifyingKeys` signed it.
+    ///
+    /// The signature is checked before anything in the bundle is used: the
+    /// signer, the header's fields, the content key the slot gave and the
+    /// whole index. File contents are authenticated chunk by chunk as they
+    /// are read, under that content key; a holder of a key slot knows the
+    /// content key and could re-seal chunks, which only a full verification
+    /// (`encfs-inspect verify --verify-key`) notices (docs/SECURITY.md).
+    ///
+    /// - Parameters:
+    ///   - source: the bundle's bytes.
+    ///   - unlock: the secret that opens one of its key slots.
+    ///   - verifyingKeys: the keys one of which must have signed the bundle;
+    ///     at least one (an empty list is refused rather than checking nothing).
+    /// - Throws: ``EncryptedBundleError/notSigned``, `.untrustedSigner`,
+    ///   `.badSignature`, and what ``init(source:unlock:)`` throws.
+    public convenience init(source: any ByteSource, unlock: Unlock,
+                            verifyingSignatureWith verifyingKeys: [VerifyingKey]) throws(EncryptedBundleError) {
+        guard !verifyingKeys.isEmpty else { throw .unusableKey(reason: "no verifying key given") }
+        try self.init(source: source, unlock: unlock, origin: OriginPolicy(signers: verifyingKeys.map(\.key)))
+    }
+
+    /// Opens the bundle file at `path`, only if one of `verifyingKeys`
+    /// signed it.
+    ///
+    /// - Throws: as ``init(source:unlock:verifyingSignatureWith:)``; `.io`
+    ///   when the file cannot be opened or is not a regular file.
+    public convenience init(path: String, unlock: Unlock,
+                            verifyingSignatureWith verifyingKeys: [VerifyingKey]) throws(EncryptedBundleError) {
+        let source = try Self.perform([]) { try FileByteSource(path: path) }
+        try self.init(source: source, unlock: unlock, verifyingSignatureWith: verifyingKeys)
+    }
+
+    private init(source: any ByteSource, unlock: Unlock, origin: OriginPolicy) throws(EncryptedBundleError) {
         // Symlinks that point outside the bundle do not refuse the whole
         // bundle here, unlike a mount: this API never follows them (a path
         // through one throws .symlinkOutsideBundle) and only reports their
         // targets as data.
         reader = try Self.perform([]) {
             try BundleReader.open(source: source, materials: try unlock.keyMaterials(),
-                                  options: OpenOptions(allowsExternalSymlinks: true))
+                                  options: OpenOptions(allowsExternalSymlinks: true, origin: origin))
         }
     }
+
+    /// The bundle's id, 32 hex digits: random per bundle (and new after a
+    /// rekey that removes a slot), for pinning one exact bundle.
+    public var bundleID: String { Hex.encode(reader.header.bundleID) }
+
+    /// The fingerprint of the key that signed the bundle, or nil when it is
+    /// not signed (or signed in a version this build cannot read). Checked
+    /// only when the bundle was opened with `verifyingSignatureWith:`.
+    public var signerFingerprint: String? { (try? reader.header.signature())??.signerFingerprint }
 
     /// Opens the bundle whose bytes `source` provides with whichever of
     /// `unlock` opens a slot (as ``Unlock/any(_:)``).

@@ -64,6 +64,11 @@ extension EncryptedBundleError {
         // readers allow (1 GiB): encfs-pack never writes one.
         case .scryptMemoryLimit: self = .damagedBundle(.header, reason: error.message)
         case .crypto(let what): self = .cryptoFailure(reason: what)
+        case .notSigned: self = .notSigned
+        case .untrustedSigner(let fingerprint): self = .untrustedSigner(fingerprint: fingerprint)
+        case .badSignature(let why): self = .badSignature(reason: why)
+        case .unsupportedSignature: self = .badSignature(reason: error.message)
+        case .unexpectedBundleID(let expected, let actual): self = .unexpectedBundleID(expected: Hex.encode(expected), actual: Hex.encode(actual))
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.
         case .sourceChanged, .slotsNotCarriedOver: self = .io(errno: error.errno, what: error.message)

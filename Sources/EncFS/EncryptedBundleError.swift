@@ -55,6 +55,19 @@ public enum EncryptedBundleError: Error, Sendable, Equatable, CustomStringConver
     /// authentication (OpenSSL could not allocate a context, the random
     /// generator failed).
     case cryptoFailure(reason: String)
+    /// Verifying keys were given and the bundle carries no signature.
+    case notSigned
+    /// Verifying keys were given and the bundle is signed by another key;
+    /// `fingerprint` is the signer's (16 hex digits, as
+    /// ``EncryptedBundle/VerifyingKey/fingerprint`` gives for a key).
+    case untrustedSigner(fingerprint: String)
+    /// The bundle is signed by one of the verifying keys, but the signature
+    /// does not hold for this bundle (modified header or index, another
+    /// content key) or has a version this build cannot check.
+    case badSignature(reason: String)
+    /// An expected bundle id was given and the bundle has another (both as
+    /// 32 hex digits).
+    case unexpectedBundleID(expected: String, actual: String)
 
     /// A one-line, lowercase description without a final period; paths
     /// that are not UTF-8 show replacement characters.
@@ -77,6 +90,10 @@ public enum EncryptedBundleError: Error, Sendable, Equatable, CustomStringConver
             return "file is too large to read whole: \(Self.render(path)) (\(size) bytes, limit \(limit))"
         case .io(let code, let what): return "\(what) failed: \(String(cString: strerror(code)))"
         case .cryptoFailure(let reason): return "cryptographic failure: \(reason)"
+        case .notSigned: return "bundle is not signed"
+        case .untrustedSigner(let fingerprint): return "bundle is signed by a key not among the verifying keys (signer \(fingerprint))"
+        case .badSignature(let reason): return "bundle signature does not verify: \(reason)"
+        case .unexpectedBundleID(let expected, let actual): return "bundle id is \(actual), not the expected \(expected)"
         }
     }
 

@@ -11,9 +11,12 @@ public enum InspectCommand {
     usage: encfs-inspect COMMAND BUNDLE [args] [key options]
 
     commands:
-      info BUNDLE [--json]          format version, chunk size, key slots and
-                                    their fingerprints, size; with a key also
-                                    counts, total plaintext size, creation time
+      info BUNDLE [--json]          format version, bundle id, chunk size, key
+                                    slots and their fingerprints, size, signer;
+                                    with a key also counts, total plaintext
+                                    size, creation time; with --verify-key it
+                                    checks the signature (without a key: over
+                                    the header and index, not the content key)
       ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root); names
                                     show control bytes and bytes that are not
                                     UTF-8 as \\xNN, a backslash as \\\\
@@ -24,10 +27,12 @@ public enum InspectCommand {
                                     chunk range, files that share a file id, and
                                     symlinks that point outside the bundle
                                     (listed, not counted, with
-                                    --allow-external-symlinks)
+                                    --allow-external-symlinks); for a signed
+                                    bundle also every chunk against the
+                                    signature (exit 1 if they differ)
       rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
                    [--add-passphrase-file F]... [--remove FINGERPRINT]...
-                   [--scrypt-log-n N]
+                   [--scrypt-log-n N] [--sign-key FILE]
                                     change key slots, replacing the file
                                     atomically; refuses to remove the last slot.
                                     Adding only rewrites the header (content
@@ -42,7 +47,10 @@ public enum InspectCommand {
                                     --add-passphrase-file or --add-recipient
                                     (the .pub: a slot does not store its public
                                     key), or remove them too; otherwise rekey
-                                    refuses, listing them
+                                    refuses, listing them. A signature stays
+                                    valid when adding; --remove drops it (with
+                                    a warning) unless --sign-key signs the
+                                    result. --sign-key alone signs the bundle
 
     key options (to open the bundle): --key-file FILE, --passphrase-file FILE,
     --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
@@ -50,6 +58,10 @@ public enum InspectCommand {
 
     reader options:
     \(ReaderOptions.help)
+
+    origin options (every command; rekey refuses to rekey a bundle of
+    another origin):
+    \(ReaderOptions.originHelp)
 
     options: -h, --help (this text), --version (print the version and exit)
 
@@ -69,6 +81,7 @@ public enum InspectCommand {
         .init(["--add-recipient"], takesValue: true),
         .init(["--remove"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
+        .init(["--sign-key"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
     ] + ReaderOptions.parserOptions)
@@ -154,13 +167,16 @@ public enum InspectCommand {
         let size: UInt64
         var reader: BundleReader?
         if materials.isEmpty {
-            (header, size) = try BundleReader.readHeader(path: bundle)
+            let source = try FileByteSource(path: bundle)
+            (header, size) = try BundleReader.readHeader(source: source)
+            _ = try options.origin.checkWithoutKey(header: header, source: source)
         } else {
             let opened = try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
             reader = opened
             header = opened.header
             size = opened.bundleSize
         }
+        let signature = SignatureStatus(header: header, verified: options.origin.signers.isEmpty ? nil : reader != nil)
         var counts = (files: 0, directories: 0, symlinks: 0)
         if let index = reader?.index {
             for position in 0..<index.count {
@@ -176,11 +192,13 @@ public enum InspectCommand {
         if args.has("--json") {
             var fields: [String] = [
                 "\"format_version\": \(BundleFormat.version)",
+                "\"bundle_id\": \"\(Hex.encode(header.bundleID))\"",
                 "\"chunk_size\": \(header.layout.chunkSize)",
                 "\"bundle_size\": \(size)",
                 "\"verified\": \(reader != nil)",
-                "\"slots\": [" + header.slots.map { "{\"kind\": \"\($0.kindName)\", \"fingerprint\": \"\($0.fingerprint)\"}" }
+                "\"slots\": [" + header.keySlots.map { "{\"kind\": \"\($0.kindName)\", \"fingerprint\": \"\($0.fingerprint)\"}" }
                     .joined(separator: ", ") + "]",
+                "\"signature\": \(signature.json)",
             ]
             if let reader {
                 fields += [
@@ -193,10 +211,12 @@ public enum InspectCommand {
             return ExitCode.success
         }
         out.line("format version: \(BundleFormat.version)")
+        out.line("bundle id:      \(Hex.encode(header.bundleID))")
         out.line("chunk size:     \(header.layout.chunkSize) (\(formatBytes(header.layout.chunkSize)))")
         out.line("bundle size:    \(size) (\(formatBytes(size)))")
-        out.line("key slots:      \(header.slots.count)")
-        for slot in header.slots {
+        out.line("signature:      \(signature.text)")
+        out.line("key slots:      \(header.keySlots.count)")
+        for slot in header.keySlots {
             var line = "  \(slot.kindName + String(repeating: " ", count: max(0, 12 - slot.kindName.count))) \(slot.fingerprint)"
             if let p = slot.scryptParameters { line += "  scrypt N=2^\(p.logN) r=\(p.r) p=\(p.p)" }
             out.line(line)
@@ -322,42 +342,24 @@ public enum InspectCommand {
     // MARK: - verify
 
     /// Authenticates every chunk, and checks what readers do not: that file
-    /// ids are unique, and that no symlink points outside the bundle.
+    /// ids are unique, that no symlink points outside the bundle, and for a
+    /// signed bundle that the chunks are the ones signed (opening checked
+    /// the signature over the header, the index and the content key).
     private static func verify(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions,
                                diagnostics: Diagnostics) throws -> Int32 {
         let reader = try open(bundle, args: args, options: options)
         let index = reader.index
-        let layout = reader.header.layout
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
-        defer {
-            SecureBytes.wipe(buffer)
-            buffer.deallocate()
-        }
+        // The chunk digest costs SHA-256 over every chunk: only a signature
+        // has one to compare with.
+        let report = try BundleVerifier.verify(reader, hashing: reader.header.signatureSlot != nil)
         let out = OutputStream()
         func shown(_ entry: IndexEntry) throws -> String {
             PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
         }
-        var damagedFiles = 0
-        var totalChunks: UInt64 = 0
         var damagedChunks: UInt64 = 0
-        for position in 0..<index.count {
-            let entry = try index.entry(at: position)
-            guard entry.kind == .file else { continue }
-            let key = try reader.fileKey(for: entry)
-            var bad: [UInt64] = []
-            let chunks = layout.chunkCount(forPlaintextSize: entry.size)
-            for chunk in 0..<chunks {
-                do {
-                    _ = try reader.read(entry, key: key, fromOffset: chunk * layout.chunkSize, into: buffer)
-                } catch BundleError.corruptChunk {
-                    bad.append(chunk)
-                }
-            }
-            totalChunks += chunks
-            guard !bad.isEmpty else { continue }
-            damagedFiles += 1
-            damagedChunks += UInt64(bad.count)
-            out.line("damaged: \(try shown(entry)) (chunks \(ranges(bad)) of \(chunks))")
+        for file in report.damaged {
+            damagedChunks += UInt64(file.chunks.count)
+            out.line("damaged: \(try shown(file.entry)) (chunks \(ranges(file.chunks)) of \(file.chunkCount))")
         }
         // Two files with one id share a file key and chunk nonces: the
         // index cannot be what encfs-pack wrote.
@@ -370,7 +372,7 @@ public enum InspectCommand {
             out.line("external symlink: \(try shown(link)) -> \(PrintableText.escaping(try index.withSymlinkTarget(of: link) { Array($0) }))")
         }
         var problems: [String] = []
-        if damagedFiles > 0 { problems.append("\(damagedChunks) damaged chunks in \(damagedFiles) files") }
+        if !report.damaged.isEmpty { problems.append("\(damagedChunks) damaged chunks in \(report.damaged.count) files") }
         if !shared.isEmpty { problems.append("\(shared.count) files share a file id") }
         if !external.isEmpty, !options.allowsExternalSymlinks {
             problems.append("\(external.count) symlinks point outside the bundle")
@@ -379,13 +381,27 @@ public enum InspectCommand {
         if !external.isEmpty, options.allowsExternalSymlinks {
             summary += " (\(external.count) symlinks point outside the bundle, allowed)"
         }
-        out.line("verified \(index.fileCount) files, \(totalChunks) chunks: \(summary)")
+        out.line("verified \(report.files) files, \(report.chunks) chunks: \(summary)")
+        var signatureHolds = true
+        if let matches = try report.matchesSignature(of: reader.header), let signer = try reader.header.signature()?.signerFingerprint {
+            let checked = options.origin.signers.isEmpty ? " (signer not checked: give --verify-key)" : ""
+            if matches {
+                out.line("signature: every chunk is as signed by \(signer)\(checked)")
+            } else {
+                out.line("signature: the chunks are not the ones signed by \(signer)\(checked)")
+                signatureHolds = false
+            }
+        }
         out.flush()
         if !external.isEmpty, !options.allowsExternalSymlinks {
             diagnostics.hint("encfs-mount refuses such a bundle unless given \(ReaderOptions.allowExternalSymlinks); "
                              + "so does verify (they are still listed)")
         }
-        return problems.isEmpty ? ExitCode.success : ExitCode.failure
+        if !signatureHolds {
+            diagnostics.error("chunk contents differ from what the signature covers (re-sealed by a holder of the content key, "
+                              + "or damaged)", path: bundle)
+        }
+        return problems.isEmpty && signatureHolds ? ExitCode.success : ExitCode.failure
     }
 
     /// `0-3, 7, 9-10`.
@@ -418,13 +434,16 @@ public enum InspectCommand {
             changes.addKeys.append(.passphrase(try KeyFiles.readPassphraseFile(path)))
         }
         changes.addRecipients = try args.values("--add-recipient").map { try KeyFiles.readRecipientFile($0) }
-        guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addRecipients.isEmpty else {
-            throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient or --remove")
+        if let path = args.value("--sign-key") { changes.signingKey = try KeyFiles.readSigningKeyFile(path) }
+        guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addRecipients.isEmpty || changes.signingKey != nil else {
+            throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient, --remove or --sign-key")
         }
         changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                    passphraseFiles: args.values("--passphrase-file"),
                                                    identityFiles: args.values("--identity"), confirm: false)
-        // Rekeying rewrites the bundle, it serves nothing: links are kept as they are.
+        // Rekeying rewrites the bundle, it serves nothing: links are kept as
+        // they are. With --verify-key / --expect-bundle-id (in `options`),
+        // only a bundle of that origin is rekeyed.
         let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: showingEverything(options))
         let outcome: BundleRekeyer.Outcome
         do {
@@ -450,6 +469,16 @@ public enum InspectCommand {
             out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
         }
         for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
+        switch outcome.signature {
+        case .none: break
+        case .kept: out.line("signature kept (it covers the content, which did not change)")
+        case .signed(let fingerprint): out.line("signed by \(fingerprint)")
+        case .dropped:
+            out.flush()
+            diagnostics.warning("the bundle signature was dropped: removing a slot re-encrypts under a new content key "
+                                + "and bundle id, which it does not cover", path: bundle)
+            diagnostics.hint("sign the result with encfs-inspect rekey BUNDLE --sign-key FILE, or give --sign-key with --remove")
+        }
         return ExitCode.success
     }
 

@@ -15,7 +15,7 @@ import Glibc
 /// mount is up, or prints the daemon's error.
 public enum MountCommand {
     static let help = """
-    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
+    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
     chunks it covers, in memory. Unmount with: fusermount3 -u MOUNTPOINT
@@ -29,6 +29,10 @@ public enum MountCommand {
       path), used when no key option is given; with none of these and a
       terminal, a passphrase is asked for without echo. ENCFS_KEY and
       ENCFS_PASSPHRASE are removed from the daemon's environment once read.
+
+    origin options (checked before anything is mounted; the daemon checks
+    them again itself):
+    \(ReaderOptions.originHelp)
 
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
@@ -58,7 +62,8 @@ public enum MountCommand {
       --                       end of options
 
     exit codes: 0 mounted (or, with -f, unmounted cleanly), 1 runtime failure
-    (wrong key, damaged bundle, mountpoint problem), 2 usage error
+    (wrong key, damaged bundle, bundle not signed by a --verify-key key,
+    mountpoint problem), 2 usage error
     """
 
     static let parser = ArgumentParser(options: [
@@ -94,9 +99,14 @@ public enum MountCommand {
             openOptions = try ReaderOptions.openOptions(from: args)
         } catch {
             diagnostics.report(error)
+            // A verifying key file that cannot be read is a runtime failure.
+            guard error is UsageError else { return ExitCode.failure }
             diagnostics.hint("see encfs-mount --help")
             return ExitCode.usage
         }
+        // The daemon checks the origin again (it reads the index a
+        // signature covers): it travels in the configuration.
+        configuration.origin = openOptions.origin
         if args.has(MountDaemon.flag) {
             return MountDaemon.serve(configuration) ? ExitCode.success : ExitCode.failure
         }
@@ -121,7 +131,7 @@ public enum MountCommand {
             } else {
                 let source = try FileByteSource(path: configuration.bundlePath)
                 opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials,
-                                                                                 scryptMemoryLimit: openOptions.scryptMemoryLimit))
+                                                                                 options: openOptions))
             }
         } catch {
             diagnostics.report(error, path: configuration.bundlePath)
@@ -245,6 +255,7 @@ public enum MountCommand {
         if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
+        out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         add("--")
         return out + [configuration.bundlePath, configuration.mountpoint]
     }

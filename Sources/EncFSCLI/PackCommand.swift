@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 public enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -23,6 +23,15 @@ public enum PackCommand {
       environment: ENCFS_KEY (hex key) and ENCFS_PASSPHRASE, used when no key
       option is given; with none of these and a terminal, a passphrase is
       asked for twice without echo.
+
+    signing:
+      --sign-key FILE          sign the bundle with this Ed25519 private key
+                               (encfs-keygen --sign, or openssl genpkey
+                               -algorithm ed25519); hosts then refuse a
+                               bundle not signed by it with --verify-key.
+                               Without a signature anyone who has a
+                               recipient's public key can make a bundle that
+                               the recipient opens
 
     options:
       --chunk-size SIZE        4K … 1M, a power of two (default 8K)
@@ -48,6 +57,7 @@ public enum PackCommand {
         .init(["--passphrase-file"], takesValue: true),
         .init(["--recipient"], takesValue: true),
         .init(["--identity"], takesValue: true),
+        .init(["--sign-key"], takesValue: true),
         .init(["--chunk-size"], takesValue: true),
         .init(["--exclude"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
@@ -90,6 +100,7 @@ public enum PackCommand {
         let destination = args.positionals[1]
         do {
             options.recipients = try args.values("--recipient").map { try KeyFiles.readRecipientFile($0) }
+            if let path = args.value("--sign-key") { options.signingKey = try KeyFiles.readSigningKeyFile(path) }
             // With recipients, no secret is needed: never prompt then.
             options.keys = try KeySources.gather(keyFiles: args.values("--key-file"),
                                                  passphraseFiles: args.values("--passphrase-file"),
@@ -114,6 +125,7 @@ public enum PackCommand {
                 line += " in \(formatSeconds(seconds))"
                 if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
                 if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
+                if let signer = summary.signerFingerprint { line += ", signed by \(signer)" }
                 let out = Array("encfs-pack: \(line) -> \(PrintableText.escaping(destination))\n".utf8)
                 out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
             }

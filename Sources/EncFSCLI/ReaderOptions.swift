@@ -13,13 +13,16 @@ enum ReaderOptions {
     static let parserOptions: [ArgumentParser.Option] = [
         .init([scryptMaxMemory], takesValue: true),
         .init([allowExternalSymlinks], takesValue: false),
-    ]
+    ] + originParserOptions
 
-    /// Reads the options from `args`.
+    /// Reads the options from `args`, and the verifying keys they name
+    /// (ReaderOptions+Origin.swift).
     ///
-    /// - Throws: `UsageError` for a size that does not parse or is out of range.
+    /// - Throws: `UsageError` for a size that does not parse or is out of
+    ///   range, or a bundle id that is not 32 hex digits; `KeyInputError`
+    ///   for a verifying key file that cannot be used (a runtime failure).
     static func openOptions(from args: ArgumentParser.Result) throws -> OpenOptions {
-        var options = OpenOptions(allowsExternalSymlinks: args.has(allowExternalSymlinks))
+        var options = OpenOptions(allowsExternalSymlinks: args.has(allowExternalSymlinks), origin: try origin(from: args))
         if let text = args.value(scryptMaxMemory) {
             guard let size = parseSize(text), size >= 1 << 20, size <= Scrypt.maximumMemory else {
                 throw UsageError("\(scryptMaxMemory) must be a size from 1M to 2G, such as 512M or 2G")
@@ -46,6 +49,7 @@ enum ReaderOptions {
 
     /// A `hint:` line for errors these options change, naming the option.
     static func hint(for error: Error) -> String? {
+        if let hint = originHint(for: error) { return hint }
         // The background daemon's refusal arrives as text (MountDaemon).
         if case .daemonFailed(let message, _)? = error as? MountError,
            message.hasPrefix(BundleError.externalSymlinkMessage + ":") {

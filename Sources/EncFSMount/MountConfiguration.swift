@@ -1,3 +1,5 @@
+import EncFSCore
+
 /// How a bundle is served: every setting of a mount except the bundle's
 /// contents and its key, as `encfs-mount` parsed them.
 ///
@@ -27,6 +29,10 @@ package struct MountConfiguration: Sendable, Equatable {
     /// Whether symlinks that point outside the bundle are served as stored
     /// (`--allow-external-symlinks`); otherwise the bundle is refused.
     package var allowsExternalSymlinks = false
+    /// What the bundle's origin must be (`--verify-key`,
+    /// `--expect-bundle-id`): the daemon checks it again when it loads the
+    /// index, since the signature covers the index.
+    package var origin = OriginPolicy()
 
     package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
         self.bundlePath = bundlePath

@@ -197,8 +197,10 @@ package enum MountDaemon {
             // The command checked only the header; a damaged index is
             // reported from here, naming the bundle.
             let source = try FileByteSource(descriptor: FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
+            // The origin too: the daemon reads the index a signature covers.
             reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           options: OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks))
+                                           options: OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks,
+                                                                origin: configuration.origin))
         } catch {
             return fail(error, path: configuration.bundlePath)
         }

@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// The `bundle` target: the input is a whole bundle file, opened with the
-/// fixed raw key.
+/// fixed raw key, and again requiring the fixed signer's signature.
 ///
 /// The input is written to a file under /dev/shm (the reader works on a
 /// descriptor, as the mount does) and opened; whatever opens has its index
@@ -23,6 +23,7 @@ enum BundleFuzzing {
             try BundleReader.open(path: Array(path.utf8), materials: [.rawKey(FuzzSecrets.rawKey)])
         }) else { return }
         FuzzTarget.require(reader.bundleSize == UInt64(input.count), "bundle size differs from the file's")
+        checkSignature(of: reader)
         IndexFuzzing.walk(reader.index)
         for position in 0..<reader.index.count {
             guard let entry = FuzzTarget.attempt("entry(at:)", { try reader.index.entry(at: position) }),
@@ -72,6 +73,19 @@ enum BundleFuzzing {
                 }
             }
         }
+    }
+
+    /// Opens the input again requiring the fixed signer: what opens so is
+    /// the same bundle, and its chunks are verified against the signature
+    /// (which may say they differ, never trap).
+    private static func checkSignature(of reader: BundleReader) {
+        guard reader.header.signatureSlot != nil, let signed = FuzzTarget.attempt("BundleReader.open signed", {
+            try BundleReader.open(path: Array(path.utf8), materials: [.rawKey(FuzzSecrets.rawKey)], options: OpenOptions(origin: FuzzSecrets.origin))
+        }) else { return }
+        FuzzTarget.require(signed.header.bundleID == reader.header.bundleID && signed.index.count == reader.index.count,
+                           "the signed open read another bundle")
+        guard let report = FuzzTarget.attempt("BundleVerifier.verify", { try BundleVerifier.verify(signed) }) else { return }
+        FuzzTarget.attempt("matchesSignature") { _ = try report.matchesSignature(of: signed.header) }
     }
 
     /// Replaces the scratch file's contents with `input`.

@@ -60,6 +60,24 @@ cC7u9HAWmSxjELSN/CqohvhgJw==
 -----END PRIVATE KEY-----
 """)
 
+    /// The signing key of signed seeds (PKCS#8 PEM, made by `openssl
+    /// genpkey -algorithm ed25519`).
+    static let signingKey: SigningKey = {
+        let pem = """
+-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEILU6PbJOIC8MvstTHSAU+pqabDHPk64ATO0PL/P2f1XU
+-----END PRIVATE KEY-----
+"""
+        guard let key = try? Array(pem.utf8).withUnsafeBytes({ try SigningKey(pemRepresentation: $0) }) else {
+            preconditionFailure("internal error: the built-in fuzz signing key was refused")
+        }
+        return key
+    }()
+
+    /// What the targets require when they open a signed input too: a
+    /// signature by ``signingKey``.
+    static let origin = OriginPolicy(signers: [signingKey.publicKey])
+
     /// Every secret, in the order `BundleHeader.unlock` would get them from
     /// the command line.
     static var allMaterials: [KeyMaterial] {

@@ -41,8 +41,10 @@ enum HeaderFuzzing {
         FuzzTarget.require(header.bundleLength >= UInt64(header.headerLength), "bundle length below header length")
         FuzzTarget.require(header.indexOffset + header.indexLength == header.payloadLength, "index does not end the payload")
         for slot in header.slots {
-            _ = (slot.kind, slot.kindName, slot.keyID, slot.fingerprint, slot.scryptParameters)
+            _ = (slot.kind, slot.kindName, slot.keyID, slot.fingerprint, slot.scryptParameters, slot.isKeySlot)
         }
+        FuzzTarget.require(header.slots.filter { !$0.isKeySlot }.count <= 1, "a parsed header has two signature slots")
+        FuzzTarget.attempt("signature") { _ = try header.signature() }
         var materials: [KeyMaterial] = [.rawKey(FuzzSecrets.rawKey), .identity(FuzzSecrets.x25519Identity),
                                         .identity(FuzzSecrets.rsaIdentity)]
         if scryptWork(of: header) <= maximumScryptWork { materials.append(.passphrase(FuzzSecrets.passphrase)) }

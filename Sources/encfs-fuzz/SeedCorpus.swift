@@ -63,12 +63,18 @@ enum SeedCorpus {
             // index: the plaintext behind each bundle's sealed index.
             try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
         }
+        // A signed bundle, which the bundle target also opens under a signature policy.
+        let signed = try pack("\(scratch)/mixed", keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], signedBy: FuzzSecrets.signingKey,
+                              scratch: scratch)
+        try writeFile("\(directory)/bundle/signed-mixed.bundle", signed)
         let source = "\(scratch)/one-byte"
         var headers: [String: [UInt8]] = [:]
         for (name, keys, recipients) in slotSets {
-            let bundle = try pack(source, keys: keys, recipients: recipients, scratch: scratch)
-            let headerLength = Int(bundle[12]) | Int(bundle[13]) << 8 | Int(bundle[14]) << 16 | Int(bundle[15]) << 24
-            headers[name] = Array(bundle[0..<headerLength])
+            for signer in [nil, FuzzSecrets.signingKey] {
+                let bundle = try pack(source, keys: keys, recipients: recipients, signedBy: signer, scratch: scratch)
+                let headerLength = Int(bundle[12]) | Int(bundle[13]) << 8 | Int(bundle[14]) << 16 | Int(bundle[15]) << 24
+                headers[signer == nil ? name : "\(name)-signed"] = Array(bundle[0..<headerLength])
+            }
         }
         for (name, header) in headers.merging(craftedHeaders(from: headers), uniquingKeysWith: { a, _ in a }) {
             try writeFile("\(directory)/header/\(name).header", header)
@@ -121,8 +127,10 @@ enum SeedCorpus {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7) }
     }
 
-    private static func pack(_ source: String, keys: [KeyMaterial], recipients: [PublicKey], scratch: String) throws -> [UInt8] {
+    private static func pack(_ source: String, keys: [KeyMaterial], recipients: [PublicKey], signedBy signer: SigningKey? = nil,
+                             scratch: String) throws -> [UInt8] {
         var options = PackOptions()
+        options.signingKey = signer
         options.chunkSizeLog2 = 12
         options.keys = keys
         options.recipients = recipients

@@ -6,7 +6,8 @@ import XCTest
 /// A bundle written by an earlier build must keep opening: `Fixtures/v1/`
 /// holds a frozen format-v1 bundle (made by Scripts/make-format-fixtures.sh
 /// with encfs-pack), its key, its passphrase and a manifest of what it
-/// holds, plus broken copies, each with the error it must give.
+/// holds, plus broken copies, each with the error it must give, and a
+/// signed bundle of the same tree with its signing and verifying keys.
 final class GoldenBundleTests: XCTestCase {
     struct Manifest: Decodable {
         struct Slot: Decodable {
@@ -101,9 +102,41 @@ final class GoldenBundleTests: XCTestCase {
         }
     }
 
-    private func checkGolden(with material: KeyMaterial, file: StaticString = #filePath, line: UInt = #line) throws {
+    // MARK: - Signed bundle
+
+    /// `signed.bundle`: the same tree behind a raw-key slot, signed by the
+    /// key in `signed.sign`. It keeps opening under its verifying key, every
+    /// chunk matches the signed digest, and the signer is the one frozen here.
+    func testOpen_SignedBundleUnderVerifyingKey_MatchesManifestAndSignature() throws {
+        let pem = try FileTree.readFile(fixture("signed.sign.pub"))
+        let signer = try pem.withUnsafeBytes { (raw) throws(CryptError) in try SigningPublicKey(pemRepresentation: raw) }
+        XCTAssertEqual(BundleSignature.fingerprint(of: signer), "f741f2b8f653bf05")
+        let reader = try checkGolden(with: goldenKey(), bundle: "signed.bundle", origin: OriginPolicy(signers: [signer]))
+        XCTAssertEqual(reader.header.slots.map(\.kindName), ["raw-key", "signature"])
+        XCTAssertEqual(try reader.header.signature()?.signerFingerprint, "f741f2b8f653bf05")
+        XCTAssertEqual(try BundleVerifier.verify(reader).matchesSignature(of: reader.header), true)
+        // The key in signed.sign is that signer's.
+        let key = try FileTree.readFile(fixture("signed.sign"))
+        XCTAssertEqual(try key.withUnsafeBytes { (raw) throws(CryptError) in try SigningKey(pemRepresentation: raw) }.publicKey, signer)
+    }
+
+    func testOpen_SignedBundleUnderAnotherKey_Refused() throws {
+        let other = try SigningKey.generate()
+        XCTAssertThrowsBundleError(.untrustedSigner(fingerprint: "f741f2b8f653bf05")) {
+            try BundleReader.open(path: fixture("signed.bundle"), materials: [goldenKey()],
+                                  origin: OriginPolicy(signers: [other.publicKey]))
+        }
+        XCTAssertThrowsBundleError(.notSigned) {
+            try BundleReader.open(path: fixture("golden.bundle"), materials: [goldenKey()],
+                                  origin: OriginPolicy(signers: [other.publicKey]))
+        }
+    }
+
+    @discardableResult
+    private func checkGolden(with material: KeyMaterial, bundle: String = "golden.bundle", origin: OriginPolicy = OriginPolicy(),
+                             file: StaticString = #filePath, line: UInt = #line) throws -> BundleReader {
         let manifest = try decode(Manifest.self, "manifest.json")
-        let reader = try BundleReader.open(path: fixture("golden.bundle"), materials: [material])
+        let reader = try BundleReader.open(path: fixture(bundle), materials: [material], origin: origin)
         XCTAssertEqual(reader.header.layout.chunkSizeLog2, manifest.chunkSizeLog2, file: file, line: line)
         XCTAssertEqual(reader.index.count, manifest.entries.count, "entry count", file: file, line: line)
         for (position, expected) in manifest.entries.enumerated() where position < reader.index.count {
@@ -140,6 +173,7 @@ final class GoldenBundleTests: XCTestCase {
                 XCTFail("\(what): unknown kind \(expected.kind) in the manifest", file: file, line: line)
             }
         }
+        return reader
     }
 
     // MARK: - Broken fixtures

@@ -41,7 +41,8 @@ final class EncryptedBundleErrorTests: XCTestCase {
             switch error {
             case .wrongKey(let kinds): XCTAssertEqual(kinds, [.key])
             case .unusableKey, .notABundle, .unsupportedVersion, .damagedBundle, .damagedChunk, .noSuchFile,
-                 .notADirectory, .isADirectory, .symlinkOutsideBundle, .tooLarge, .io, .cryptoFailure:
+                 .notADirectory, .isADirectory, .symlinkOutsideBundle, .tooLarge, .io, .cryptoFailure, .notSigned,
+                 .untrustedSigner, .badSignature, .unexpectedBundleID:
                 XCTFail("expected wrongKey, got \(error)")
             }
         }

@@ -1,3 +1,5 @@
+import CryptCore
+import EncFSCore
 @testable import EncFSCLI
 import EncFSMount
 import XCTest
@@ -32,6 +34,21 @@ final class MountCommandTests: XCTestCase {
         XCTAssertEqual(try roundTrip(configuration), configuration)
         configuration.readaheadKB = 0
         XCTAssertEqual(try roundTrip(configuration), configuration)
+    }
+
+    /// The verifying keys reach the daemon as the keys themselves (hex of
+    /// the raw public key), not as paths it would read again, and the
+    /// expected bundle id as given: the daemon checks the same origin.
+    func testDaemonArguments_CarryTheOriginPolicy() throws {
+        var configuration = MountConfiguration(bundlePath: Array("/b".utf8), mountpoint: Array("/m".utf8),
+                                               indexCacheKB: 4096, threads: 4)
+        configuration.origin = OriginPolicy(signers: [try SigningKey.generate().publicKey, try SigningKey.generate().publicKey],
+                                            bundleID: Array(0..<16))
+        let argv = [Array(MountDaemon.flag.utf8)] + MountCommand.daemonArguments(configuration)
+        XCTAssertFalse(argv.contains(Array(ReaderOptions.verifyKey.utf8)))
+        let args = try MountCommand.parser.parse(argv)
+        XCTAssertEqual(try ReaderOptions.origin(from: args), configuration.origin)
+        XCTAssertEqual(try MountCommand.configuration(from: args).mountpoint, configuration.mountpoint)
     }
 
     func testDaemonArguments_NeverCarryAKeyOption() {

@@ -54,6 +54,18 @@ public enum BundleError: Error, Sendable {
     /// (128 · r · N bytes) than the reader allows; refused before any
     /// scrypt run, since nothing in the header is authenticated yet.
     case scryptMemoryLimit(slot: Int, needs: UInt64, limit: UInt64)
+    /// A signature was required and the bundle has none.
+    case notSigned
+    /// A signature was required and the bundle's signer (fingerprint given)
+    /// is none of the keys it had to be.
+    case untrustedSigner(fingerprint: String)
+    /// The bundle's signature, by a required signer, does not hold: the
+    /// reason says for what (the signed fields, the content key).
+    case badSignature(String)
+    /// The bundle's signature slot has a version this build cannot check.
+    case unsupportedSignature(version: UInt8)
+    /// A bundle id was required and the bundle has another (both 16 bytes).
+    case unexpectedBundleID(expected: [UInt8], actual: [UInt8])
 
     /// The errno a FUSE reply carries for this error. The only place where
     /// bundle errors become errno values.
@@ -68,6 +80,9 @@ public enum BundleError: Error, Sendable {
         case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
              .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto, .externalSymlink,
              .scryptMemoryLimit:
+            return EIO
+        // Raised only while a bundle is opened, before anything is served.
+        case .notSigned, .untrustedSigner, .badSignature, .unsupportedSignature, .unexpectedBundleID:
             return EIO
         }
     }
@@ -99,6 +114,13 @@ public enum BundleError: Error, Sendable {
         case .externalSymlink(_, let target): return "\(Self.externalSymlinkMessage): \(PrintableText.escaping(target))"
         case .scryptMemoryLimit(let slot, let needs, let limit):
             return "key slot \(slot) (passphrase) needs \(Self.sizeText(needs)) of scrypt memory, more than the \(Self.sizeText(limit)) allowed"
+        case .notSigned: return "bundle is not signed"
+        case .untrustedSigner(let fingerprint): return "bundle is signed by a key not given with --verify-key (signer \(fingerprint))"
+        case .badSignature(let why): return "bundle signature does not verify: \(why)"
+        case .unsupportedSignature(let version):
+            return "bundle signature has version \(version) (this build checks version \(BundleSignature.version))"
+        case .unexpectedBundleID(let expected, let actual):
+            return "bundle id is \(Hex.encode(actual)), not the expected \(Hex.encode(expected))"
         }
     }
 

@@ -36,4 +36,9 @@ public enum BundleFormat {
     static let labelKeyID = Array("encfs v1 key id".utf8)
     static let labelX25519Slot = Array("encfs v1 x25519 slot".utf8)
     static let labelRSASlot = Array("encfs v1 rsa slot".utf8)
+    static let labelKeyCommitment = Array("encfs v1 key commitment".utf8)
+    /// The first bytes of every signed message (18 bytes, no terminator),
+    /// so an encfs signature can never be taken for a signature of
+    /// anything else the same key signs.
+    static let signatureContext = Array("encfs v1 signature".utf8)
 }

@@ -10,7 +10,7 @@ import CryptCore
 /// 12  4  header length H, from byte 0 through the MAC
 /// 16 16  bundle id (random)
 /// 32  1  chunk size log2 (12 … 20)
-/// 33  1  slot count (1 … 64)
+/// 33  1  slot count (1 … 64, the signature slot included)
 /// 34  6  reserved (0)
 /// 40  8  payload length: bytes after the header (chunk data, then index)
 /// 48  8  index offset, within the payload
@@ -25,7 +25,8 @@ public struct BundleHeader: Sendable {
     public let bundleID: [UInt8]
     /// The chunk layout.
     public let layout: ChunkLayout
-    /// The key slots, in stored order.
+    /// The slots as stored, in order: the key slots and, when the bundle
+    /// is signed, its signature slot (``signatureSlot``).
     public let slots: [KeySlot]
     /// Bytes after the header.
     public let payloadLength: UInt64
@@ -46,6 +47,35 @@ public struct BundleHeader: Sendable {
 
     /// Total bundle length this header records.
     public var bundleLength: UInt64 { UInt64(headerLength) + payloadLength }
+
+    /// The slots that may hold the content key: all but the signature.
+    public var keySlots: [KeySlot] { slots.filter(\.isKeySlot) }
+
+    /// The signature slot, if the bundle is signed (the parser allows one).
+    public var signatureSlot: KeySlot? { slots.first { !$0.isKeySlot } }
+
+    /// The bundle's version 1 signature, if it has one.
+    ///
+    /// - Throws: `BundleError.unsupportedSignature` for a signature slot of
+    ///   a later version (the parser checked version 1 slots already).
+    public func signature() throws -> BundleSignature? {
+        guard let slot = signatureSlot, let position = slots.firstIndex(of: slot) else { return nil }
+        return try BundleSignature(slot: slot, position: position + 1)
+    }
+
+    /// This header with `signature` as its signature slot, in place of any
+    /// it had (or none, for nil); a new one goes last. The result has no
+    /// MAC: it is for writing, under ``serialized(keys:)``.
+    func replacingSignature(with signature: KeySlot?) -> BundleHeader {
+        var slots = self.slots
+        if let at = slots.firstIndex(where: { !$0.isKeySlot }) {
+            if let signature { slots[at] = signature } else { slots.remove(at: at) }
+        } else if let signature {
+            slots.append(signature)
+        }
+        return BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
+                            indexOffset: indexOffset, indexLength: indexLength)
+    }
 
     init(bundleID: [UInt8], layout: ChunkLayout, slots: [KeySlot], payloadLength: UInt64,
          indexOffset: UInt64, indexLength: UInt64, mac: [UInt8] = []) {
@@ -123,6 +153,8 @@ public struct BundleHeader: Sendable {
             slots.append(slot)
         }
         guard cursor.offset == slotsEnd else { throw BundleError.corruptHeader("key slots do not fill the header") }
+        // One signature: with two, readers could disagree on which counts.
+        guard slots.filter({ !$0.isKeySlot }).count <= 1 else { throw BundleError.corruptHeader("more than one signature slot") }
         let mac = Array(try cursor.take(BundleFormat.headerMACSize, orThrow: truncated))
         return BundleHeader(bundleID: bundleID, layout: ChunkLayout(chunkSizeLog2: log2), slots: slots,
                             payloadLength: payloadLength, indexOffset: indexOffset, indexLength: indexLength, mac: mac)
@@ -214,7 +246,7 @@ public struct BundleHeader: Sendable {
         }
         if let tooLarge { throw tooLarge }
         var kinds: [String] = []
-        for slot in slots where !kinds.contains(slot.kindName) { kinds.append(slot.kindName) }
+        for slot in keySlots where !kinds.contains(slot.kindName) { kinds.append(slot.kindName) }
         throw BundleError.wrongKey(slotKinds: kinds)
     }
 

@@ -15,6 +15,10 @@ import CryptCore
 ///   recipient public key, "encfs v1 x25519 slot"), as age does.
 /// - RSA recipient (kind 4, 8 + modulus bytes): fingerprint (8) ‖ RSA-OAEP-SHA256
 ///   ciphertext of the content key, label "encfs v1 rsa slot" ‖ bundle id.
+/// - signature (kind 5, 164 bytes in version 1): not a key slot but the
+///   bundle's Ed25519 signature, at most one per header (``BundleSignature``
+///   has the body). It wraps nothing, so it never opens the bundle and does
+///   not count where key slots are counted; older readers skip it.
 /// A recipient's fingerprint is the first 8 bytes of SHA-256 over its
 /// DER SubjectPublicKeyInfo, so the right slot is found without trial
 /// decryption.
@@ -34,6 +38,8 @@ public struct KeySlot: Sendable, Equatable {
         case x25519 = 3
         /// An RSA recipient (OAEP, SHA-256); opened with its private key.
         case rsa = 4
+        /// The bundle's signature (``BundleSignature``): holds no key.
+        case signature = 5
 
         /// The name used in messages and by `encfs-inspect`.
         public var name: String {
@@ -42,6 +48,7 @@ public struct KeySlot: Sendable, Equatable {
             case .passphrase: return "passphrase"
             case .x25519: return "x25519"
             case .rsa: return "rsa"
+            case .signature: return "signature"
             }
         }
     }
@@ -119,6 +126,11 @@ public struct KeySlot: Sendable, Equatable {
     /// The kind's name, or `unknown(N)`.
     public var kindName: String { kind?.name ?? "unknown(\(kindCode))" }
 
+    /// Whether this slot may hold the content key: every kind but the
+    /// signature (unknown kinds included, since a later version's key slot
+    /// is still a key slot).
+    public var isKeySlot: Bool { kind != .signature }
+
     /// Bytes the slot takes in the header.
     var encodedSize: Int { 4 + body.count }
 
@@ -142,12 +154,16 @@ public struct KeySlot: Sendable, Equatable {
 
     /// A short, stable name for the slot, 16 hex digits: the key id of a
     /// raw-key slot, the first 8 bytes of the salt of a passphrase slot,
-    /// the first 8 body bytes otherwise. `encfs-inspect` lists it and
-    /// `rekey --remove` takes it.
+    /// the signer's fingerprint for a signature, the first 8 body bytes
+    /// otherwise. `encfs-inspect` lists it and `rekey --remove` takes it
+    /// (for key slots).
     public var fingerprint: String {
         let bytes: ArraySlice<UInt8>
         switch kind {
         case .passphrase?: bytes = body.count >= 20 ? body[12..<20] : body[...]
+        case .signature?:
+            guard let signature = try? BundleSignature(slot: self, position: 0) else { bytes = body.prefix(8); break }
+            return signature.signerFingerprint
         default: bytes = body.prefix(8)
         }
         return Hex.encode(bytes)
@@ -175,6 +191,10 @@ public struct KeySlot: Sendable, Equatable {
             guard Self.rsaBodySizes.contains(body.count) else {
                 throw BundleError.corruptHeader("key slot \(position) (rsa) has \(body.count) bytes")
             }
+        case .signature?:
+            // Version 1 is checked field by field; a later version is
+            // skipped here and refused only where a signature is required.
+            if body.first == BundleSignature.version { _ = try BundleSignature(slot: self, position: position) }
         case nil:
             break
         }

@@ -97,10 +97,13 @@ public final class IndexPages: Sendable {
     ///   - tag: the index's GCM tag.
     ///   - key, nonce, aad: how the index was sealed.
     ///   - cacheBytes: cache size, at least ``minimumCacheBytes``.
+    ///   - hasher: when given, receives the ciphertext as it is read (for
+    ///     a signature check, without a second pass over the index).
     /// - Throws: `BundleError.corruptIndex` when the tag fails or the file is
     ///   short, `.io`, `.crypto`.
     static func sealed(source: any ByteSource, start: UInt64, length: Int, tag: UnsafeRawBufferPointer,
-                       key: SymmetricKey, nonce: [UInt8], aad: [UInt8], cacheBytes: Int) throws -> IndexPages {
+                       key: SymmetricKey, nonce: [UInt8], aad: [UInt8], cacheBytes: Int,
+                       hashing hasher: SHA256.Hasher? = nil) throws -> IndexPages {
         precondition(length >= 0 && cacheBytes >= minimumCacheBytes, "internal error: index pages \(length), cache \(cacheBytes)")
         let pageCount = (length + pageSize - 1) / pageSize
         let cache = try PageCache(source: source, start: start, length: length, key: key, nonce: nonce,
@@ -129,6 +132,7 @@ public final class IndexPages: Sendable {
                             let got = try source.read(fromAbsoluteOffset: start + UInt64(done),
                                                       into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
                             guard got == want else { throw BundleError.corruptIndex("index is truncated") }
+                            hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<want]))
                             var at = 0
                             while at < want {
                                 let page = (done + at) / pageSize

@@ -5,7 +5,8 @@ import CryptCore
 /// Derivation (HKDF-SHA256, salt = bundle id unless stated):
 /// - header MAC key: info "encfs v1 header mac";
 /// - index key: info "encfs v1 index";
-/// - file key: salt = the file's 16-byte random id, info "encfs v1 file" ‖ bundle id.
+/// - file key: salt = the file's 16-byte random id, info "encfs v1 file" ‖ bundle id;
+/// - key commitment (public, 32 bytes): info "encfs v1 key commitment".
 ///
 /// `package`, like everything that returns it: no key of a bundle is
 /// reachable through the public API (``EncryptedBundle`` never hands one out).
@@ -18,6 +19,9 @@ package struct BundleKeys: Sendable {
     package let headerMACKey: SymmetricKey
     /// Seals the index (AES-256-GCM).
     package let indexKey: SymmetricKey
+    /// What a signature records of the content key (``BundleSignature``):
+    /// one-way, so it can be public, and no other key gives it.
+    package let keyCommitment: [UInt8]
 
     /// Derives the header and index keys.
     ///
@@ -28,6 +32,8 @@ package struct BundleKeys: Sendable {
         do {
             headerMACKey = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelHeaderMAC)
             indexKey = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelIndex)
+            keyCommitment = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelKeyCommitment)
+                .withUnsafeBytes { Array($0) }
         } catch {
             throw BundleError.crypto("key derivation failed")
         }

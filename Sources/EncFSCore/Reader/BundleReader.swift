@@ -38,11 +38,14 @@ public final class BundleReader: Sendable {
     /// Opens a bundle with whichever of `materials` opens a slot.
     ///
     /// - Parameter options: the scrypt memory a passphrase slot may need,
-    ///   and whether symlinks may lead outside the bundle (by default 1 GiB,
-    ///   and no).
+    ///   whether symlinks may lead outside the bundle (by default 1 GiB, and
+    ///   no), and what the bundle's origin must be (`OpenOptions.origin`: a
+    ///   signer, a bundle id; checked before anything of the index is used).
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
     ///   scrypt memory over the limit, corrupted header or index, a symlink
-    ///   leading outside, length mismatch, I/O).
+    ///   leading outside, length mismatch, I/O; not signed, signed by
+    ///   another key, bad signature, another bundle id when the origin
+    ///   requires).
     public static func open(source: any ByteSource, materials: [KeyMaterial],
                             indexCacheBytes: Int = IndexPages.defaultCacheBytes,
                             options: OpenOptions = OpenOptions()) throws -> BundleReader {
@@ -60,7 +63,7 @@ public final class BundleReader: Sendable {
 
     /// Opens a bundle with a known content key (the mount daemon gets it
     /// from the process that verified the user's secret, together with the
-    /// very file that process verified).
+    /// very file that process verified, and checks the origin again itself).
     package static func open(source: any ByteSource, contentKey: SymmetricKey,
                              indexCacheBytes: Int = IndexPages.defaultCacheBytes,
                              options: OpenOptions = OpenOptions()) throws -> BundleReader {
@@ -81,13 +84,22 @@ public final class BundleReader: Sendable {
     /// hand the bundle to its daemon, which loads and checks the index
     /// itself (once, instead of in both processes).
     ///
-    /// - Parameter scryptMemoryLimit: as `OpenOptions.scryptMemoryLimit`.
+    /// Of `options.origin`, what needs no index is checked here (bundle id,
+    /// signer, content key against the signed commitment), so a forged
+    /// bundle is refused before a daemon starts; the daemon checks all of it
+    /// again.
+    ///
+    /// - Parameter options: its scrypt memory limit and origin (symlinks are
+    ///   in the index, which the daemon checks).
     /// - Returns: the bundle's keys.
     /// - Throws: `BundleError` (not a bundle, unsupported version, wrong key,
-    ///   scrypt memory over the limit, corrupted header, length mismatch, I/O).
+    ///   scrypt memory over the limit, corrupted header, length mismatch, I/O,
+    ///   and the origin's refusals).
     package static func unlock(source: any ByteSource, materials: [KeyMaterial],
-                               scryptMemoryLimit: UInt64 = OpenOptions.defaultScryptMemoryLimit) throws -> BundleKeys {
-        try authenticate(source: source) { header in try header.unlock(with: materials, scryptMemoryLimit: scryptMemoryLimit) }.keys
+                               options: OpenOptions = OpenOptions()) throws -> BundleKeys {
+        try authenticate(source: source, origin: options.origin) { header in
+            try header.unlock(with: materials, scryptMemoryLimit: options.scryptMemoryLimit)
+        }.keys
     }
 
     /// Reads and parses only the unauthenticated header (for tools that
@@ -111,25 +123,66 @@ public final class BundleReader: Sendable {
 
     private static func open(source: any ByteSource, indexCacheBytes: Int, options: OpenOptions,
                              unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
-        let (header, keys) = try authenticate(source: source, unlock: unlock)
-        let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes)
+        let (header, keys, signature) = try authenticate(source: source, origin: options.origin, unlock: unlock)
+        let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes) { indexDigest in
+            try options.origin.checkSignature(signature, header: header, indexDigest: indexDigest)
+        }
         if !options.allowsExternalSymlinks { try index.refuseExternalSymlinks() }
         return BundleReader(source: source, header: header, index: index, keys: keys)
     }
 
-    /// Reads the header, unlocks it and checks the source's length.
-    private static func authenticate(source: any ByteSource, unlock: (BundleHeader) throws -> BundleKeys) throws
-        -> (header: BundleHeader, keys: BundleKeys) {
+    /// Reads the header, checks what `origin` can check before a key is
+    /// tried, unlocks it, checks the content key against a required
+    /// signature and the source's length.
+    ///
+    /// - Returns: also the signature still to be checked, when required.
+    private static func authenticate(source: any ByteSource, origin: OriginPolicy,
+                                     unlock: (BundleHeader) throws -> BundleKeys) throws
+        -> (header: BundleHeader, keys: BundleKeys, signature: BundleSignature?) {
         let (header, size) = try readHeader(source: source)
+        let signature = try origin.checkHeader(header)
         let keys = try unlock(header)
+        try origin.checkKeys(keys, against: signature)
         guard size == header.bundleLength else {
             throw BundleError.lengthMismatch(expected: header.bundleLength, actual: size)
         }
-        return (header, keys)
+        return (header, keys, signature)
     }
 
-    private static func readIndex(source: any ByteSource, header: BundleHeader, keys: BundleKeys,
-                                  cacheBytes: Int) throws -> BundleIndex {
+    /// SHA-256 of the sealed index (ciphertext ‖ tag) as stored, read in
+    /// 1 MiB pieces: what a signature covers, for tools that check one
+    /// without a key. `header` is unauthenticated, but its parser checked
+    /// that the index lies within the payload it records.
+    ///
+    /// - Throws: `BundleError.lengthMismatch` when the source is not as
+    ///   long as the header says, `.io`.
+    public static func sealedIndexDigest(source: any ByteSource, header: BundleHeader) throws -> [UInt8] {
+        guard source.size == header.bundleLength else {
+            throw BundleError.lengthMismatch(expected: header.bundleLength, actual: source.size)
+        }
+        let hasher = SHA256.Hasher()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        let start = UInt64(header.headerLength) + header.indexOffset
+        var done: UInt64 = 0
+        while done < header.indexLength {
+            let want = Int(min(header.indexLength - done, UInt64(buffer.count)))
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
+            let got = try source.read(fromAbsoluteOffset: start + done, into: piece)
+            guard got == want else { throw BundleError.lengthMismatch(expected: header.bundleLength, actual: start + done + UInt64(got)) }
+            hasher.update(UnsafeRawBufferPointer(piece))
+            done += UInt64(want)
+        }
+        return hasher.finalize()
+    }
+
+    /// Reads, authenticates and validates the index.
+    ///
+    /// - Parameter checkDigest: when given, gets the SHA-256 of the sealed
+    ///   index, hashed while it is read, after its tag has verified and
+    ///   before anything in it is parsed; throwing refuses the bundle.
+    private static func readIndex(source: any ByteSource, header: BundleHeader, keys: BundleKeys, cacheBytes: Int,
+                                  checkDigest: (([UInt8]) throws -> Void)? = nil) throws -> BundleIndex {
         // Sizes were bounded by the authenticated header and the file size
         // (the header parser checked indexLength ≥ the tag size).
         let plainLength = Int(header.indexLength) - AESGCM.tagByteCount
@@ -137,11 +190,16 @@ public final class BundleReader: Sendable {
         var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
         let gotTag = try tag.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: start + UInt64(plainLength), into: $0) }
         guard gotTag == tag.count else { throw BundleError.corruptIndex("index is truncated") }
+        let hasher = checkDigest == nil ? nil : SHA256.Hasher()
         // The plaintext is never held whole: see IndexPages.
         let pages = try tag.withUnsafeBytes { t in
             try IndexPages.sealed(source: source, start: start, length: plainLength, tag: t,
                                   key: keys.indexKey, nonce: IndexBuilder.zeroNonce,
-                                  aad: IndexBuilder.associatedData(header), cacheBytes: cacheBytes)
+                                  aad: IndexBuilder.associatedData(header), cacheBytes: cacheBytes, hashing: hasher)
+        }
+        if let checkDigest, let hasher {
+            tag.withUnsafeBytes { hasher.update($0) }
+            try checkDigest(hasher.finalize())
         }
         return try BundleIndex(pages: pages, layout: header.layout, dataLength: header.indexOffset)
     }

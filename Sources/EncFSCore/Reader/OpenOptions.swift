@@ -4,7 +4,8 @@
 /// a passphrase slot, spent before anything in the header is authenticated
 /// (so a hostile bundle can ask for it too), and symlinks whose targets lead
 /// out of the bundle, which a mount would serve as they are. The defaults
-/// are the safe choice; tools raise them only on the user's word.
+/// are the safe choice; tools raise them only on the user's word. And one
+/// thing the reader can ask of the bundle: its origin (a signer, an id).
 public struct OpenOptions: Sendable, Equatable {
     /// The default limit on one passphrase slot's scrypt memory: 1 GiB, what
     /// the costliest slot encfs-pack writes needs (N = 2^20, r = 8). The
@@ -22,8 +23,15 @@ public struct OpenOptions: Sendable, Equatable {
     /// open fails with `BundleError.externalSymlink` naming the first one.
     public var allowsExternalSymlinks: Bool
 
-    public init(scryptMemoryLimit: UInt64 = defaultScryptMemoryLimit, allowsExternalSymlinks: Bool = false) {
+    /// Where the bundle must come from: a signature by one of its signers,
+    /// and/or its bundle id (``OriginPolicy``); by default anything a given
+    /// secret opens.
+    public var origin: OriginPolicy
+
+    public init(scryptMemoryLimit: UInt64 = defaultScryptMemoryLimit, allowsExternalSymlinks: Bool = false,
+                origin: OriginPolicy = OriginPolicy()) {
         self.scryptMemoryLimit = scryptMemoryLimit
         self.allowsExternalSymlinks = allowsExternalSymlinks
+        self.origin = origin
     }
 }

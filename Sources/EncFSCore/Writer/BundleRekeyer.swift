@@ -19,6 +19,14 @@ import Glibc
 ///   opened the bundle, and those given to add; a kept slot without one is
 ///   refused, naming it).
 ///
+/// A signature (``BundleSignature``) covers the content, not the slots:
+/// adding slots keeps it as it is. Removing re-encrypts under a new
+/// content key and bundle id, which the old signature does not cover, so
+/// it is dropped (``Outcome/signature`` says so for the caller to warn),
+/// unless a signing key is given: then the new bundle is signed, hashing
+/// the new payload as it is written. A signing key given when adding signs
+/// the bundle as it is, after every chunk has been read and authenticated.
+///
 /// Either way the file at `path` (a symlink's target) is replaced atomically
 /// by rename, with the old file's mode, owner and group: a failure or crash
 /// leaves the old bundle as it was and no temporary file. Copies of the old
@@ -39,8 +47,22 @@ public enum BundleRekeyer {
         /// The secrets the bundle was opened with: when slots are removed,
         /// each kept slot one of them opens is made again from it.
         public var openedWith: [KeyMaterial] = []
+        /// Sign the result with this key, replacing any signature.
+        public var signingKey: SigningKey?
 
         public init() {}
+    }
+
+    /// What became of the bundle's signature.
+    public enum SignatureOutcome: Sendable, Equatable {
+        /// The bundle was not signed and is not.
+        case none
+        /// The old signature still holds and was kept.
+        case kept
+        /// The old signature no longer held (re-encrypted) and was dropped.
+        case dropped
+        /// The result was signed by the key with this fingerprint.
+        case signed(fingerprint: String)
     }
 
     /// What changed.
@@ -54,8 +76,10 @@ public enum BundleRekeyer {
         /// Whether the payload was re-encrypted under a new content key and
         /// bundle id.
         public var reencrypted: Bool
-        /// The new header's slots.
+        /// The new header's key slots (the signature slot is not one).
         public var slots: [KeySlot]
+        /// What became of the signature.
+        public var signature: SignatureOutcome
     }
 
     /// Rekeys the bundle `reader` has open at `path`.
@@ -63,7 +87,8 @@ public enum BundleRekeyer {
     /// - Throws: `BundleError.rejected` when a fingerprint matches no slot,
     ///   the last slot would go, or a secret to add opens a removed slot;
     ///   `.slotsNotCarriedOver` naming kept slots without a holder;
-    ///   `.corruptChunk` or `.corruptIndex` when the bundle is damaged;
+    ///   `.corruptChunk` or `.corruptIndex` when the bundle is damaged (when
+    ///   signing without re-encrypting: the first damaged chunk);
     ///   `.io` on write failures. The old bundle is then untouched.
     public static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
         let old = reader.header
@@ -77,9 +102,22 @@ public enum BundleRekeyer {
             keys = reader.keys
         }
         let slots = try plan.slots(contentKey: keys.contentKey, bundleID: keys.bundleID, scrypt: changes.scrypt)
-        let header = BundleHeader(bundleID: keys.bundleID, layout: old.layout, slots: slots, payloadLength: old.payloadLength,
-                                  indexOffset: old.indexOffset, indexLength: old.indexLength)
-        let bytes = try header.serialized(keys: keys)
+        // The signature slot, last: a placeholder of its size while the
+        // new signature waits for the payload's digests, or the old one
+        // when it still holds (same content key and bundle id).
+        var signatureOutcome: SignatureOutcome = .none
+        var signatureSlot: KeySlot?
+        if changes.signingKey != nil {
+            signatureSlot = BundleSignature.placeholderSlot
+        } else if let old = old.signatureSlot {
+            signatureSlot = plan.reencrypts ? nil : old
+            signatureOutcome = plan.reencrypts ? .dropped : .kept
+        }
+        var header = BundleHeader(bundleID: keys.bundleID, layout: old.layout, slots: slots + (signatureSlot.map { [$0] } ?? []),
+                                  payloadLength: old.payloadLength, indexOffset: old.indexOffset, indexLength: old.indexLength)
+        guard header.slots.count <= BundleFormat.maximumSlots else {
+            throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots\(signatureSlot != nil ? " with the signature" : "")")
+        }
 
         // Rewrite the file itself, not a symlink on the way: renaming over
         // the link would turn it into a regular file and leave the bundle it
@@ -96,14 +134,26 @@ public enum BundleRekeyer {
         // a file away. Before fchmod: fchown clears set-id bits.
         _ = fchown(output.file.rawValue, st.st_uid, st.st_gid)
         _ = fchmod(output.file.rawValue, st.st_mode & 0o7777)
-        try bytes.withUnsafeBytes { try output.file.writeAll($0, toAbsoluteOffset: 0) }
+        // The payload first, the header (which may sign it) last.
+        var digests: PayloadReencryptor.Digests?
         if plan.reencrypts {
-            try PayloadReencryptor(reader: reader, newKeys: keys, newHeader: header, output: output.file).run()
+            digests = try PayloadReencryptor(reader: reader, newKeys: keys, newHeader: header, output: output.file,
+                                             hashing: changes.signingKey != nil).run()
         } else {
-            try reader.copyPayload(to: output.file, at: UInt64(bytes.count))
+            try reader.copyPayload(to: output.file, at: UInt64(header.headerLength))
+            if changes.signingKey != nil { digests = try digestsForSigning(reader) }
         }
+        if let signingKey = changes.signingKey, let digests {
+            let signature = try BundleSignature.sign(header: header, indexDigest: digests.index, keys: keys,
+                                                     chunkDigest: digests.chunks, with: signingKey)
+            header = header.replacingSignature(with: signature.slot)
+            signatureOutcome = .signed(fingerprint: signature.signerFingerprint)
+        }
+        let bytes = try header.serialized(keys: keys)
+        try bytes.withUnsafeBytes { try output.file.writeAll($0, toAbsoluteOffset: 0) }
         try output.commit()
-        var outcome = Outcome(added: 0, removed: plan.removed, carriedOver: 0, reencrypted: plan.reencrypts, slots: slots)
+        var outcome = Outcome(added: 0, removed: plan.removed, carriedOver: 0, reencrypted: plan.reencrypts, slots: slots,
+                              signature: signatureOutcome)
         for step in plan.steps {
             switch step {
             case .keep: break
@@ -112,5 +162,21 @@ public enum BundleRekeyer {
             }
         }
         return outcome
+    }
+
+    /// The digests of the payload as it is, for signing it unchanged:
+    /// every chunk is read and authenticated first (a signature vouches
+    /// for the content), and the sealed index is hashed as stored (the
+    /// reader authenticated it at open).
+    ///
+    /// - Throws: `BundleError.corruptChunk` naming the first damaged chunk.
+    private static func digestsForSigning(_ reader: BundleReader) throws -> PayloadReencryptor.Digests {
+        let report = try BundleVerifier.verify(reader)
+        if let first = report.damaged.first, let chunk = first.chunks.first {
+            throw BundleError.corruptChunk(entry: first.entry.position, chunk: chunk)
+        }
+        guard let chunkDigest = report.chunkDigest else { preconditionFailure("internal error: verification took no digest") }
+        return PayloadReencryptor.Digests(chunks: chunkDigest,
+                                          index: try BundleReader.sealedIndexDigest(source: reader.source, header: reader.header))
     }
 }

@@ -22,6 +22,10 @@ public struct PackOptions: Sendable {
     /// climbing above the root) instead of storing them with a warning:
     /// readers refuse such bundles unless told otherwise.
     public var refusesExternalSymlinks = false
+    /// When given, the bundle is signed with it (``BundleSignature``): its
+    /// sealed chunks are hashed as they are written, which costs SHA-256
+    /// over the payload on the writer thread.
+    public var signingKey: SigningKey?
 
     public init() {}
 }
@@ -37,6 +41,8 @@ public struct PackSummary: Sendable {
     public var externalSymlinks = 0
     public var plaintextBytes: UInt64 = 0
     public var bundleBytes: UInt64 = 0
+    /// The signer's fingerprint, when the bundle was signed.
+    public var signerFingerprint: String?
 }
 
 /// Writes a bundle from a source directory.
@@ -92,7 +98,12 @@ public enum BundleWriter {
             try KeySlot.make(for: $0, wrapping: contentKey, bundleID: bundleID, scrypt: options.scrypt)
         }
         slots += try options.recipients.map { try KeySlot.recipient(wrapping: contentKey, to: $0, bundleID: bundleID) }
-        guard slots.count <= BundleFormat.maximumSlots else { throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots") }
+        // The signature takes one of the header's slots; it is made last,
+        // so a placeholder of its size holds the header's length until then.
+        if options.signingKey != nil { slots.append(BundleSignature.placeholderSlot) }
+        guard slots.count <= BundleFormat.maximumSlots else {
+            throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots\(options.signingKey != nil ? " with the signature" : "")")
+        }
         let headerLength = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: 0,
                                         indexOffset: 0, indexLength: 0).headerLength
 
@@ -100,7 +111,8 @@ public enum BundleWriter {
         var summary = PackSummary()
         var fileIDs = [UInt8](repeating: 0, count: tree.nodes.count * BundleFormat.idSize)
         var dataOffsets = [UInt64](repeating: 0, count: tree.nodes.count)
-        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination)
+        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination,
+                                 hashing: options.signingKey != nil)
         let encryptor = try FileEncryptor(layout: layout, keys: keys)
         for position in tree.nodes.indices {
             switch tree.nodes[position].kind {
@@ -129,6 +141,8 @@ public enum BundleWriter {
         summary.excluded = tree.excluded
         summary.externalSymlinks = externalSymlinks
 
+        // Everything written so far is chunk data, in index order.
+        let chunkDigest = try sink.dataDigest()
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
         // Plaintext, then (sealed in place below) ciphertext.
@@ -136,11 +150,20 @@ public enum BundleWriter {
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         let indexLength = UInt64(index.count + AESGCM.tagByteCount)
         let payloadLength = indexOffset + indexLength
-        let header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
+        var header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
                                   indexOffset: indexOffset, indexLength: indexLength)
         // Encrypted in place: a second buffer would double the index's share
         // of peak memory, which grows with the number of entries.
         let tag = try sealIndexInPlace(&index, keys: keys, aad: IndexBuilder.associatedData(header))
+        if let signingKey = options.signingKey, let chunkDigest {
+            let hasher = SHA256.Hasher()
+            index.withUnsafeBytes { hasher.update($0) }
+            tag.withUnsafeBytes { hasher.update($0) }
+            let signature = try BundleSignature.sign(header: header, indexDigest: hasher.finalize(), keys: keys,
+                                                     chunkDigest: chunkDigest, with: signingKey)
+            header = header.replacingSignature(with: signature.slot)
+            summary.signerFingerprint = signature.signerFingerprint
+        }
         try sink.append(index)
         try sink.append(tag)
         try sink.finish()
@@ -198,7 +221,9 @@ public enum BundleWriter {
 /// Two 4 MiB buffers: while one is written (`pwrite` on a serial dispatch
 /// queue), the packer reads and encrypts into the other, so reading,
 /// encryption and writing overlap. A write error is reported at the next
-/// hand-over or at ``finish()``.
+/// hand-over or at ``finish()``. When hashing, the writer thread also
+/// hashes each buffer before writing it, up to ``dataDigest()``, so the
+/// signature's chunk digest costs the packer thread nothing.
 final class ChunkSink {
     private let fd: Int32
     private let path: [UInt8]
@@ -215,13 +240,17 @@ final class ChunkSink {
     private let idle = DispatchSemaphore(value: 0)
     private var inFlight = false
     private let failure = WriteFailure()
+    /// Hashes what is submitted while not nil.
+    private var hasher: SubmittedDataHasher?
     static let capacity = 4 << 20
 
-    init(fd: Int32, startOffset: UInt64, path: [UInt8]) throws {
+    /// - Parameter hashing: hash the bytes written until ``dataDigest()``.
+    init(fd: Int32, startOffset: UInt64, path: [UInt8], hashing: Bool = false) throws {
         self.fd = fd
         self.path = path
         start = startOffset
         buffers = [WriteBuffer(capacity: Self.capacity), WriteBuffer(capacity: Self.capacity)]
+        hasher = hashing ? SubmittedDataHasher() : nil
     }
 
     deinit {
@@ -259,6 +288,20 @@ final class ChunkSink {
         }
     }
 
+    /// The SHA-256 of everything appended so far, when hashing (nil
+    /// otherwise); what is appended later is not hashed.
+    ///
+    /// - Throws: the first write error.
+    func dataDigest() throws -> [UInt8]? {
+        guard let hasher else { return nil }
+        try submit()
+        waitForWrite()
+        if let error = failure.value.withLock({ $0 }) { throw error }
+        self.hasher = nil
+        // The writer queue is idle: no other thread touches the hasher now.
+        return hasher.hasher.finalize()
+    }
+
     /// Writes everything and waits for it; throws the first write error.
     func finish() throws {
         try submit()
@@ -274,8 +317,9 @@ final class ChunkSink {
         let buffer = buffers[current]
         let length = used
         let offset = start + submitted
-        let (fd, path, idle, failure) = (self.fd, self.path, self.idle, self.failure)
+        let (fd, path, idle, failure, hasher) = (self.fd, self.path, self.idle, self.failure, self.hasher)
         writer.async {
+            hasher?.hasher.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<length]))
             do {
                 try FileIO.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<length]), at: offset, path: path)
                 // Start writing these pages to disk now (Linux starts
@@ -300,6 +344,13 @@ final class ChunkSink {
 /// The first write error of a ``ChunkSink``, shared with its writer queue.
 final class WriteFailure: Sendable {
     let value = Mutex<BundleError?>(nil)
+}
+
+/// The hasher of a ``ChunkSink``'s data. `@unchecked Sendable`: only the
+/// sink's serial writer queue updates it, and the sink reads the digest
+/// only once that queue is idle.
+final class SubmittedDataHasher: @unchecked Sendable {
+    let hasher = SHA256.Hasher()
 }
 
 /// One write buffer of ``ChunkSink``; it holds ciphertext only.

@@ -17,11 +17,24 @@ import CryptCore
 /// is one AES-GCM message, so its pieces are sealed again before the old
 /// tag is checked at the end, and a failure there throws, for the caller
 /// to discard the output.
+///
+/// When hashing, the new sealed chunks (in index order) and the new sealed
+/// index are hashed as they are written: what a new signature records.
 struct PayloadReencryptor {
+    /// The SHA-256 digests of the new payload that a signature covers.
+    struct Digests {
+        /// Over every new sealed chunk, in index order.
+        var chunks: [UInt8]
+        /// Over the new sealed index, ciphertext ‖ tag.
+        var index: [UInt8]
+    }
+
     private let reader: BundleReader
     private let newKeys: BundleKeys
     private let newHeader: BundleHeader
     private let output: FileDescriptor
+    private let chunkHasher: SHA256.Hasher?
+    private let indexHasher: SHA256.Hasher?
 
     /// Bytes of sealed chunks read, re-sealed and written at once (at least one chunk).
     static let batchBytes = 1 << 20
@@ -32,21 +45,26 @@ struct PayloadReencryptor {
     ///   - newHeader: the new header (for the index's associated data and
     ///     where the payload starts in the output).
     ///   - output: the new bundle file.
-    init(reader: BundleReader, newKeys: BundleKeys, newHeader: BundleHeader, output: FileDescriptor) {
+    ///   - hashing: whether ``run()`` returns the new payload's digests.
+    init(reader: BundleReader, newKeys: BundleKeys, newHeader: BundleHeader, output: FileDescriptor, hashing: Bool = false) {
         precondition(newHeader.payloadLength == reader.header.payloadLength && newHeader.indexOffset == reader.header.indexOffset,
                      "internal error: re-encryption keeps the payload layout")
         self.reader = reader
         self.newKeys = newKeys
         self.newHeader = newHeader
         self.output = output
+        chunkHasher = hashing ? SHA256.Hasher() : nil
+        indexHasher = hashing ? SHA256.Hasher() : nil
     }
 
     /// Writes the whole payload to the output.
     ///
+    /// - Returns: the new payload's digests when hashing, else nil.
     /// - Throws: `BundleError.corruptChunk` naming the first chunk that
     ///   fails (or cannot be read whole), `.corruptIndex` when the index
     ///   fails, `.io`, `.crypto`.
-    func run() throws {
+    @discardableResult
+    func run() throws -> Digests? {
         let layout = reader.header.layout
         let batchChunks = max(1, Self.batchBytes / Int(layout.sealedChunkSize))
         let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
@@ -77,6 +95,8 @@ struct PayloadReencryptor {
             }
         }
         try resealIndex(buffer: sealed, plaintext: plaintext)
+        guard let chunkHasher, let indexHasher else { return nil }
+        return Digests(chunks: chunkHasher.finalize(), index: indexHasher.finalize())
     }
 
     /// Re-seals the consecutive chunks `chunks` of `entry` in one read and
@@ -109,6 +129,7 @@ struct PayloadReencryptor {
             try codecs.new.seal(key: newKey, fileID: fileID, chunk: chunk, last: last,
                                 plaintext: UnsafeRawBufferPointer(plain), into: slot)
         }
+        chunkHasher?.update(UnsafeRawBufferPointer(batch))
         try output.writeAll(UnsafeRawBufferPointer(batch),
                             toAbsoluteOffset: UInt64(newHeader.headerLength) + entry.first + bytes.lowerBound)
     }
@@ -147,6 +168,7 @@ struct PayloadReencryptor {
                                             guard got == n else { throw BundleError.corruptIndex("index is truncated") }
                                             try decrypt(UnsafeRawBufferPointer(sealedPiece), plainPiece)
                                             try encrypt(UnsafeRawBufferPointer(plainPiece), sealedPiece)
+                                            indexHasher?.update(UnsafeRawBufferPointer(sealedPiece))
                                             try output.writeAll(UnsafeRawBufferPointer(sealedPiece), toAbsoluteOffset: to + done)
                                             done += UInt64(n)
                                         }
@@ -164,6 +186,7 @@ struct PayloadReencryptor {
         } catch {
             throw BundleError.crypto("index re-encryption failed")
         }
+        newTag.withUnsafeBytes { indexHasher?.update($0) }
         try newTag.withUnsafeBytes { try output.writeAll($0, toAbsoluteOffset: to + length) }
     }
 }

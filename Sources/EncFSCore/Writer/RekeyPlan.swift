@@ -55,12 +55,14 @@ struct RekeyPlan {
     ///   a holder's id but does not open.
     static func make(header: BundleHeader, contentKey: SymmetricKey, changes: BundleRekeyer.Changes) throws -> RekeyPlan {
         let removing = Set(changes.remove.map { $0.lowercased() })
-        for fingerprint in changes.remove where !header.slots.contains(where: { $0.fingerprint == fingerprint.lowercased() }) {
+        // Only key slots: the signature slot is the rekeyer's to keep, drop
+        // or make again, and it never counts as the last slot.
+        for fingerprint in changes.remove where !header.keySlots.contains(where: { $0.fingerprint == fingerprint.lowercased() }) {
             throw BundleError.rejected("no key slot has fingerprint \(fingerprint)")
         }
         var kept: [KeySlot] = []
         var gone: [KeySlot] = []
-        for slot in header.slots {
+        for slot in header.keySlots {
             if removing.contains(slot.fingerprint) { gone.append(slot) } else { kept.append(slot) }
         }
         let added: [Holder] = changes.addKeys.map { .material($0) } + changes.addRecipients.map { .recipient($0) }

@@ -25,6 +25,11 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
     case slotsNotCarriedOver([String])
     case externalSymlink(path: [UInt8], target: [UInt8])
     case scryptMemoryLimit(slot: Int, needs: UInt64, limit: UInt64)
+    case notSigned
+    case untrustedSigner(fingerprint: String)
+    case badSignature
+    case unsupportedSignature(version: UInt8)
+    case unexpectedBundleID(expected: [UInt8], actual: [UInt8])
 
     init(_ error: BundleError) {
         switch error {
@@ -47,6 +52,11 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .slotsNotCarriedOver(let slots): self = .slotsNotCarriedOver(slots)
         case .externalSymlink(let path, let target): self = .externalSymlink(path: path, target: target)
         case .scryptMemoryLimit(let slot, let needs, let limit): self = .scryptMemoryLimit(slot: slot, needs: needs, limit: limit)
+        case .notSigned: self = .notSigned
+        case .untrustedSigner(let fingerprint): self = .untrustedSigner(fingerprint: fingerprint)
+        case .badSignature: self = .badSignature
+        case .unsupportedSignature(let version): self = .unsupportedSignature(version: version)
+        case .unexpectedBundleID(let expected, let actual): self = .unexpectedBundleID(expected: expected, actual: actual)
         }
     }
 
@@ -71,6 +81,11 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .slotsNotCarriedOver(let slots): return "slotsNotCarriedOver(\(slots))"
         case .externalSymlink(let path, let target): return "externalSymlink(path: \(path.debugPath), target: \(target.debugPath))"
         case .scryptMemoryLimit(let slot, let needs, let limit): return "scryptMemoryLimit(slot: \(slot), needs: \(needs), limit: \(limit))"
+        case .notSigned: return "notSigned"
+        case .untrustedSigner(let fingerprint): return "untrustedSigner(fingerprint: \(fingerprint))"
+        case .badSignature: return "badSignature"
+        case .unsupportedSignature(let version): return "unsupportedSignature(version: \(version))"
+        case .unexpectedBundleID(let expected, let actual): return "unexpectedBundleID(expected: \(expected.hexString), actual: \(actual.hexString))"
         }
     }
 }

@@ -1,0 +1,125 @@
+import CryptCore
+
+/// Reads and authenticates every chunk of an open bundle, and hashes the
+/// sealed chunks as it goes: the chunk digest a signature records
+/// (``BundleSignature``), which opening a bundle does not check.
+///
+/// Files are taken in index order and each file's chunks in order, the
+/// order in which `encfs-pack` writes them; each chunk is hashed as stored
+/// (ciphertext ‖ tag), damaged or not. Memory is constant: one batch of
+/// sealed chunks (about 1 MiB) and one chunk of plaintext, `mlock`ed where
+/// the limit allows and wiped at the end; no plaintext leaves this type.
+package struct BundleVerifier {
+    /// A file with chunks that failed authentication (or could not be read).
+    package struct DamagedFile: Sendable {
+        /// The file's entry.
+        package let entry: IndexEntry
+        /// The damaged chunks, ascending.
+        package let chunks: [UInt64]
+        /// How many chunks the file has.
+        package let chunkCount: UInt64
+    }
+
+    /// What a verification found.
+    package struct Report: Sendable {
+        /// Regular files checked.
+        package var files = 0
+        /// Chunks checked.
+        package var chunks: UInt64 = 0
+        /// Files with damaged chunks, in index order.
+        package var damaged: [DamagedFile] = []
+        /// SHA-256 over every sealed chunk, in index order; nil when not
+        /// asked for.
+        package var chunkDigest: [UInt8]?
+
+        /// Whether the signature's chunk digest is this one; nil when the
+        /// bundle is not signed or no digest was taken.
+        ///
+        /// - Throws: `BundleError.unsupportedSignature`.
+        package func matchesSignature(of header: BundleHeader) throws -> Bool? {
+            guard let chunkDigest, let signature = try header.signature() else { return nil }
+            return signature.chunkDigest == chunkDigest
+        }
+    }
+
+    /// Sealed bytes read at once (at least one chunk).
+    static let batchBytes = 1 << 20
+
+    /// Verifies every chunk of `reader`'s bundle.
+    ///
+    /// - Parameter hashing: take the chunk digest (SHA-256 over the whole
+    ///   payload's chunk data: worth it only for a signed bundle, or to sign).
+    /// - Throws: `BundleError.io` when reading fails for a reason other than
+    ///   the bundle ending early, `.crypto`, `.corruptIndex` from a paged
+    ///   index that changed. Damaged chunks are reported, not thrown.
+    package static func verify(_ reader: BundleReader, hashing: Bool = true) throws -> Report {
+        let layout = reader.header.layout
+        let batchChunks = max(1, batchBytes / Int(layout.sealedChunkSize))
+        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
+        defer { sealed.deallocate() }
+        let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
+        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+        let locked = SecureMemory.lock(plaintext)
+        defer {
+            SecureMemory.release(plaintext, locked: locked)
+            plaintext.deallocate()
+        }
+        let codec = try ChunkCodec(bundleID: reader.header.bundleID)
+        let hasher = hashing ? SHA256.Hasher() : nil
+        var report = Report()
+        let index = reader.index
+        for position in 0..<index.count {
+            let entry = try index.entry(at: position)
+            guard entry.kind == .file else { continue }
+            report.files += 1
+            let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
+            guard chunkCount > 0 else { continue }
+            let key = try reader.fileKey(for: entry)
+            var damaged: [UInt64] = []
+            var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
+            try entry.withFileID { fileID in
+                while !batch.isEmpty {
+                    damaged += try check(entry, chunks: batch, reader: reader, key: key, fileID: fileID, codec: codec,
+                                         sealed: sealed, plaintext: plaintext, hasher: hasher)
+                    batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
+                }
+            }
+            report.chunks += chunkCount
+            if !damaged.isEmpty { report.damaged.append(DamagedFile(entry: entry, chunks: damaged, chunkCount: chunkCount)) }
+        }
+        report.chunkDigest = hasher?.finalize()
+        return report
+    }
+
+    /// Reads the consecutive chunks `chunks` of `entry` with one read,
+    /// hashes and opens each.
+    ///
+    /// - Returns: the chunks that failed or were cut off by the end of the
+    ///   bundle.
+    private static func check(_ entry: IndexEntry, chunks: Range<UInt64>, reader: BundleReader, key: SymmetricKey,
+                              fileID: UnsafeRawBufferPointer, codec: ChunkCodec, sealed: UnsafeMutableRawBufferPointer,
+                              plaintext: UnsafeMutableRawBufferPointer, hasher: SHA256.Hasher?) throws -> [UInt64] {
+        let layout = reader.header.layout
+        let size = entry.size
+        let bytes = layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
+        let want = Int(bytes.count)
+        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
+                                         into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
+        hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<got]))
+        var damaged: [UInt64] = []
+        for chunk in chunks {
+            let start = Int(layout.ciphertextOffset(ofChunk: chunk) - bytes.lowerBound)
+            let count = Int(layout.sealedSize(ofChunk: chunk, plaintextSize: size))
+            // Cut off by the end of the bundle: damaged, as is the rest.
+            guard start + count <= got else {
+                damaged.append(chunk)
+                continue
+            }
+            let plain = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<(count - Int(ChunkLayout.overhead))])
+            let opened = try codec.open(key: key, fileID: fileID, chunk: chunk, last: layout.isLastChunk(chunk, plaintextSize: size),
+                                        sealed: UnsafeRawBufferPointer(rebasing: sealed[start..<(start + count)]), into: plain)
+            if !opened { damaged.append(chunk) }
+        }
+        return damaged
+    }
+}
