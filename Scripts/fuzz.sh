@@ -67,13 +67,7 @@ run_target() {
   # CPU seconds (user + sys) next to the wall-clock budget: on a busy
   # machine a target gets less than a core.
   local TIMEFORMAT='%U %S'
-  # Tests/Fuzz/lsan.supp says why OpenSSL's generators are exempt; the
-  # suppression matches a frame inside libcrypto, which has no frame
-  # pointers, so allocations are unwound the slow way (the targets run
-  # about as many inputs: the time goes into OpenSSL, not malloc).
-  { time ASAN_OPTIONS="fast_unwind_on_malloc=0" \
-    LSAN_OPTIONS="suppressions=$PWD/Tests/Fuzz/lsan.supp:print_suppressions=0" \
-    ENCFS_FUZZ_TARGET=$t "$bin" "${inputs[@]}" \
+  { time ENCFS_FUZZ_TARGET=$t "$bin" "${inputs[@]}" \
     -max_total_time="$seconds" -max_len="$(max_len "$t")" \
     -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
     -dict="Tests/Fuzz/Dictionaries/$t.dict" \

@@ -1,4 +1,5 @@
 import EncFSCore
+import CryptCore
 import CFuse
 #if canImport(Glibc)
 import Glibc
@@ -25,15 +26,24 @@ extension FUSEOperations {
         guard var cursor = DirectoryCursor(offset: offset, childCount: directory.children.count) else {
             return reply(req, errno: EINVAL)
         }
-        let capacity = min(max(size, 0), 1 << 20)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 1), alignment: 8)
-        defer { buffer.deallocate() }
-        // One name at a time, NUL-terminated (names are at most 255 bytes).
-        let name = UnsafeMutableRawBufferPointer.allocate(byteCount: BundleFormat.maximumNameLength + 1, alignment: 8)
-        defer { name.deallocate() }
+        // The listing and each name go through the thread's locked buffers,
+        // wiped once libfuse has copied the reply: names are as secret as
+        // contents. The kernel asks for a page or so at a time; a larger
+        // request gets at most max_read bytes of names.
+        let scratch: WorkerScratch
+        do { scratch = try context.scratch() } catch { return context.reply(req, failure: error, inode: inode) }
+        let capacity = min(max(size, 0), MountContext.maximumRead)
+        var grown = false
+        let buffer = UnsafeMutableRawBufferPointer(rebasing: scratch.buffer(size: capacity, grown: &grown).bytes[0..<capacity])
+        if grown { context.warnIfMemoryNotLocked() }
+        let name = scratch.name.bytes
         guard let base = buffer.baseAddress?.assumingMemoryBound(to: CChar.self),
               let cname = name.baseAddress?.assumingMemoryBound(to: CChar.self) else { return reply(req, errno: EIO) }
         var used = 0
+        defer {
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<used]))
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: name[0...BundleFormat.maximumNameLength]))
+        }
         do {
             while let slot = cursor.slot {
                 let entry = try listedEntry(slot, of: directory, index: context.reader.index, name: name)

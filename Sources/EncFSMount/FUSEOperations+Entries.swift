@@ -1,4 +1,5 @@
 import EncFSCore
+import CryptCore
 import CFuse
 #if canImport(Glibc)
 import Glibc
@@ -34,11 +35,19 @@ extension FUSEOperations {
         guard let entry = entry(req, context, inode: inode) else { return }
         guard entry.kind == .symlink else { return reply(req, errno: EINVAL) }
         do {
-            var target = try context.reader.index.withSymlinkTarget(of: entry) { [UInt8]($0) }
-            target.append(0)
-            target.withUnsafeBufferPointer { b in
-                b.withMemoryRebound(to: CChar.self) { _ = fuse_reply_readlink(req, $0.baseAddress) }
+            // The target goes through the thread's locked name buffer (the
+            // index checked its length), never an ordinary array, and is
+            // wiped once libfuse has copied it into the reply.
+            let name = try context.scratch().name.bytes
+            let length = try context.reader.index.withSymlinkTarget(of: entry) { target -> Int in
+                guard target.count < name.count else { return -1 }
+                UnsafeMutableRawBufferPointer(rebasing: name[0..<target.count]).copyMemory(from: target)
+                return target.count
             }
+            guard length >= 0 else { return reply(req, errno: ENAMETOOLONG) }
+            name[length] = 0
+            _ = fuse_reply_readlink(req, name.baseAddress?.assumingMemoryBound(to: CChar.self))
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: name[0...length]))
         } catch {
             context.reply(req, failure: error, inode: inode)
         }

@@ -4,8 +4,8 @@ import CryptCore
 import Glibc
 #endif
 
-/// One libfuse worker thread's scratch space: a chunk workspace and a reply
-/// buffer, found through a thread-specific key and used by that thread only.
+/// One libfuse worker thread's scratch space: a chunk workspace, a reply
+/// buffer (file contents and directory listings) and a name buffer, found through a thread-specific key and used by that thread only.
 ///
 /// Shared pools behind a lock cost a measurable share of the CPU with four
 /// concurrent random readers on two cores (the lock spins while its holder
@@ -17,6 +17,11 @@ final class WorkerScratch: @unchecked Sendable {
     /// Grows in ``MountContext/bufferStep`` steps to the largest read this
     /// thread has served.
     private var buffer: ReplyBuffer?
+
+    /// One name or symlink target at a time, NUL-terminated for libfuse:
+    /// names are as secret as contents, so this is locked like the reply
+    /// buffer, and wiped after every use and when freed.
+    let name = ReplyBuffer(capacity: BundleFormat.maximumSymlinkLength + 1)
 
     init(workspace: ChunkWorkspace) {
         self.workspace = workspace

@@ -1,3 +1,4 @@
+import CryptCore
 import EncFSCore
 import EncFSCLI
 #if canImport(Glibc)
@@ -19,6 +20,10 @@ func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
                          _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
                          _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
 
+/// From the sanitizer runtime linked by `-sanitize=address`.
+@_silgen_name("__lsan_register_root_region")
+func lsanRegisterRootRegion(_ begin: UnsafeRawPointer?, _ size: Int)
+
 /// The target, from `ENCFS_FUZZ_TARGET`, read once.
 let selectedTarget: FuzzTarget = {
     guard let name = getenv("ENCFS_FUZZ_TARGET").map({ String(cString: $0) }), let target = FuzzTarget(rawValue: name) else {
@@ -37,6 +42,12 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 @_cdecl("encfs_fuzz_main")
 func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     _ = selectedTarget // refuse a missing target before libFuzzer starts
+    FuzzSecrets.prepare()
+    // LeakSanitizer does not scan OpenSSL's secure heap (see
+    // SecureMemoryStatus.secureHeapRegion): pointers kept there count.
+    if let region = SecureMemoryStatus.secureHeapRegion {
+        lsanRegisterRootRegion(region.baseAddress, region.count)
+    }
     atexit { BundleFuzzing.cleanUp() }
     var count = argc
     var vector = argv

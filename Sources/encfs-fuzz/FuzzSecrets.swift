@@ -80,6 +80,13 @@ MC4CAQAwBQYDK2VwBCIEILU6PbJOIC8MvstTHSAU+pqabDHPk64ATO0PL/P2f1XU
 
     /// Every secret, in the order `BundleHeader.unlock` would get them from
     /// the command line.
+    /// Makes every key now, before the first input, so the secure heap and
+    /// OpenSSL's other process-lifetime state exist before the harness
+    /// registers the heap with LeakSanitizer and the first leak check.
+    static func prepare() {
+        _ = (rawKey, x25519Identity, rsaIdentity, signingKey, origin)
+    }
+
     static var allMaterials: [KeyMaterial] {
         [.rawKey(rawKey), .identity(x25519Identity), .identity(rsaIdentity), .passphrase(passphrase)]
     }

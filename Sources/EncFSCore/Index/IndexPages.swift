@@ -13,7 +13,7 @@ import Glibc
 ///
 /// How a page is trusted without its own tag (the format seals the index as
 /// one AES-GCM message, see docs/FORMAT.md): at open the whole message is
-/// decrypted and its tag checked (``sealed(descriptor:path:start:length:tag:key:nonce:aad:cacheBytes:)``),
+/// decrypted and its tag checked (``sealed(source:start:length:tag:key:nonce:aad:cacheBytes:)``),
 /// and a GMAC tag of each 16 KiB page of *ciphertext* is kept, under a
 /// random key made for this index that never leaves the process (AES-GCM
 /// with the page as associated data and nonce = page number; the tags are
@@ -23,6 +23,12 @@ import Glibc
 /// keystream: `AESCTR`). A bundle changed after the mount therefore gives a
 /// "changed after the bundle was verified" error, never other plaintext.
 /// GMAC runs at GHASH speed, several times SHA-256's here.
+///
+/// Invariant: every check of page N reuses the tag key and nonce N. That
+/// nonce reuse is safe only because no tag ever leaves the process (never
+/// logged, returned, compared anywhere an attacker can time, or stored):
+/// whoever sees two tags under one nonce can recover the GHASH key and
+/// forge pages. Never expose a page tag (docs/SECURITY.md).
 public final class IndexPages: Sendable {
     /// Bytes per page: a multiple of 16 (AES blocks) and of nothing else in
     /// the layout, so records and names may straddle two pages.
