@@ -21,7 +21,7 @@ extension SecureMemoryStatus {
         defer { fclose(file) }
         var line = [CChar](repeating: 0, count: 512)
         while fgets(&line, Int32(line.count), file) != nil {
-            let text = String(cString: line)
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             guard let range = text.split(separator: " ").first?.split(separator: "-"), range.count == 2,
                   let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
                   start <= address, address < end else { continue }
