@@ -54,17 +54,13 @@ package struct BundleVerifier {
     ///   index that changed. Damaged chunks are reported, not thrown.
     package static func verify(_ reader: BundleReader, hashing: Bool = true) throws -> Report {
         let layout = reader.header.layout
-        let batchChunks = max(1, batchBytes / Int(layout.sealedChunkSize))
-        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
-        defer { sealed.deallocate() }
-        let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
-        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
-        let locked = SecureMemory.lock(plaintext)
-        defer {
-            SecureMemory.release(plaintext, locked: locked)
-            plaintext.deallocate()
-        }
-        let codec = try ChunkCodec(bundleID: reader.header.bundleID)
+        let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
+        // The reader's own scratch: a batch buffer and a locked plaintext
+        // chunk, wiped when the workspace goes.
+        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: batchBytes)
+        // The buffers belong to the workspace: keep it alive to the end.
+        defer { withExtendedLifetime(workspace) {} }
+        let (sealed, plaintext, codec) = (workspace.sealed, workspace.plaintext, workspace.codec)
         let hasher = hashing ? SHA256.Hasher() : nil
         var report = Report()
         let index = reader.index

@@ -33,9 +33,12 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// alternating between files.
     static let cachedKeyCount = 4
 
-    init(layout: ChunkLayout, bundleID: [UInt8]) throws {
+    /// - Parameter batchBytes: the sealed bytes one fetch may bring; whole
+    ///   passes over a bundle (verify, re-encryption) take larger batches
+    ///   than the mount's reads.
+    init(layout: ChunkLayout, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes) throws {
         codec = try ChunkCodec(bundleID: bundleID)
-        sealed = .allocate(byteCount: layout.batchCapacity(batchBytes: Self.batchBytes), alignment: 4096)
+        sealed = .allocate(byteCount: layout.batchCapacity(batchBytes: batchBytes), alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)

@@ -66,17 +66,13 @@ struct PayloadReencryptor {
     @discardableResult
     func run() throws -> Digests? {
         let layout = reader.header.layout
-        let batchChunks = max(1, Self.batchBytes / Int(layout.sealedChunkSize))
-        let sealed = UnsafeMutableRawBufferPointer.allocate(byteCount: batchChunks * Int(layout.sealedChunkSize), alignment: 4096)
-        defer { sealed.deallocate() }
-        let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
-        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
-        let locked = SecureMemory.lock(plaintext)
-        defer {
-            SecureMemory.release(plaintext, locked: locked)
-            plaintext.deallocate()
-        }
-        let oldCodec = try ChunkCodec(bundleID: reader.header.bundleID)
+        let batchChunks = layout.chunksPerBatch(batchBytes: Self.batchBytes)
+        // The reader's own scratch: a batch buffer and a locked plaintext
+        // chunk, wiped when the workspace goes.
+        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: Self.batchBytes)
+        // The buffers belong to the workspace: keep it alive to the end.
+        defer { withExtendedLifetime(workspace) {} }
+        let (sealed, plaintext, oldCodec) = (workspace.sealed, workspace.plaintext, workspace.codec)
         let newCodec = try ChunkCodec(bundleID: newKeys.bundleID)
         let index = reader.index
         for position in 0..<index.count {
