@@ -8,7 +8,8 @@ import PackageDescription
 /// rekeyer, byte sources: FUSE-free and Foundation-free) → CryptCore;
 /// EncFS (the public API, `EncryptedBundle`) → EncFSCore; EncFSMount (the
 /// FUSE file system and its daemon) → EncFSCore, CFuse; EncFSCLI (argument
-/// parsing, key options, prompts, the commands) → EncFSCore, EncFSMount; the
+/// parsing, key options, prompts, the commands) → EncFSCore, EncFSMount,
+/// CKeyring (the keyctl system call, for the kernel keyring); the
 /// executables are thin `main.swift` files over EncFSCLI.
 ///
 /// The public API is a target of its own because it speaks `Data` and
@@ -28,11 +29,14 @@ let package = Package(
     targets: [
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        // The kernel keyring's keyctl system call (variadic syscall()), for
+        // --key-keyring; the kernel headers only, no library.
+        .systemLibrary(name: "CKeyring"),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore"]),
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"]),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),

@@ -6,6 +6,7 @@
 #   - COpenSSL only in Sources/CryptCore/OpenSSL/ (CryptCore may import it
 #     anywhere, by dependency; the house rule keeps it in one folder);
 #   - CFuse only in Sources/EncFSMount/;
+#   - CKeyring (the keyctl system call) only in Sources/EncFSCLI/KernelKeyring.swift;
 #   - no OpenSSL symbol outside CryptCore;
 #   - the core never reads the environment, prompts or exits: those belong
 #     to EncFSCLI;
@@ -18,6 +19,8 @@ while IFS= read -r hit; do report "COpenSSL imported outside Sources/CryptCore/O
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import COpenSSL' Sources Tests | grep -v '^Sources/CryptCore/OpenSSL/' || true)
 while IFS= read -r hit; do report "CFuse imported outside Sources/EncFSMount/" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CFuse' Sources Tests | grep -v '^Sources/EncFSMount/' || true)
+while IFS= read -r hit; do report "CKeyring imported outside Sources/EncFSCLI/KernelKeyring.swift" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CKeyring' Sources Tests | grep -v '^Sources/EncFSCLI/KernelKeyring.swift:' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
   < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSCore Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
 while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \

@@ -53,8 +53,11 @@ public enum InspectCommand {
                                     result. --sign-key alone signs the bundle
 
     key options (to open the bundle): --key-file FILE, --passphrase-file FILE,
-    --identity FILE, or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY;
-    otherwise a passphrase prompt on a terminal (`info` never prompts: without a key it shows the header only).
+    --identity FILE, or:
+    \(KeyOptions.custodyHelp)
+    or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY; otherwise a passphrase
+    prompt on a terminal (`info` never prompts: without a key it shows the
+    header only).
 
     reader options:
     \(ReaderOptions.help)
@@ -70,9 +73,6 @@ public enum InspectCommand {
     """
 
     static let parser = ArgumentParser(options: [
-        .init(["--key-file"], takesValue: true),
-        .init(["--passphrase-file"], takesValue: true),
-        .init(["--identity"], takesValue: true),
         .init(["--json"], takesValue: false),
         .init(["-l"], takesValue: false),
         .init(["-R"], takesValue: false),
@@ -84,7 +84,7 @@ public enum InspectCommand {
         .init(["--sign-key"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-    ] + ReaderOptions.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -145,9 +145,7 @@ public enum InspectCommand {
     /// whatever `options` say: the tools show them (`ls`) or report them
     /// (`verify`), and `cat` refuses to follow them.
     private static func open(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> BundleReader {
-        let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                              passphraseFiles: args.values("--passphrase-file"),
-                                              identityFiles: args.values("--identity"), confirm: false)
+        let materials = try KeyOptions.gather(from: args, confirm: false)
         return try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
     }
 
@@ -160,9 +158,7 @@ public enum InspectCommand {
     // MARK: - info
 
     private static func info(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> Int32 {
-        let materials = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                              passphraseFiles: args.values("--passphrase-file"),
-                                              identityFiles: args.values("--identity"), confirm: false, optional: true)
+        let materials = try KeyOptions.gather(from: args, confirm: false, optional: true)
         let header: BundleHeader
         let size: UInt64
         var reader: BundleReader?
@@ -438,9 +434,7 @@ public enum InspectCommand {
         guard !changes.addKeys.isEmpty || !changes.remove.isEmpty || !changes.addRecipients.isEmpty || changes.signingKey != nil else {
             throw UsageError("rekey needs --add-key-file, --add-passphrase-file, --add-recipient, --remove or --sign-key")
         }
-        changes.openedWith = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                                   passphraseFiles: args.values("--passphrase-file"),
-                                                   identityFiles: args.values("--identity"), confirm: false)
+        changes.openedWith = try KeyOptions.gather(from: args, confirm: false)
         // Rekeying rewrites the bundle, it serves nothing: links are kept as
         // they are. With --verify-key / --expect-bundle-id (in `options`),
         // only a bundle of that origin is rekeyed.

@@ -7,7 +7,8 @@ import Glibc
 /// Collects the secrets named on the command line, in the environment, or
 /// typed at a prompt.
 ///
-/// Order: `--key-file` and `--passphrase-file` (each repeatable); if none,
+/// Order: the key options (`KeyOptions`: files, kernel keyring, service
+/// credentials; each repeatable); if none,
 /// `ENCFS_KEY` (64 hex digits) and `ENCFS_PASSPHRASE`; if still none and a
 /// terminal is attached, a passphrase prompt without echo (asked twice when
 /// `confirm` is set). Both environment variables are wiped in place and
@@ -21,25 +22,47 @@ public enum KeySources {
     /// Environment variable naming an identity file (a path, not a secret).
     public static let identityVariable = "ENCFS_IDENTITY"
 
-    /// Gathers the secrets.
+    /// Gathers the secrets from files (what ``KeyOptions/gather(from:confirm:optional:)``
+    /// does for every key option).
     ///
     /// - Parameters:
     ///   - keyFiles: paths of key files.
     ///   - passphraseFiles: paths of passphrase files.
+    ///   - identityFiles: paths of private keys (PEM) for recipient slots.
     ///   - confirm: ask for a prompted passphrase twice (when packing).
-    /// - Returns: at least one secret.
-    /// - Throws: `KeyInputError` when a source is unusable or none is given.
     ///   - optional: return no secret (instead of prompting or failing) when
     ///     none is given, for commands that work without a key.
-    ///   - identityFiles: paths of private keys (PEM) for recipient slots.
+    /// - Returns: at least one secret, unless `optional`.
+    /// - Throws: `KeyInputError` when a source is unusable or none is given.
     public static func gather(keyFiles: [[UInt8]], passphraseFiles: [[UInt8]], identityFiles: [[UInt8]] = [],
                               confirm: Bool, optional: Bool = false) throws -> [KeyMaterial] {
+        try gather(confirm: confirm, optional: optional) {
+            var materials: [KeyMaterial] = []
+            for path in keyFiles { materials.append(.rawKey(try KeyFiles.readKeyFile(path))) }
+            for path in passphraseFiles { materials.append(.passphrase(try KeyFiles.readPassphraseFile(path))) }
+            for path in identityFiles { materials.append(.identity(try KeyFiles.readIdentityFile(path))) }
+            return materials
+        }
+    }
+
+    /// Gathers the secrets: those `explicit` reads (the key options), else
+    /// the environment, else a prompt.
+    ///
+    /// The environment variables are taken (wiped and unset) before
+    /// `explicit` runs, so they are gone whether it succeeds or throws.
+    ///
+    /// - Parameters:
+    ///   - confirm: ask for a prompted passphrase twice (when packing).
+    ///   - optional: return no secret (instead of prompting or failing) when
+    ///     none is given, for commands that work without a key.
+    ///   - explicit: reads the sources named on the command line.
+    /// - Returns: at least one secret, unless `optional`.
+    /// - Throws: `KeyInputError` when a source is unusable or none is given;
+    ///   whatever `explicit` throws.
+    static func gather(confirm: Bool, optional: Bool, explicit: () throws -> [KeyMaterial]) throws -> [KeyMaterial] {
         let envKey = takeEnvironment(keyVariable)
         let envPassphrase = takeEnvironment(passphraseVariable)
-        var materials: [KeyMaterial] = []
-        for path in keyFiles { materials.append(.rawKey(try KeyFiles.readKeyFile(path))) }
-        for path in passphraseFiles { materials.append(.passphrase(try KeyFiles.readPassphraseFile(path))) }
-        for path in identityFiles { materials.append(.identity(try KeyFiles.readIdentityFile(path))) }
+        var materials = try explicit()
         if materials.isEmpty {
             if let envKey { materials.append(.rawKey(try KeyFiles.parseHexKey(envKey, what: keyVariable, path: nil))) }
             if let envPassphrase {
@@ -56,7 +79,8 @@ public enum KeySources {
             materials.append(.passphrase(try prompt(confirm: confirm)))
         }
         guard !materials.isEmpty else {
-            throw KeyInputError("no key given: use --key-file, --passphrase-file, --identity, \(keyVariable), \(passphraseVariable) or \(identityVariable)")
+            throw KeyInputError("no key given: use --key-file, --passphrase-file, --identity, --key-keyring, "
+                                + "--key-credential, \(keyVariable), \(passphraseVariable) or \(identityVariable)")
         }
         return materials
     }

@@ -25,6 +25,7 @@ public enum MountCommand {
       --passphrase-file FILE   a passphrase (one trailing newline is ignored)
       --identity FILE          a private key (PEM: X25519 from encfs-keygen or
                                openssl, or RSA ≥ 2048 bits) for recipient slots
+    \(KeyOptions.custodyHelp)
       environment: ENCFS_KEY (hex key), ENCFS_PASSPHRASE and ENCFS_IDENTITY (a
       path), used when no key option is given; with none of these and a
       terminal, a passphrase is asked for without echo. ENCFS_KEY and
@@ -67,9 +68,6 @@ public enum MountCommand {
     """
 
     static let parser = ArgumentParser(options: [
-        .init(["--key-file"], takesValue: true),
-        .init(["--passphrase-file"], takesValue: true),
-        .init(["--identity"], takesValue: true),
         .init(["--foreground", "-f"], takesValue: false),
         .init(["-o"], takesValue: true),
         .init(["--log-file"], takesValue: true),
@@ -80,7 +78,7 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
-    ] + ReaderOptions.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -112,12 +110,10 @@ public enum MountCommand {
         }
         let materials: [KeyMaterial]
         do {
-            materials = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                              passphraseFiles: args.values("--passphrase-file"),
-                                              identityFiles: args.values("--identity"), confirm: false)
+            materials = try KeyOptions.gather(from: args, confirm: false)
         } catch {
             diagnostics.report(error)
-            return ExitCode.failure
+            return ExitCode.code(for: error)
         }
         // In the foreground this process serves: open everything. Otherwise
         // only the header is unlocked here; the daemon loads and checks the

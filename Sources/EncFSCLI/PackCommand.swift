@@ -20,6 +20,7 @@ public enum PackCommand {
       --key-file FILE          a raw 256-bit key: 64 hex characters
       --passphrase-file FILE   a passphrase (one trailing newline is ignored)
       --identity FILE          a private key; its public half becomes a recipient
+    \(KeyOptions.custodyHelp)
       environment: ENCFS_KEY (hex key) and ENCFS_PASSPHRASE, used when no key
       option is given; with none of these and a terminal, a passphrase is
       asked for twice without echo.
@@ -53,10 +54,7 @@ public enum PackCommand {
     """
 
     static let parser = ArgumentParser(options: [
-        .init(["--key-file"], takesValue: true),
-        .init(["--passphrase-file"], takesValue: true),
         .init(["--recipient"], takesValue: true),
-        .init(["--identity"], takesValue: true),
         .init(["--sign-key"], takesValue: true),
         .init(["--chunk-size"], takesValue: true),
         .init(["--exclude"], takesValue: true),
@@ -65,7 +63,7 @@ public enum PackCommand {
         .init(["--quiet", "-q"], takesValue: false),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-    ])
+    ] + KeyOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -102,13 +100,10 @@ public enum PackCommand {
             options.recipients = try args.values("--recipient").map { try KeyFiles.readRecipientFile($0) }
             if let path = args.value("--sign-key") { options.signingKey = try KeyFiles.readSigningKeyFile(path) }
             // With recipients, no secret is needed: never prompt then.
-            options.keys = try KeySources.gather(keyFiles: args.values("--key-file"),
-                                                 passphraseFiles: args.values("--passphrase-file"),
-                                                 identityFiles: args.values("--identity"), confirm: true,
-                                                 optional: !options.recipients.isEmpty)
+            options.keys = try KeyOptions.gather(from: args, confirm: true, optional: !options.recipients.isEmpty)
         } catch {
             diagnostics.report(error)
-            return ExitCode.failure
+            return ExitCode.code(for: error)
         }
         var start = timespec()
         clock_gettime(CLOCK_MONOTONIC, &start)
