@@ -52,12 +52,14 @@ public enum InspectCommand {
                                     a warning) unless --sign-key signs the
                                     result. --sign-key alone signs the bundle
 
-    key options (to open the bundle): --key-file FILE, --passphrase-file FILE,
-    --identity FILE, or:
+    key options (to open the bundle; any one that opens a key slot is enough):
+      --key-file FILE          a raw 256-bit key: 64 hex characters
+      --passphrase-file FILE   a passphrase (one trailing newline is ignored)
+      --identity FILE          a private key (PEM) for recipient slots
     \(KeyOptions.custodyHelp)
-    or ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY; otherwise a passphrase
-    prompt on a terminal (`info` never prompts: without a key it shows the
-    header only).
+      environment: ENCFS_KEY / ENCFS_PASSPHRASE / ENCFS_IDENTITY when no key
+      option is given; otherwise a passphrase prompt on a terminal (`info`
+      never prompts: without a key it shows the header only).
 
     reader options:
     \(ReaderOptions.help)

@@ -57,6 +57,31 @@ final class KernelKeyringTests: KeyTestCase {
         XCTAssertEqual(try info(bundle, ["--key-keyring", description])["verified"] as? Bool, true)
     }
 
+    /// encfs-pack makes a raw-key slot from the keyring key (the key file
+    /// opens the result), and rekey opens the bundle with it.
+    func testPackAndRekey_KeyFromKeyring() throws {
+        let description = uniqueKeyDescription("pack")
+        try addKeyringKey(description, payload: try keyFileBytes())
+        let packed = scratch.url("packed.encfs")
+        assertSuccess(try pack(scratch.url("src"), packed, ["--key-keyring", description, "--quiet"]))
+        let cat = try inspect(["cat", packed, "notes.txt", "--key-file", keyFile])
+        assertSuccess(cat)
+        XCTAssertEqual(cat.stdout, contents)
+        let added = try makeRawKey("added.key")
+        assertSuccess(try inspect(["rekey", packed, "--key-keyring", description, "--add-key-file", added]))
+        XCTAssertEqual(try slots(packed).count, 2)
+        assertSuccess(try inspect(["verify", packed, "--key-file", added]))
+    }
+
+    func testHelp_EveryKeyTakingToolListsTheOptions() throws {
+        for tool in [try Tools.mount(), try Tools.inspect(), try Tools.pack()] {
+            let help = try check(tool, ["--help"]).output
+            for option in ["--key-keyring DESC", "--keyring-passphrase", "--key-credential NAME", "--passphrase-credential NAME"] {
+                XCTAssertTrue(help.contains(option), "\(tool) --help lacks \(option)")
+            }
+        }
+    }
+
     /// A key only in a session keyring (an anonymous one that `keyctl
     /// session -` makes for one command and that goes with it) is found:
     /// the session keyring is searched first.
