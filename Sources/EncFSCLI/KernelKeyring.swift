@@ -52,9 +52,10 @@ enum KernelKeyring {
     private static func search(_ description: [UInt8]) throws -> Int32 {
         var refusal: Int32?
         for keyring in searchedKeyrings() {
-            let result = description.withCString { ckeyring_search(keyring(), "user", $0) }
-            if result >= 0, let id = Int32(exactly: result) { return id }
-            let code = errno
+            guard let id = keyring() else { continue }
+            // errno is taken inside the closure, before the C string's copy is freed.
+            let (result, code) = description.withCString { (ckeyring_search(id, "user", $0), errno) }
+            if result >= 0, let key = Int32(exactly: result) { return key }
             if code != ENOKEY, refusal == nil { refusal = code }
         }
         if let refusal { throw error(refusal, description) }
@@ -69,15 +70,16 @@ enum KernelKeyring {
     /// reaches them: the persistent keyring is looked up (and linked into
     /// this process's own keyring, which the kernel requires and which
     /// dies with the process) only if the first two found nothing.
-    private static func searchedKeyrings() -> [() -> Int32] {
+    /// `nil` stands for a keyring that does not exist (a kernel without
+    /// persistent keyrings answers EOPNOTSUPP): it is skipped.
+    private static func searchedKeyrings() -> [() -> Int32?] {
         [
             { ckeyring_session_keyring() },
             { ckeyring_user_keyring() },
             {
-                // No persistent keyrings (kernel without
-                // CONFIG_PERSISTENT_KEYRINGS): an id that matches nothing.
+                // A real keyring id is positive; -1 would name the thread keyring.
                 let id = ckeyring_get_persistent(ckeyring_process_keyring())
-                return Int32(exactly: id) ?? 0
+                return id > 0 ? Int32(exactly: id) : nil
             },
         ]
     }
