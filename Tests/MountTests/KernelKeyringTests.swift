@@ -96,6 +96,20 @@ final class KernelKeyringTests: KeyTestCase {
         XCTAssertFalse(try keyringHasUserKey(description), "the key should have lived only in that session")
     }
 
+    /// The session keyring comes before the user keyring: with the right
+    /// key in the session and a wrong one of the same description in `@u`,
+    /// the bundle opens.
+    func testInspect_SessionKeyringSearchedBeforeUserKeyring() throws {
+        let description = uniqueKeyDescription("order")
+        try addKeyringKey(description, payload: Array("\(randomHex())\n".utf8))
+        let payload = try scratch.write("order-payload", try keyFileBytes(), mode: 0o600)
+        let result = try run("keyctl", ["session", "-", "/bin/sh", "-c",
+                                        #"keyctl padd user "$1" @s < "$2" >/dev/null && exec "$3" cat "$4" notes.txt --key-keyring "$1""#,
+                                        "sh", description, payload, try Tools.inspect(), bundle])
+        assertSuccess(result)
+        XCTAssertEqual(result.stdout, contents)
+    }
+
     /// A key only in the user's persistent keyring (linked into an
     /// anonymous session just long enough to add it) is found: the
     /// persistent keyring is searched last.
