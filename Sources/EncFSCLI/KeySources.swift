@@ -22,29 +22,6 @@ public enum KeySources {
     /// Environment variable naming an identity file (a path, not a secret).
     public static let identityVariable = "ENCFS_IDENTITY"
 
-    /// Gathers the secrets from files (what ``KeyOptions/gather(from:confirm:optional:)``
-    /// does for every key option).
-    ///
-    /// - Parameters:
-    ///   - keyFiles: paths of key files.
-    ///   - passphraseFiles: paths of passphrase files.
-    ///   - identityFiles: paths of private keys (PEM) for recipient slots.
-    ///   - confirm: ask for a prompted passphrase twice (when packing).
-    ///   - optional: return no secret (instead of prompting or failing) when
-    ///     none is given, for commands that work without a key.
-    /// - Returns: at least one secret, unless `optional`.
-    /// - Throws: `KeyInputError` when a source is unusable or none is given.
-    public static func gather(keyFiles: [[UInt8]], passphraseFiles: [[UInt8]], identityFiles: [[UInt8]] = [],
-                              confirm: Bool, optional: Bool = false) throws -> [KeyMaterial] {
-        try gather(confirm: confirm, optional: optional) {
-            var materials: [KeyMaterial] = []
-            for path in keyFiles { materials.append(.rawKey(try KeyFiles.readKeyFile(path))) }
-            for path in passphraseFiles { materials.append(.passphrase(try KeyFiles.readPassphraseFile(path))) }
-            for path in identityFiles { materials.append(.identity(try KeyFiles.readIdentityFile(path))) }
-            return materials
-        }
-    }
-
     /// Gathers the secrets: those `explicit` reads (the key options), else
     /// the environment, else a prompt.
     ///
