@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <errno.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 // fuse_session_loop_mt is a function-like macro that picks a versioned
 // symbol; Swift cannot call macros, so wrap it.
@@ -31,6 +34,9 @@ static inline void cfuse_fi_set_cache_readdir(struct fuse_file_info *fi) {
 static inline void cfuse_fi_set_noflush(struct fuse_file_info *fi) {
     fi->noflush = 1;
 }
+static inline void cfuse_fi_set_direct_io(struct fuse_file_info *fi) {
+    fi->direct_io = 1;
+}
 
 // prctl is variadic in glibc, which Swift cannot call; one helper per
 // use. The process name (comm, 15 bytes at most) is what ps, pgrep and
@@ -40,6 +46,23 @@ static inline int cfuse_disable_dumpable(void) {
 }
 static inline int cfuse_set_process_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+
+// pidfd_open has no wrapper before glibc 2.36 and syscall() is variadic,
+// which Swift cannot call. A pidfd names one process for as long as it is
+// open: reads of /proc/PID made while holding it, confirmed afterwards by
+// cfuse_pidfd_has_exited, are known to be about that process and not about
+// a later one that got the same pid (AccessPolicy's caller checks).
+static inline int cfuse_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+// 1 once the process has exited (the pidfd polls readable), 0 while it
+// runs, -1 with errno when poll fails.
+static inline int cfuse_pidfd_has_exited(int pidfd) {
+    struct pollfd p = { .fd = pidfd, .events = POLLIN, .revents = 0 };
+    int rc = poll(&p, 1, 0);
+    if (rc < 0) return -1;
+    return rc > 0 ? 1 : 0;
 }
 
 #endif

@@ -58,6 +58,9 @@ public enum MountCommand {
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
     \(ReaderOptions.help)
+
+    \(AccessOptions.help)
+
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -78,7 +81,7 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
-    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -107,6 +110,13 @@ public enum MountCommand {
         configuration.origin = openOptions.origin
         if args.has(MountDaemon.flag) {
             return MountDaemon.serve(configuration) ? ExitCode.success : ExitCode.failure
+        }
+        do {
+            try AccessOptions.checkAllowOtherAvailable(for: configuration.access)
+        } catch {
+            diagnostics.report(error)
+            diagnostics.hint("add user_allow_other to /etc/fuse.conf (as root), or mount as root")
+            return ExitCode.failure
         }
         let materials: [KeyMaterial]
         do {
@@ -181,7 +191,8 @@ public enum MountCommand {
         do {
             let session = try MountSession(reader: reader, bundlePath: configuration.bundlePath,
                                            mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
-                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames)
+                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames,
+                                           accessRules: configuration.access)
             try session.serve(readaheadKB: configuration.readaheadKB) {}
             return ExitCode.success
         } catch {
@@ -229,6 +240,13 @@ public enum MountCommand {
             configuration.threads = try number(text, in: 1...MountSession.maximumThreads,
                                                "--threads must be a number from 1 to \(MountSession.maximumThreads)")
         }
+        configuration.access = try AccessOptions.rules(from: args)
+        // Without allow_other the kernel turns every other user away
+        // before the policy is asked.
+        if configuration.access.needsAllowOther(mountingUID: getuid(), mountingGID: getgid()),
+           !configuration.fuseOptions.contains("allow_other") {
+            configuration.fuseOptions.append("allow_other")
+        }
         return configuration
     }
 
@@ -252,6 +270,7 @@ public enum MountCommand {
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
         out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
+        out += AccessOptions.daemonArguments(for: configuration.access)
         add("--")
         return out + [configuration.bundlePath, configuration.mountpoint]
     }
@@ -276,6 +295,7 @@ public enum MountCommand {
         var resolved = configuration
         resolved.bundlePath = try absolute(configuration.bundlePath)
         resolved.mountpoint = try absolute(configuration.mountpoint)
+        resolved.access = try AccessOptions.resolvingExecutables(configuration.access)
         if let logFile = configuration.logFile {
             do { _ = try FileDescriptor.open(logFile, flags: O_WRONLY | O_APPEND | O_CREAT, mode: 0o600) } catch {
                 throw CommandError("cannot open log file", path: logFile)

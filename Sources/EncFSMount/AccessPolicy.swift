@@ -4,27 +4,48 @@ import CFuse
 import Glibc
 #endif
 
-/// The one place that decides what a caller may do with an entry it opens.
+/// The one place that decides what a caller may do with an entry it
+/// opens, and, with `--enforce-reads`, reads.
 ///
 /// Every `open` and `opendir` the kernel sends asks ``refusal(of:to:by:)``
 /// before it is answered in any other way (see `FUSEOperations+Open.swift`).
-/// Today the policy is the mount's own: reading is allowed, anything that
-/// would write is refused with EROFS. Who may read is decided before a
-/// request gets here, by the kernel: `default_permissions` checks the
-/// stored mode bits with every entry owned by the user who mounted, and
-/// without `allow_other` only that user reaches the mount at all.
+/// The mount's own rule always holds: anything that would write is refused
+/// with EROFS. Without `--allow-*` rules (``AccessRules``) that is all, and
+/// who may read is the kernel's decision alone: `default_permissions`
+/// checks the stored mode bits with every entry owned by the user who
+/// mounted, and without `allow_other` only that user reaches the mount.
 ///
-/// What reaches this hook, honestly: on kernels that can skip opens
-/// (files 4.19+, directories 5.1+) the first open and the first opendir
-/// the policy allows are answered ENOSYS, and the kernel sends no further
-/// opens of that kind for the life of the mount. So today the hook sees
-/// one open and one opendir per mount, plus any it refuses. A policy that
-/// refuses some callers (by uid, gid or executable) must first change
-/// that: answer every open itself (two more round trips per opened file),
-/// or check at `lookup`, whose answers the kernel caches for every caller
-/// (entry timeouts are infinite) and so would need short timeouts too.
-/// Neither is built; this type is where such a policy goes.
+/// With rules, a caller that does not match them is answered EACCES and
+/// logged (``DenialLog``). For that to mean anything the kernel must ask
+/// at every open: ``answersEveryOpen`` keeps opens from being skipped (a
+/// kernel that can skip them is otherwise answered ENOSYS once and stops
+/// sending them). Nothing is decided at `lookup` or `getattr`, whose
+/// answers the kernel caches for every caller, and nothing about a caller
+/// is remembered between requests: each open reads /proc again
+/// (``CallerProcess``).
+///
+/// An open, once allowed, hands the caller a descriptor the kernel then
+/// serves from: reads through it, by the caller or by whoever inherits or
+/// receives it, are not asked about, unless `--enforce-reads` makes every
+/// read come here (direct I/O) and ask again.
 struct AccessPolicy: Sendable {
+    let rules: AccessRules
+    private let denials: DenialLog
+
+    init(rules: AccessRules, denials: DenialLog) {
+        self.rules = rules
+        self.denials = denials
+    }
+
+    /// Whether every open and opendir must be answered by the daemon, never
+    /// with ENOSYS (which lets the kernel skip all later opens): whenever
+    /// any rule decides per caller.
+    var answersEveryOpen: Bool { rules.restrictsCallers || rules.enforcesReads }
+
+    /// Whether reads are checked too (`--enforce-reads`): opens then reply
+    /// with direct I/O, so every read reaches the daemon.
+    var checksReads: Bool { rules.enforcesReads }
+
     /// The process behind a request, as the kernel reports it.
     struct Caller: Sendable, Equatable {
         let uid: uid_t
@@ -54,19 +75,45 @@ struct AccessPolicy: Sendable {
         case open(flags: Int32)
         /// `opendir` of a directory.
         case openDirectory
+        /// `read` of an open file (only asked with `--enforce-reads`).
+        case read
+
+        /// How a log line names it.
+        var verb: String {
+            switch self {
+            case .open: "open of"
+            case .openDirectory: "opendir of"
+            case .read: "read of"
+            }
+        }
     }
 
     /// Why `caller` may not do `request` to `entry`, as an errno; nil when
-    /// it may.
+    /// it may. A refusal by the rules is logged (rate-limited).
     func refusal(of request: Request, to entry: IndexEntry, by caller: Caller) -> Int32? {
-        switch request {
-        case .open(let flags):
+        if case .open(let flags) = request {
             // The `ro` mount makes the kernel refuse these first; this is
             // the second line, for whatever gets past it.
             let writes = flags & O_ACCMODE != O_RDONLY || flags & (O_TRUNC | O_CREAT) != 0
-            return writes ? EROFS : nil
-        case .openDirectory:
-            return nil
+            if writes { return EROFS }
         }
+        guard rules.restrictsCallers, !admits(caller) else { return nil }
+        denials.record(request, of: entry, by: caller)
+        return EACCES
+    }
+
+    /// Whether `caller` matches every kind of rule: the ids the kernel
+    /// sent first (free), then, only when an executable or cgroup rule
+    /// asks, the process itself. A caller that cannot be identified (pid
+    /// 0: outside the daemon's pid namespace; gone; no executable) matches
+    /// no executable or cgroup rule.
+    func admits(_ caller: Caller) -> Bool {
+        guard rules.admits(uid: caller.uid, gid: caller.gid) else { return false }
+        guard rules.needsCallerProcess else { return true }
+        let admitted = CallerProcess.withIdentity(ofThread: caller.pid, readingExecutable: !rules.executables.isEmpty,
+                                                  readingCgroup: !rules.cgroups.isEmpty) { executable, cgroup in
+            rules.admits(executable: executable) && rules.admits(cgroup: cgroup)
+        }
+        return admitted ?? false
     }
 }

@@ -13,9 +13,14 @@ import Glibc
 // (FOPEN_KEEP_CACHE, and FOPEN_CACHE_DIR for directories). That saves two
 // round trips per opened file. An older kernel would take ENOSYS as a
 // failed open, so there every open is answered, with the same flags.
+// When the mount must see every open (MountContext.answersEveryOpen: an
+// access policy that decides per caller) nothing is answered ENOSYS.
+// With --enforce-reads a file is opened for direct I/O instead: no page
+// cache, so every read comes to the daemon and is checked again.
 extension FUSEOperations {
     /// `open`: allowed for reading by the policy; the content never
-    /// changes, so the kernel keeps its cache.
+    /// changes, so the kernel keeps its cache (direct I/O instead with
+    /// `--enforce-reads`).
     static func open(_ req: fuse_req_t?, inode: fuse_ino_t, info: UnsafeMutablePointer<fuse_file_info>?) {
         guard let context = MountContext.of(req), let info else { return reply(req, errno: EIO) }
         guard let entry = entry(req, context, inode: inode) else { return }
@@ -24,8 +29,12 @@ extension FUSEOperations {
         if let refusal = context.access.refusal(of: request, to: entry, by: AccessPolicy.Caller(req)) {
             return reply(req, errno: refusal)
         }
-        if context.kernelSkipsOpen.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
-        cfuse_fi_set_keep_cache(info)
+        if !context.answersEveryOpen, context.kernelSkipsOpen.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
+        if context.access.checksReads {
+            cfuse_fi_set_direct_io(info)
+        } else {
+            cfuse_fi_set_keep_cache(info)
+        }
         cfuse_fi_set_noflush(info)
         _ = fuse_reply_open(req, info)
     }
@@ -39,7 +48,7 @@ extension FUSEOperations {
         if let refusal = context.access.refusal(of: .openDirectory, to: entry, by: AccessPolicy.Caller(req)) {
             return reply(req, errno: refusal)
         }
-        if context.kernelSkipsOpendir.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
+        if !context.answersEveryOpen, context.kernelSkipsOpendir.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
         cfuse_fi_set_cache_readdir(info)
         cfuse_fi_set_keep_cache(info)
         _ = fuse_reply_open(req, info)

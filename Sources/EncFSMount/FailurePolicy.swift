@@ -53,7 +53,7 @@ final class FailurePolicy: Sendable {
             }
             if first {
                 logger.log("error", "chunk \(chunk) of inode \(position + 1) failed authentication, returning \(codeName)",
-                           path: name(ofEntryAt: position))
+                           path: loggableName(ofEntryAt: position))
             }
         } else {
             let message = (failure as? BundleError)?.message ?? "\(failure)"
@@ -62,14 +62,15 @@ final class FailurePolicy: Sendable {
             }
             if first {
                 logger.log("error", "request for inode \(inode) failed: \(message), returning \(codeName)",
-                           path: inode >= 1 ? name(ofEntryAt: Int(clamping: inode - 1)) : nil)
+                           path: inode >= 1 ? loggableName(ofEntryAt: Int(clamping: inode - 1)) : nil)
             }
         }
         return code
     }
 
-    /// The path of the entry at `position` when names may be logged.
-    private func name(ofEntryAt position: Int) -> [UInt8]? {
+    /// The path of the entry at `position` when names may be logged
+    /// (also for ``DenialLog``); nil otherwise.
+    func loggableName(ofEntryAt position: Int) -> [UInt8]? {
         guard logNames, position >= 0, position < reader.index.count else { return nil }
         // The root's path is empty; "/" reads better in a log line.
         // Built upwards only as far as a log line shows (a chain of nested

@@ -33,6 +33,9 @@ package struct MountConfiguration: Sendable, Equatable {
     /// `--expect-bundle-id`): the daemon checks it again when it loads the
     /// index, since the signature covers the index.
     package var origin = OriginPolicy()
+    /// Who may open, and whether reads are checked (`--allow-uid`,
+    /// `--allow-gid`, `--allow-exe`, `--allow-cgroup`, `--enforce-reads`).
+    package var access = AccessRules()
 
     package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
         self.bundlePath = bundlePath

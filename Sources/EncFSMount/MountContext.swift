@@ -42,17 +42,26 @@ final class MountContext: Sendable {
     private let warnedAboutLocking = Atomic<Bool>(false)
     /// Decides the errno and the log line of every failed request.
     let failures: FailurePolicy
-    /// Decides what a caller may do at open and opendir.
-    let access = AccessPolicy()
+    /// Decides what a caller may do at open and opendir (and read, with
+    /// `--enforce-reads`).
+    let access: AccessPolicy
+
+    /// Whether every open and opendir must be answered here, never with
+    /// the ENOSYS that lets the kernel skip all later ones: the one place
+    /// that says so, for every feature that needs to see each open (today
+    /// the access policy's rules).
+    var answersEveryOpen: Bool { access.answersEveryOpen }
 
     /// - Parameters:
     ///   - reader: the opened bundle.
     ///   - logger: where failures are logged.
     ///   - logNames: whether log lines may name entries (`--log-names`).
-    init(reader: BundleReader, logger: MountLogger, logNames: Bool) {
+    ///   - accessRules: who may open (`--allow-*`, `--enforce-reads`).
+    init(reader: BundleReader, logger: MountLogger, logNames: Bool, accessRules: AccessRules = AccessRules()) {
         self.reader = reader
         self.logger = logger
         failures = FailurePolicy(reader: reader, logger: logger, logNames: logNames)
+        access = AccessPolicy(rules: accessRules, denials: DenialLog(logger: logger, failures: failures))
         uid = getuid()
         gid = getgid()
         var key = pthread_key_t()

@@ -207,7 +207,8 @@ package enum MountDaemon {
         do {
             let session = try MountSession(reader: reader, bundlePath: configuration.bundlePath,
                                            mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
-                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames)
+                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames,
+                                           accessRules: configuration.access)
             try session.serve(readaheadKB: configuration.readaheadKB) {
                 report([UInt8(ascii: "0")])
                 logger.log("info", "serving", path: configuration.mountpoint)

@@ -71,12 +71,15 @@ public final class MountSession {
     ///   - logger: where errors are logged.
     ///   - threads: worker threads, 1 … ``maximumThreads``.
     ///   - logNames: whether log lines may name entries (names are secret).
+    ///   - accessRules: who may open (``AccessRules``); the caller adds
+    ///     `allow_other` to `extraOptions` when they need it.
     /// - Throws: `BundleError.io` when libfuse rejects the options.
     public init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
-                threads: Int = MountSession.defaultThreads, logNames: Bool = false) throws {
+                threads: Int = MountSession.defaultThreads, logNames: Bool = false,
+                accessRules: AccessRules = AccessRules()) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
-        context = MountContext(reader: reader, logger: logger, logNames: logNames)
+        context = MountContext(reader: reader, logger: logger, logNames: logNames, accessRules: accessRules)
         self.mountpoint = mountpoint
         ops = FUSEOperations.assignOperations()
         let argv = ["encfs-mount", "-o", Self.kernelOptions(bundlePath: bundlePath, extra: extraOptions)]

@@ -1,0 +1,166 @@
+import EncFSCore
+import EncFSMount
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-mount`'s access-policy options (`--allow-uid`, `--allow-gid`,
+/// `--allow-exe`, `--allow-cgroup`, `--enforce-reads`), parsed into
+/// ``AccessRules`` and written back for the daemon in one place.
+enum AccessOptions {
+    static let allowUID = "--allow-uid"
+    static let allowGID = "--allow-gid"
+    static let allowExecutable = "--allow-exe"
+    static let allowCgroup = "--allow-cgroup"
+    static let enforceReads = "--enforce-reads"
+
+    /// The parser entries; every `--allow-*` is repeatable.
+    static let parserOptions: [ArgumentParser.Option] = [
+        .init([allowUID], takesValue: true),
+        .init([allowGID], takesValue: true),
+        .init([allowExecutable], takesValue: true),
+        .init([allowCgroup], takesValue: true),
+        .init([enforceReads], takesValue: false),
+    ]
+
+    /// The `--help` section.
+    static let help = """
+    access policy (checked by the daemon at every open and opendir; a
+    caller must match every kind given, and any one value of a kind; each
+    option takes a comma-separated list and may be repeated):
+      --allow-uid UID,...      callers running as one of these user ids; an
+                               id other than yours implies -o allow_other
+                               (root, or user_allow_other in /etc/fuse.conf)
+      --allow-gid GID,...      callers whose group id is one of these (the
+                               effective group, not supplementary groups)
+      --allow-exe PATH,...     callers running one of these programs
+                               (symlinks resolved when mounting); an
+                               interpreter allows every script it runs
+      --allow-cgroup PATH,...  callers in one of these cgroup v2 groups or
+                               below, e.g. /system.slice/nginx.service
+      --enforce-reads          check the caller on every read too, with no
+                               page cache: a descriptor inherited or passed
+                               from an allowed process reads nothing; slower,
+                               and shared mmap is refused
+      refused callers get EACCES (Permission denied) and a log line, at most
+      one a minute per program and user; see docs/SECURITY.md for what this
+      does not stop (root, ptrace, LD_PRELOAD, descriptors without
+      --enforce-reads)
+    """
+
+    /// The rules in `args`, as given (executable paths are resolved by
+    /// ``resolvingExecutables(_:)``).
+    ///
+    /// - Throws: `UsageError` for an id that is not a number, a cgroup path
+    ///   that is not absolute, an empty list item, or `--enforce-reads`
+    ///   without a rule.
+    static func rules(from args: ArgumentParser.Result) throws -> AccessRules {
+        var rules = AccessRules()
+        rules.uids = try items(args, allowUID).map {
+            try id($0, "\(allowUID) must list numeric user ids, such as 33 or 33,1000")
+        }
+        rules.gids = try items(args, allowGID).map {
+            try id($0, "\(allowGID) must list numeric group ids, such as 33 or 33,1000")
+        }
+        rules.executables = try items(args, allowExecutable)
+        rules.cgroups = try items(args, allowCgroup).map { path in
+            guard path.first == UInt8(ascii: "/") else {
+                throw UsageError("\(allowCgroup) must be an absolute cgroup path, such as /system.slice/nginx.service")
+            }
+            var trimmed = path
+            while trimmed.count > 1, trimmed.last == UInt8(ascii: "/") { trimmed.removeLast() }
+            return trimmed
+        }
+        rules.enforcesReads = args.has(enforceReads)
+        if rules.enforcesReads, !rules.restrictsCallers {
+            throw UsageError("\(enforceReads) needs a rule: \(allowUID), \(allowGID), \(allowExecutable) or \(allowCgroup)")
+        }
+        return rules
+    }
+
+    /// Every comma-separated item of every value of `option`.
+    private static func items(_ args: ArgumentParser.Result, _ option: String) throws -> [[UInt8]] {
+        try args.values(option).flatMap { value in
+            try value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).map { item in
+                guard !item.isEmpty else { throw UsageError("\(option) has an empty item") }
+                return Array(item)
+            }
+        }
+    }
+
+    /// `text` as a user or group id: decimal, below 2^32 − 1 (which means
+    /// "no id" to the kernel).
+    private static func id(_ text: [UInt8], _ message: String) throws -> UInt32 {
+        guard text.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              let n = UInt32(String(decoding: text, as: UTF8.self)), n != UInt32.max else { throw UsageError(message) }
+        return n
+    }
+
+    /// The daemon's arguments for `rules`, read back by ``rules(from:)``.
+    static func daemonArguments(for rules: AccessRules) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        func add(_ name: String, _ values: [[UInt8]]) {
+            guard !values.isEmpty else { return }
+            out.append(Array(name.utf8))
+            out.append(Array(values.joined(separator: [UInt8(ascii: ",")])))
+        }
+        add(allowUID, rules.uids.map { Array(String($0).utf8) })
+        add(allowGID, rules.gids.map { Array(String($0).utf8) })
+        add(allowExecutable, rules.executables)
+        add(allowCgroup, rules.cgroups)
+        if rules.enforcesReads { out.append(Array(enforceReads.utf8)) }
+        return out
+    }
+
+    /// `rules` with every executable path absolute and its symlinks
+    /// resolved, as `/proc/PID/exe` shows a running program (so that
+    /// `/usr/bin/python3` matches the `python3.11` it points to).
+    ///
+    /// - Throws: `CommandError` naming a path that does not resolve or is
+    ///   not a regular file.
+    static func resolvingExecutables(_ rules: AccessRules) throws -> AccessRules {
+        var resolved = rules
+        resolved.executables = try rules.executables.map { path in
+            let real: [UInt8]
+            do { real = try FileIO.resolvedPath(path) } catch {
+                throw CommandError("cannot resolve \(allowExecutable) path", path: path)
+            }
+            var st = stat()
+            guard real.withCString({ stat($0, &st) }) == 0, st.st_mode & S_IFMT == S_IFREG else {
+                throw CommandError("\(allowExecutable) is not a regular file", path: path)
+            }
+            return real
+        }
+        return resolved
+    }
+
+    /// Where fusermount3 reads whether users may ask for `allow_other`.
+    static let fuseConfiguration: [UInt8] = Array("/etc/fuse.conf".utf8)
+
+    /// Refuses rules that let in other users when `allow_other` is not
+    /// available: a user other than root needs `user_allow_other` in
+    /// /etc/fuse.conf, or fusermount3 refuses the mount with a message that
+    /// names neither the option nor why it was asked for.
+    ///
+    /// - Throws: `CommandError` saying what is missing.
+    static func checkAllowOtherAvailable(for rules: AccessRules) throws {
+        guard getuid() != 0, rules.needsAllowOther(mountingUID: getuid(), mountingGID: getgid()),
+              !fuseConfigurationAllowsOther() else { return }
+        let which = rules.uids.isEmpty ? allowGID : allowUID
+        throw CommandError("\(which) lets other users in, which needs the allow_other mount option; "
+                           + "only root may use it unless /etc/fuse.conf has a line user_allow_other")
+    }
+
+    /// Whether /etc/fuse.conf has a `user_allow_other` line (surrounding
+    /// blanks ignored, as fusermount3 reads it).
+    private static func fuseConfigurationAllowsOther() -> Bool {
+        guard let file = try? FileDescriptor.open(fuseConfiguration, flags: O_RDONLY) else { return false }
+        var contents = [UInt8](repeating: 0, count: 64 << 10)
+        let n = contents.withUnsafeMutableBytes { (try? FileIO.readFull(file.rawValue, into: $0, path: fuseConfiguration)) ?? 0 }
+        let blanks: Set<UInt8> = [0x20, 0x09, 0x0D]
+        return contents[0..<n].split(separator: 0x0A).contains { line in
+            Array(line.drop { blanks.contains($0) }.reversed().drop { blanks.contains($0) }.reversed())
+                == Array("user_allow_other".utf8)
+        }
+    }
+}
