@@ -56,17 +56,14 @@ enum AccessOptions {
     ///   without a rule.
     static func rules(from args: ArgumentParser.Result) throws -> AccessRules {
         var rules = AccessRules()
-        rules.uids = try items(args, allowUID).map {
-            try id($0, "\(allowUID) must list numeric user ids, such as 33 or 33,1000")
-        }
-        rules.gids = try items(args, allowGID).map {
-            try id($0, "\(allowGID) must list numeric group ids, such as 33 or 33,1000")
-        }
-        rules.executables = try items(args, allowExecutable)
-        rules.cgroups = try items(args, allowCgroup).map { path in
-            guard path.first == UInt8(ascii: "/") else {
-                throw UsageError("\(allowCgroup) must be an absolute cgroup path, such as /system.slice/nginx.service")
-            }
+        let uidMessage = "\(allowUID) must list numeric user ids, such as 33 or 33,1000"
+        rules.uids = try items(args, allowUID, uidMessage).map { try id($0, uidMessage) }
+        let gidMessage = "\(allowGID) must list numeric group ids, such as 33 or 33,1000"
+        rules.gids = try items(args, allowGID, gidMessage).map { try id($0, gidMessage) }
+        rules.executables = try items(args, allowExecutable, "\(allowExecutable) must list paths of programs")
+        let cgroupMessage = "\(allowCgroup) must be an absolute cgroup path, such as /system.slice/nginx.service"
+        rules.cgroups = try items(args, allowCgroup, cgroupMessage).map { path in
+            guard path.first == UInt8(ascii: "/") else { throw UsageError(cgroupMessage) }
             var trimmed = path
             while trimmed.count > 1, trimmed.last == UInt8(ascii: "/") { trimmed.removeLast() }
             return trimmed
@@ -79,10 +76,12 @@ enum AccessOptions {
     }
 
     /// Every comma-separated item of every value of `option`.
-    private static func items(_ args: ArgumentParser.Result, _ option: String) throws -> [[UInt8]] {
+    ///
+    /// - Throws: `UsageError(message)` for an empty item.
+    private static func items(_ args: ArgumentParser.Result, _ option: String, _ message: String) throws -> [[UInt8]] {
         try args.values(option).flatMap { value in
             try value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).map { item in
-                guard !item.isEmpty else { throw UsageError("\(option) has an empty item") }
+                guard !item.isEmpty else { throw UsageError(message) }
                 return Array(item)
             }
         }
