@@ -49,6 +49,7 @@ def main():
         ("--allow-uid", ["--allow-uid", str(os.getuid())]),
         ("--allow-exe", ["--allow-exe", python]),
         ("--allow-exe --allow-cgroup", ["--allow-exe", python, "--allow-cgroup", "/"]),
+        ("--allow-uid --enforce-reads", ["--allow-uid", str(os.getuid()), "--enforce-reads"]),
         ("--allow-exe --enforce-reads", ["--allow-exe", python, "--enforce-reads"]),
     ]
     names = sorted(os.listdir(os.path.join(src, "small")))

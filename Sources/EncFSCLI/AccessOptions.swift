@@ -35,7 +35,9 @@ enum AccessOptions {
                                effective group, not supplementary groups)
       --allow-exe PATH,...     callers running one of these programs
                                (symlinks resolved when mounting); an
-                               interpreter allows every script it runs
+                               interpreter allows every script it runs;
+                               other users' programs are known only to a
+                               daemon running as root
       --allow-cgroup PATH,...  callers in one of these cgroup v2 groups or
                                below, e.g. /system.slice/nginx.service
       --enforce-reads          check the caller on every read too, with no

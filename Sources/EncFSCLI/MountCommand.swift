@@ -58,12 +58,11 @@ public enum MountCommand {
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
     \(ReaderOptions.help)
-
-    \(AccessOptions.help)
-
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
+
+    \(AccessOptions.help)
 
     exit codes: 0 mounted (or, with -f, unmounted cleanly), 1 runtime failure
     (wrong key, damaged bundle, bundle not signed by a --verify-key key,

@@ -50,7 +50,8 @@ struct AccessPolicy: Sendable {
     struct Caller: Sendable, Equatable {
         let uid: uid_t
         let gid: gid_t
-        /// Thread id of the caller (0 when the kernel does not know it).
+        /// Thread id of the caller, in the daemon's pid namespace (0 for a
+        /// caller outside it).
         let pid: pid_t
 
         /// The caller of `req`. The corresponding C function is `fuse_req_ctx`.

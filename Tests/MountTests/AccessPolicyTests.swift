@@ -284,6 +284,13 @@ final class AccessPolicyTests: MountTestCase {
         XCTAssertFalse(MountTable.isMounted(mountpoint))
     }
 
+    func testHelp_DescribesEveryAccessOption() throws {
+        let help = try check(try Tools.mount(), ["--help"]).output
+        for option in ["--allow-uid UID", "--allow-gid GID", "--allow-exe PATH", "--allow-cgroup PATH", "--enforce-reads"] {
+            XCTAssertTrue(help.contains("\n  \(option)"), "\(option) missing from --help")
+        }
+    }
+
     func testBadAccessOptions_AreUsageErrors() throws {
         try assertMountOptionRejected("--allow-uid", values: ["www-data", "1,,2", "-1", "4294967295", ""],
                                       message: "--allow-uid must list numeric user ids")
