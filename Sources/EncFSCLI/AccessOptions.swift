@@ -152,6 +152,36 @@ enum AccessOptions {
                            + "only root may use it unless /etc/fuse.conf has a line user_allow_other")
     }
 
+    /// Refuses a cgroup rule where processes have no cgroup v2 path (a
+    /// cgroup v1-only system): every open would be refused.
+    ///
+    /// - Throws: `CommandError` saying so.
+    static func checkCgroupsAvailable(for rules: AccessRules) throws {
+        guard !rules.cgroups.isEmpty else { return }
+        var contents = [UInt8](repeating: 0, count: 16 << 10)
+        let path = Array("/proc/self/cgroup".utf8)
+        let n = (try? FileDescriptor.open(path, flags: O_RDONLY)).map { file in
+            contents.withUnsafeMutableBytes { (try? FileIO.readFull(file.rawValue, into: $0, path: path)) ?? 0 }
+        } ?? 0
+        guard !hasUnifiedHierarchy(cgroupFile: contents[0..<n]) else { return }
+        throw CommandError("\(allowCgroup) needs cgroup v2, and this system has no unified cgroup hierarchy")
+    }
+
+    /// Whether a `/proc/PID/cgroup` text has the cgroup v2 line (`0::PATH`).
+    static func hasUnifiedHierarchy(cgroupFile text: ArraySlice<UInt8>) -> Bool {
+        text.split(separator: 0x0A).contains { $0.starts(with: Array("0::/".utf8)) }
+    }
+
+    /// A warning for rules the daemon can only partly apply: a daemon that
+    /// does not run as root cannot read other users' `/proc/PID/exe` (the
+    /// kernel asks for ptrace access), so with an executable rule their
+    /// opens are all refused.
+    static func warning(for rules: AccessRules, mountingUID: uid_t = getuid(), mountingGID: gid_t = getgid()) -> String? {
+        guard mountingUID != 0, !rules.executables.isEmpty,
+              rules.needsAllowOther(mountingUID: mountingUID, mountingGID: mountingGID) else { return nil }
+        return "\(allowExecutable) cannot identify other users' programs unless encfs-mount runs as root: their opens will be refused"
+    }
+
     /// Whether /etc/fuse.conf has a `user_allow_other` line (surrounding
     /// blanks ignored, as fusermount3 reads it).
     private static func fuseConfigurationAllowsOther() -> Bool {

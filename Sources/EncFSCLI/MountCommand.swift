@@ -117,6 +117,13 @@ public enum MountCommand {
             diagnostics.hint("add user_allow_other to /etc/fuse.conf (as root), or mount as root")
             return ExitCode.failure
         }
+        do {
+            try AccessOptions.checkCgroupsAvailable(for: configuration.access)
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.failure
+        }
+        if let warning = AccessOptions.warning(for: configuration.access) { diagnostics.warning(warning) }
         let materials: [KeyMaterial]
         do {
             materials = try KeyOptions.gather(from: args, confirm: false)

@@ -62,6 +62,27 @@ final class AccessOptionsTests: XCTestCase {
         XCTAssertTrue(within("/", "/"))
     }
 
+    func testExecutableRuleForOtherUsers_WarnsOnlyWithoutRoot() {
+        var rules = AccessRules()
+        rules.executables = [Array("/usr/sbin/nginx".utf8)]
+        rules.uids = [33]
+        XCTAssertNotNil(AccessOptions.warning(for: rules, mountingUID: 1000, mountingGID: 1000))
+        XCTAssertNil(AccessOptions.warning(for: rules, mountingUID: 0, mountingGID: 0))
+        rules.uids = [1000]
+        XCTAssertNil(AccessOptions.warning(for: rules, mountingUID: 1000, mountingGID: 1000), "own programs are readable")
+        rules.executables = []
+        rules.uids = [33]
+        XCTAssertNil(AccessOptions.warning(for: rules, mountingUID: 1000, mountingGID: 1000), "no executable rule")
+    }
+
+    func testUnifiedHierarchy_FoundOnPureAndHybridSystemsOnly() {
+        func has(_ text: String) -> Bool { AccessOptions.hasUnifiedHierarchy(cgroupFile: Array(text.utf8)[...]) }
+        XCTAssertTrue(has("0::/system.slice/nginx.service\n"))
+        XCTAssertTrue(has("9:name=systemd:/\n4:memory:/x\n0::/\n"))
+        XCTAssertFalse(has("9:name=systemd:/\n4:memory:/x\n1:cpu:/\n"))
+        XCTAssertFalse(has(""))
+    }
+
     /// The caller resolution reads this very process: its executable as
     /// /proc shows it, from the main thread and from a second thread.
     func testCallerProcess_IdentifiesThisProcessFromAnyThread() throws {
