@@ -16,12 +16,15 @@ import Glibc
 /// the pidfd named before them, so the reads were about it and not about
 /// a later process that reused its pid.
 ///
-/// What holds the caller still meanwhile: once a request has reached the
-/// daemon, the calling thread waits for the answer in the kernel, beyond
-/// the reach even of SIGKILL, and an `execve` by another of its threads
-/// waits for it too. So the thread, its process and its executable are
-/// the same before and after the check; the pidfd makes that a fact this
-/// code checks rather than one it assumes.
+/// What holds the caller still meanwhile: once an `open` or a `read(2)`
+/// has reached the daemon, the calling thread waits for the answer in the
+/// kernel, beyond the reach even of SIGKILL, and an `execve` by another of
+/// its threads waits for it too. So for those the thread, its process and
+/// its executable are the same before and after the check. A read the
+/// kernel sends for the page cache (a page fault in a private mapping) is
+/// different: the faulting process may be killed while the daemon checks,
+/// and its pid reused. The pidfd covers both: a process that exited during
+/// the reads is refused.
 ///
 /// Nothing here is remembered between requests: every check reads /proc
 /// again, into stack buffers (no allocation).
