@@ -32,8 +32,11 @@ let package = Package(
         // The kernel keyring's keyctl system call (variadic syscall()), for
         // --key-keyring; the kernel headers only, no library.
         .systemLibrary(name: "CKeyring"),
+        // zstd for compressed bundles (format v2); used only in
+        // Sources/EncFSCore/Compression/ (Scripts/check-layering.sh).
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
-        .target(name: "EncFSCore", dependencies: ["CryptCore"]),
+        .target(name: "EncFSCore", dependencies: ["CryptCore", "CZstd"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
         .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"]),

@@ -7,6 +7,8 @@
 #     anywhere, by dependency; the house rule keeps it in one folder);
 #   - CFuse only in Sources/EncFSMount/;
 #   - CKeyring (the keyctl system call) only in Sources/EncFSCLI/KernelKeyring.swift;
+#   - CZstd and ZSTD_ symbols only in Sources/EncFSCore/Compression/ (the
+#     chunk compressor and decompressor; nothing else sees libzstd);
 #   - no OpenSSL symbol outside CryptCore;
 #   - the core never reads the environment, prompts or exits: those belong
 #     to EncFSCLI;
@@ -21,6 +23,10 @@ while IFS= read -r hit; do report "CFuse imported outside Sources/EncFSMount/" "
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CFuse' Sources Tests | grep -v '^Sources/EncFSMount/' || true)
 while IFS= read -r hit; do report "CKeyring imported outside Sources/EncFSCLI/KernelKeyring.swift" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CKeyring' Sources Tests | grep -v '^Sources/EncFSCLI/KernelKeyring.swift:' || true)
+while IFS= read -r hit; do report "CZstd imported outside Sources/EncFSCore/Compression/" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CZstd' Sources Tests | grep -v '^Sources/EncFSCore/Compression/' || true)
+while IFS= read -r hit; do report "zstd symbol outside Sources/EncFSCore/Compression/" "$hit"; done \
+  < <(grep -rnE '\bZSTD_' Sources | grep -v '^Sources/EncFSCore/Compression/' | grep -v '^Sources/CZstd/' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
   < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSCore Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
 while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \

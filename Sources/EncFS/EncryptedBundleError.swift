@@ -79,7 +79,7 @@ public enum EncryptedBundleError: Error, Sendable, Equatable, CustomStringConver
         case .unusableKey(let reason): return "unusable key: \(reason)"
         case .notABundle: return "not an encfs bundle"
         case .unsupportedVersion(let version):
-            return "unsupported bundle format version \(version) (this build reads version \(BundleFormat.version))"
+            return "unsupported bundle format version \(version) (this build reads versions \(BundleFormat.readableVersions.lowerBound) and \(BundleFormat.readableVersions.upperBound))"
         case .damagedBundle(let part, let reason): return "damaged bundle \(part): \(reason)"
         case .damagedChunk(let path, let chunk): return "chunk \(chunk) of \(Self.render(path)) failed authentication"
         case .noSuchFile(let path): return "no such file or directory: \(Self.render(path))"

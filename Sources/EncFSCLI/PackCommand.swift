@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 public enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -35,7 +35,15 @@ public enum PackCommand {
                                the recipient opens
 
     options:
-      --chunk-size SIZE        4K … 1M, a power of two (default 8K)
+      --compress METHOD        none (default: a format version 1 bundle) or
+                               zstd[:LEVEL] (LEVEL 1 … 19, default 3): each
+                               chunk is compressed on its own before it is
+                               sealed (format version 2; a chunk's stored
+                               length shows how well it compressed: see
+                               docs/SECURITY.md). Files with identical
+                               contents are always stored once
+      --chunk-size SIZE        4K … 1M, a power of two (default 8K, or 64K
+                               with --compress zstd)
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree
@@ -57,6 +65,7 @@ public enum PackCommand {
         .init(["--recipient"], takesValue: true),
         .init(["--sign-key"], takesValue: true),
         .init(["--chunk-size"], takesValue: true),
+        .init(["--compress"], takesValue: true),
         .init(["--exclude"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
         .init(["--strict"], takesValue: false),
@@ -79,6 +88,10 @@ public enum PackCommand {
             if VersionOption.handle(args, tool: "encfs-pack") { return ExitCode.success }
             guard args.positionals.count == 2 else {
                 throw UsageError(args.positionals.count < 2 ? "missing SRC_DIR or BUNDLE" : "too many arguments")
+            }
+            if let method = args.value("--compress") {
+                (options.compression, options.compressionLevel) = try parseCompression(method)
+                if options.compression != .none { options.chunkSizeLog2 = BundleFormat.defaultCompressedChunkSizeLog2 }
             }
             if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
             if let cost = args.value("--scrypt-log-n") {
@@ -118,6 +131,9 @@ public enum PackCommand {
                 var line = "packed \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks"
                 line += " (\(formatBytes(summary.plaintextBytes))) into \(formatBytes(summary.bundleBytes))"
                 line += " in \(formatSeconds(seconds))"
+                if summary.sharedFiles > 0 {
+                    line += ", \(summary.sharedFiles) duplicate files stored once (\(formatBytes(summary.sharedBytes)) saved)"
+                }
                 if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
                 if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
                 if let signer = summary.signerFingerprint { line += ", signed by \(signer)" }
@@ -140,6 +156,20 @@ public enum PackCommand {
             }
             return ExitCode.failure
         }
+    }
+
+    /// Parses `none`, `zstd` or `zstd:LEVEL` (1 … 19).
+    static func parseCompression(_ text: [UInt8]) throws -> (CompressionMethod, Int) {
+        let s = String(decoding: text, as: UTF8.self)
+        if s == "none" { return (.none, CompressionMethod.defaultZstdLevel) }
+        if s == "zstd" { return (.zstd, CompressionMethod.defaultZstdLevel) }
+        if s.hasPrefix("zstd:") {
+            guard let level = Int(s.dropFirst(5)), CompressionMethod.zstdLevels.contains(level) else {
+                throw UsageError("invalid zstd level in --compress \(PrintableText.escaping(text)) (use 1 … 19)")
+            }
+            return (.zstd, level)
+        }
+        throw UsageError("unknown compression \(PrintableText.escaping(text)) (use none or zstd[:LEVEL])")
     }
 
     /// Parses `4K`, `64K`, `1M` or a byte count into log2.

@@ -91,7 +91,7 @@ public enum BundleError: Error, Sendable {
     public var message: String {
         switch self {
         case .notABundle: return "not an encfs bundle"
-        case .unsupportedVersion(let v): return "unsupported bundle format version \(v) (this build reads version \(BundleFormat.version))"
+        case .unsupportedVersion(let v): return "unsupported bundle format version \(v) (this build reads versions \(BundleFormat.readableVersions.lowerBound) and \(BundleFormat.readableVersions.upperBound))"
         case .corruptHeader(let why): return "corrupted bundle header: \(why)"
         case .headerAuthenticationFailed: return "bundle header failed authentication (modified or damaged)"
         case .wrongKey(let kinds):

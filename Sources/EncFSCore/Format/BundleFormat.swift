@@ -1,10 +1,22 @@
-/// Constants of bundle format version 1. `docs/FORMAT.md` gives the byte
-/// layout these numbers describe.
+/// Constants of bundle format versions 1 and 2. `docs/FORMAT.md` gives the
+/// byte layout these numbers describe.
 public enum BundleFormat {
     /// The first eight bytes of every bundle: "ENCFSBDL".
     public static let magic: [UInt8] = Array("ENCFSBDL".utf8)
-    /// The format version this build writes and reads.
+    /// Format version 1: what a bundle without compression or shared file
+    /// bodies is written as, byte for byte as before version 2 existed, so
+    /// version 1 readers keep opening it.
     public static let version: UInt16 = 1
+    /// Format version 2: compressed chunks with chunk tables, and files
+    /// that share one body (deduplication). Written only when a bundle uses
+    /// one of them.
+    public static let version2: UInt16 = 2
+    /// The versions this build reads.
+    public static let readableVersions: ClosedRange<UInt16> = 1...2
+    /// Default chunk size of compressed bundles (64 KiB): each chunk is
+    /// compressed on its own, and small chunks compress worse;
+    /// docs/PERFORMANCE.md has the measurements that chose it.
+    public static let defaultCompressedChunkSizeLog2: UInt8 = 16
     /// Size of the fixed part of the header, before the key slots.
     public static let fixedHeaderSize = 64
     /// Size of the header authentication code that ends the header.

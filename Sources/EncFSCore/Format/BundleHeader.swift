@@ -5,13 +5,13 @@ import CryptCore
 /// Layout (little-endian; docs/FORMAT.md has the full table):
 /// ```
 ///  0  8  magic "ENCFSBDL"
-///  8  2  format version (1)
+///  8  2  format version (1, or 2 when compressed or deduplicated)
 /// 10  2  flags (0)
 /// 12  4  header length H, from byte 0 through the MAC
 /// 16 16  bundle id (random)
 /// 32  1  chunk size log2 (12 … 20)
 /// 33  1  slot count (1 … 64, the signature slot included)
-/// 34  6  reserved (0)
+/// 34  6  version 1: reserved (0); version 2: see ``BundleFeatures``
 /// 40  8  payload length: bytes after the header (chunk data, then index)
 /// 48  8  index offset, within the payload
 /// 56  8  index length (sealed: plaintext + 16-byte tag)
@@ -34,6 +34,8 @@ public struct BundleHeader: Sendable {
     public let indexOffset: UInt64
     /// Sealed index length.
     public let indexLength: UInt64
+    /// Format version and compression (header bytes 8 and 34 … 39).
+    public let features: BundleFeatures
     /// The stored authentication code.
     let mac: [UInt8]
 
@@ -74,11 +76,12 @@ public struct BundleHeader: Sendable {
             slots.append(signature)
         }
         return BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
-                            indexOffset: indexOffset, indexLength: indexLength)
+                            indexOffset: indexOffset, indexLength: indexLength, features: features)
     }
 
     init(bundleID: [UInt8], layout: ChunkLayout, slots: [KeySlot], payloadLength: UInt64,
-         indexOffset: UInt64, indexLength: UInt64, mac: [UInt8] = []) {
+         indexOffset: UInt64, indexLength: UInt64, features: BundleFeatures = .version1, mac: [UInt8] = []) {
+        self.features = features
         self.bundleID = bundleID
         self.layout = layout
         self.slots = slots
@@ -97,7 +100,7 @@ public struct BundleHeader: Sendable {
     static func headerLength(fromPrefix prefix: UnsafeRawBufferPointer) throws -> Int {
         guard prefix.count >= 16, prefix.starts(with: BundleFormat.magic) else { throw BundleError.notABundle }
         let version = prefix.le16(at: 8)
-        guard version == BundleFormat.version else { throw BundleError.unsupportedVersion(version) }
+        guard BundleFormat.readableVersions.contains(version) else { throw BundleError.unsupportedVersion(version) }
         let length = Int(prefix.le32(at: 12))
         let minimum = BundleFormat.fixedHeaderSize + 4 + BundleFormat.headerMACSize
         guard length >= minimum, length <= maximumHeaderSize else {
@@ -128,9 +131,7 @@ public struct BundleHeader: Sendable {
         guard slotCount >= 1, slotCount <= BundleFormat.maximumSlots else {
             throw BundleError.corruptHeader("slot count \(slotCount) out of range")
         }
-        guard try cursor.take(6, orThrow: truncated).allSatisfy({ $0 == 0 }) else {
-            throw BundleError.corruptHeader("reserved header bytes are not zero")
-        }
+        let features = try BundleFeatures.parse(version: bytes.le16(at: 8), bytes: try cursor.take(6, orThrow: truncated))
         let payloadLength = try cursor.u64(orThrow: truncated)
         let indexOffset = try cursor.u64(orThrow: truncated)
         let indexLength = try cursor.u64(orThrow: truncated)
@@ -157,7 +158,8 @@ public struct BundleHeader: Sendable {
         guard slots.filter({ !$0.isKeySlot }).count <= 1 else { throw BundleError.corruptHeader("more than one signature slot") }
         let mac = Array(try cursor.take(BundleFormat.headerMACSize, orThrow: truncated))
         return BundleHeader(bundleID: bundleID, layout: ChunkLayout(chunkSizeLog2: log2), slots: slots,
-                            payloadLength: payloadLength, indexOffset: indexOffset, indexLength: indexLength, mac: mac)
+                            payloadLength: payloadLength, indexOffset: indexOffset, indexLength: indexLength,
+                            features: features, mac: mac)
     }
 
     // MARK: - Serializing
@@ -165,13 +167,13 @@ public struct BundleHeader: Sendable {
     /// The header bytes without the MAC.
     func serializedBody() -> [UInt8] {
         var out = BundleFormat.magic
-        out.appendLE(BundleFormat.version)
+        out.appendLE(features.formatVersion)
         out.appendLE(UInt16(0))
         out.appendLE(UInt32(headerLength))
         out += bundleID
         out.append(layout.chunkSizeLog2)
         out.append(UInt8(slots.count))
-        out += [UInt8](repeating: 0, count: 6)
+        out += features.serialized
         out.appendLE(payloadLength)
         out.appendLE(indexOffset)
         out.appendLE(indexLength)

@@ -13,17 +13,22 @@ import CryptCore
 /// thread-safe: one per thread or per pooled workspace.
 final class ChunkCodec {
     static let aadSize = 41
+    /// Associated data of a compressed bundle's chunks: one byte more.
+    static let compressedAADSize = 42
     private let gcm: AESGCM
     private let nonce: UnsafeMutableRawBufferPointer
     private let aad: UnsafeMutableRawBufferPointer
 
+    /// - Parameter compressed: whether the bundle's chunks are compressed
+    ///   (``BundleFeatures/isCompressed``): their associated data carries
+    ///   how each is stored.
     /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
-    init(bundleID: [UInt8]) throws {
+    init(bundleID: [UInt8], compressed: Bool = false) throws {
         precondition(bundleID.count == BundleFormat.idSize, "internal error: bundle id size")
         do { gcm = try AESGCM() } catch { throw BundleError.crypto("cannot create cipher context") }
         nonce = .allocate(byteCount: AESGCM.nonceByteCount, alignment: 8)
         nonce.initializeMemory(as: UInt8.self, repeating: 0)
-        aad = .allocate(byteCount: Self.aadSize, alignment: 8)
+        aad = .allocate(byteCount: compressed ? Self.compressedAADSize : Self.aadSize, alignment: 8)
         aad.initializeMemory(as: UInt8.self, repeating: 0)
         bundleID.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: aad[0..<16]).copyMemory(from: $0) }
     }
@@ -33,17 +38,24 @@ final class ChunkCodec {
         aad.deallocate()
     }
 
-    private func prepare(fileID: UnsafeRawBufferPointer, chunk: UInt64, last: Bool) {
+    private func prepare(fileID: UnsafeRawBufferPointer, chunk: UInt64, last: Bool, encoding: StoredChunkEncoding) {
         nonce.storeBytes(of: chunk.bigEndian, toByteOffset: 4, as: UInt64.self)
         UnsafeMutableRawBufferPointer(rebasing: aad[16..<32]).copyMemory(from: fileID)
         aad.storeBytes(of: chunk.littleEndian, toByteOffset: 32, as: UInt64.self)
         aad[40] = last ? 1 : 0
+        if aad.count == Self.compressedAADSize {
+            aad[41] = encoding.rawValue
+        } else {
+            precondition(encoding == .raw, "internal error: a compressed chunk in an uncompressed bundle")
+        }
     }
 
-    /// Seals `plaintext` as chunk `chunk` into `sealed` (plaintext.count + 16 bytes).
+    /// Seals `plaintext` (the chunk's stored bytes: its plaintext, or its
+    /// zstd frame) as chunk `chunk` into `sealed` (plaintext.count + 16 bytes).
     func seal(key: SymmetricKey, fileID: UnsafeRawBufferPointer, chunk: UInt64, last: Bool,
+              encoding: StoredChunkEncoding = .raw,
               plaintext: UnsafeRawBufferPointer, into sealed: UnsafeMutableRawBufferPointer) throws {
-        prepare(fileID: fileID, chunk: chunk, last: last)
+        prepare(fileID: fileID, chunk: chunk, last: last, encoding: encoding)
         let n = plaintext.count
         do {
             try gcm.seal(key: key, nonce: UnsafeRawBufferPointer(nonce), aad: UnsafeRawBufferPointer(aad), plaintext: plaintext,
@@ -60,8 +72,9 @@ final class ChunkCodec {
     /// - Returns: false when the chunk does not authenticate.
     /// - Throws: `BundleError.crypto` for failures other than authentication.
     func open(key: SymmetricKey, fileID: UnsafeRawBufferPointer, chunk: UInt64, last: Bool,
+              encoding: StoredChunkEncoding = .raw,
               sealed: UnsafeRawBufferPointer, into plaintext: UnsafeMutableRawBufferPointer) throws -> Bool {
-        prepare(fileID: fileID, chunk: chunk, last: last)
+        prepare(fileID: fileID, chunk: chunk, last: last, encoding: encoding)
         let n = sealed.count - AESGCM.tagByteCount
         do {
             try gcm.open(key: key, nonce: UnsafeRawBufferPointer(nonce), aad: UnsafeRawBufferPointer(aad),

@@ -1,10 +1,13 @@
 extension BundleIndex {
-    /// Files that share a file id with an earlier file (in index order),
-    /// each with the first file that has it.
+    /// Files that share a file id with an earlier file (in index order)
+    /// without sharing its body, each with the first file that has it.
     ///
-    /// encfs-pack draws every file id at random, so a shared one means the
-    /// index was not written by it: two files with one id have one file key
-    /// and the same chunk nonces, and the index is wrong about one of them.
+    /// encfs-pack draws every file id at random, and gives one id to two
+    /// files only when they have one body (deduplication, format version 2:
+    /// same payload offset, size and chunk table, so one ciphertext under
+    /// one key and nonce sequence). Any other sharing means the index was
+    /// not written by it: two bodies under one id have one file key and
+    /// the same chunk nonces, and the index is wrong about one of them.
     /// Readers do not look (a mount would need 16 bytes per file for it);
     /// `encfs-inspect verify` does, and reports each as damage.
     ///
@@ -25,7 +28,13 @@ extension BundleIndex {
                 runStart = i
                 continue
             }
-            pairs.append((try entry(at: ids[runStart].position), try entry(at: ids[i].position)))
+            let first = try entry(at: ids[runStart].position)
+            let later = try entry(at: ids[i].position)
+            if features.allowsSharedBodies, later.first == first.first, later.size == first.size, later.flags == first.flags,
+               later.chunkTableOffset == first.chunkTableOffset {
+                continue
+            }
+            pairs.append((first, later))
         }
         return pairs.sorted { $0.duplicate.position < $1.duplicate.position }
     }

@@ -32,7 +32,9 @@ public final class BundleIndex: Sendable {
     /// When the bundle was packed (seconds since the epoch).
     public let creationTime: Int64
     private let recordsOffset = BundleIndex.headerSize
-    private let stringsOffset: Int
+    let stringsOffset: Int
+    /// The bundle's chunk layout.
+    let layout: ChunkLayout
     /// Sum of all file sizes.
     public let totalFileBytes: UInt64
     /// Number of regular files.
@@ -46,6 +48,15 @@ public final class BundleIndex: Sendable {
     /// ascending: the only ones that can lead outside the bundle
     /// (`SymlinkContainment`), found at load, usually none.
     let suspectSymlinkPositions: [UInt32]
+    /// The header's format version and compression, which say what records
+    /// may hold (chunk tables, shared bodies).
+    public let features: BundleFeatures
+    /// Sum of the stored sizes of distinct file bodies (shared bodies
+    /// counted once): what the files take in the payload.
+    public let storedFileBytes: UInt64
+    /// Sum of the plaintext sizes of distinct file bodies: what
+    /// ``totalFileBytes`` would be without deduplication's repeats.
+    public let distinctFileBytes: UInt64
 
     /// Validates index plaintext against the header it came with.
     ///
@@ -53,11 +64,16 @@ public final class BundleIndex: Sendable {
     ///   - pages: the plaintext.
     ///   - layout: the bundle's chunk layout.
     ///   - dataLength: bytes of chunk data before the index (its offset).
+    ///   - features: the header's version and compression.
     /// - Throws: `BundleError.corruptIndex` naming the first violation, or
     ///   what reading a page throws.
-    init(pages: IndexPages, layout: ChunkLayout, dataLength: UInt64) throws {
-        let parsed = try Self.validate(pages, layout: layout, dataLength: dataLength)
+    init(pages: IndexPages, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures = .version1) throws {
+        let parsed = try Self.validate(pages, layout: layout, dataLength: dataLength, features: features)
         self.pages = pages
+        self.layout = layout
+        self.features = features
+        storedFileBytes = parsed.storedFileBytes
+        distinctFileBytes = parsed.distinctFileBytes
         count = parsed.count
         creationTime = parsed.creationTime
         stringsOffset = Self.headerSize + parsed.count * IndexEntry.recordSize
@@ -80,10 +96,10 @@ public final class BundleIndex: Sendable {
     ///     given; if it throws, the buffer is wiped and the error rethrown.
     /// - Throws: what `fill` throws, or `BundleError.corruptIndex` naming
     ///   the first violation.
-    public convenience init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64,
+    public convenience init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures = .version1,
                             fill: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
         let storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in try fill(buffer) }
-        try self.init(pages: IndexPages(resident: storage), layout: layout, dataLength: dataLength)
+        try self.init(pages: IndexPages(resident: storage), layout: layout, dataLength: dataLength, features: features)
     }
 
     /// Validates a decrypted index held in memory (for tools and the
@@ -94,8 +110,9 @@ public final class BundleIndex: Sendable {
     ///   - layout: the bundle's chunk layout.
     ///   - dataLength: bytes of chunk data before the index (its offset).
     /// - Throws: `BundleError.corruptIndex` naming the first violation.
-    public convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64) throws {
-        try self.init(pages: IndexPages(resident: plaintext), layout: layout, dataLength: dataLength)
+    public convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64,
+                            features: BundleFeatures = .version1) throws {
+        try self.init(pages: IndexPages(resident: plaintext), layout: layout, dataLength: dataLength, features: features)
     }
 
     /// The entry at `position`.
@@ -249,6 +266,8 @@ public final class BundleIndex: Sendable {
         var parentPositions: [UInt32]
         var subdirectoryCounts: [UInt32]
         var suspectSymlinkPositions: [UInt32]
+        var storedFileBytes: UInt64
+        var distinctFileBytes: UInt64
     }
 
     /// Records validated per copy out of the pages.
@@ -257,7 +276,8 @@ public final class BundleIndex: Sendable {
     /// Checks every rule of the format, reading the plaintext front to back
     /// (records in batches, names as they come, each parent once per run of
     /// siblings), so a paged index is validated with a bounded cache.
-    private static func validate(_ pages: IndexPages, layout: ChunkLayout, dataLength: UInt64) throws -> Parsed {
+    private static func validate(_ pages: IndexPages, layout: ChunkLayout, dataLength: UInt64,
+                                 features: BundleFeatures) throws -> Parsed {
         func bad(_ why: String) -> BundleError { .corruptIndex(why) }
         guard pages.count >= headerSize else { throw bad("bad index magic") }
         let (magicOK, count, reservedOK, stringsLength, creationTime) = try pages.withBytes(at: 0, count: headerSize) { b in
@@ -294,6 +314,11 @@ public final class BundleIndex: Sendable {
         // sorting the ranges after the loop.
         var dataEnd: UInt64 = 0
         var dataInRecordOrder = true
+        var storedFileBytes: UInt64 = 0
+        var distinctFileBytes: UInt64 = 0
+        // Chunk tables checked so far, by offset: files that share a body
+        // share its table, which is checked once.
+        var checkedTables = CheckedChunkTables()
         var totalFileBytes: UInt64 = 0
         var fileCount = 0
         var childTotal = 0
@@ -310,7 +335,10 @@ public final class BundleIndex: Sendable {
                 let position = batchStart + k
                 let r = UnsafeRawBufferPointer(rebasing: batch[(k * IndexEntry.recordSize)..<((k + 1) * IndexEntry.recordSize)])
                 guard let kind = IndexEntry.Kind(rawValue: r[4]) else { throw bad("entry \(position) has unknown kind \(r[4])") }
-                guard r[5] == 0, r.le16(at: 14) == 0, r.le32(at: 28) == 0 else { throw bad("entry \(position) has non-zero reserved bytes") }
+                let hasTable = kind == .file && features.isCompressed && r[5] == IndexEntry.hasChunkTableFlag
+                guard hasTable || (r[5] == 0 && r.le32(at: 28) == 0), r.le16(at: 14) == 0 else {
+                    throw bad("entry \(position) has non-zero reserved bytes")
+                }
                 guard r.le16(at: 6) & ~0o7777 == 0 else { throw bad("entry \(position) has invalid mode bits") }
                 guard r.le32(at: 24) < 1_000_000_000 else { throw bad("entry \(position) has invalid nanoseconds") }
                 let parent = Int(r.le32(at: 0))
@@ -383,12 +411,24 @@ public final class BundleIndex: Sendable {
                     }
                 case .file:
                     guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
-                    let length = layout.ciphertextSize(forPlaintextSize: size)
+                    let length = hasTable
+                        ? try checkedTables.storedLength(ofTableAt: r.le32(at: 28), plaintextSize: size, position: position,
+                                                         pages: pages, stringsStart: stringsStart, stringsLength: stringsLength,
+                                                         layout: layout)
+                        : layout.ciphertextSize(forPlaintextSize: size)
                     guard first <= dataLength, length <= dataLength - first else {
                         throw bad("file \(position) lies outside the data region")
                     }
                     if length > 0 {
-                        if first < dataEnd { dataInRecordOrder = false }
+                        if first < dataEnd {
+                            dataInRecordOrder = false
+                        } else {
+                            // In a bundle encfs-pack wrote, a body seen for
+                            // the first time lies after every earlier one;
+                            // repeats of shared bodies lie before.
+                            storedFileBytes &+= length
+                            distinctFileBytes &+= size
+                        }
                         dataEnd = max(dataEnd, first + length)
                     }
                     totalFileBytes &+= size
@@ -407,29 +447,119 @@ public final class BundleIndex: Sendable {
             batchStart += batchCount
         }
         guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
-        if !dataInRecordOrder, try dataRangesOverlap(pages, count: count, layout: layout) { throw bad("file data ranges overlap") }
+        if !dataInRecordOrder {
+            guard let distinct = try distinctBodyBytes(pages, count: count, layout: layout, features: features,
+                                                       tables: checkedTables) else {
+                throw bad("file data ranges overlap")
+            }
+            (storedFileBytes, distinctFileBytes) = distinct
+        }
         return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount,
                       parentPositions: parentPositions, subdirectoryCounts: subdirectoryCounts,
-                      suspectSymlinkPositions: suspectSymlinkPositions)
+                      suspectSymlinkPositions: suspectSymlinkPositions, storedFileBytes: storedFileBytes,
+                      distinctFileBytes: distinctFileBytes)
     }
 }
 
 extension BundleIndex {
-    /// Whether any two files' chunk data overlap, for an index whose data
-    /// is not in record order (never written by encfs-pack). Runs after
-    /// every record has been checked, so sizes and offsets are in range.
-    fileprivate static func dataRangesOverlap(_ pages: IndexPages, count: Int, layout: ChunkLayout) throws -> Bool {
-        var ranges: [(start: UInt64, end: UInt64)] = []
-        for position in 0..<count {
-            let (isFile, size, first) = try pages.withBytes(at: headerSize + position * IndexEntry.recordSize, count: IndexEntry.recordSize) { r in
-                (r[4] == IndexEntry.Kind.file.rawValue, r.le64(at: 32), r.le64(at: 40))
-            }
-            guard isFile else { continue }
-            let length = layout.ciphertextSize(forPlaintextSize: size)
-            if length > 0 { ranges.append((first, first + length)) }
+    /// For an index whose data is not in record order (shared bodies, or an
+    /// index encfs-pack did not write): the stored bytes of its distinct
+    /// bodies and their plaintext bytes, or nil when two files' chunk data
+    /// overlap.
+    ///
+    /// Two files may lie at the same place only in a version 2 bundle, and
+    /// only as one body: the same offset, size, file id and chunk table.
+    /// Anything else that overlaps would have two files read one body with
+    /// different keys or lengths. Runs after every record has been checked,
+    /// so sizes, offsets and tables are in range.
+    fileprivate static func distinctBodyBytes(_ pages: IndexPages, count: Int, layout: ChunkLayout, features: BundleFeatures,
+                                              tables: CheckedChunkTables) throws -> (stored: UInt64, plaintext: UInt64)? {
+        struct Body: Equatable {
+            var start: UInt64
+            var end: UInt64
+            var size: UInt64
+            var idLow: UInt64
+            var idHigh: UInt64
+            var flags: UInt8
+            var table: UInt32
         }
-        ranges.sort { $0.start < $1.start }
-        return ranges.indices.dropFirst().contains { ranges[$0].start < ranges[$0 - 1].end }
+        var bodies: [Body] = []
+        for position in 0..<count {
+            let body = try pages.withBytes(at: headerSize + position * IndexEntry.recordSize, count: IndexEntry.recordSize) { r in
+                r[4] == IndexEntry.Kind.file.rawValue
+                    ? Body(start: r.le64(at: 40), end: 0, size: r.le64(at: 32), idLow: r.loadUnaligned(fromByteOffset: 48, as: UInt64.self),
+                           idHigh: r.loadUnaligned(fromByteOffset: 56, as: UInt64.self), flags: r[5], table: r.le32(at: 28))
+                    : nil
+            }
+            guard var body else { continue }
+            let length = body.flags != 0 ? tables.storedLength(ofTableAt: body.table) ?? 0 : layout.ciphertextSize(forPlaintextSize: body.size)
+            body.end = body.start + length
+            if length > 0 { bodies.append(body) }
+        }
+        bodies.sort { $0.start < $1.start }
+        var total: (stored: UInt64, plaintext: UInt64) = (0, 0)
+        for i in bodies.indices {
+            if i > 0 {
+                if bodies[i] == bodies[i - 1] && features.allowsSharedBodies { continue }
+                if bodies[i].start < bodies[i - 1].end { return nil }
+            }
+            total.stored &+= bodies[i].end - bodies[i].start
+            total.plaintext &+= bodies[i].size
+        }
+        return total
+    }
+}
+
+/// The chunk tables an index validation has checked, by their offset in
+/// the string table: a table is read once, however many files share it.
+struct CheckedChunkTables {
+    private var lengths: [UInt32: (chunks: UInt64, stored: UInt64)] = [:]
+
+    /// The stored length of the checked table at `offset`, if any.
+    func storedLength(ofTableAt offset: UInt32) -> UInt64? { lengths[offset]?.stored }
+
+    /// Checks the chunk table at `offset` for a file of `size` bytes (once
+    /// per table) and returns the body's stored length.
+    ///
+    /// - Throws: `BundleError.corruptIndex` when the table lies outside the
+    ///   string table, is shared by files of different sizes, or an entry
+    ///   does not describe a chunk the format allows (not after its
+    ///   predecessor, a raw chunk of the wrong length, a frame no shorter
+    ///   than its chunk).
+    mutating func storedLength(ofTableAt offset: UInt32, plaintextSize size: UInt64, position: Int, pages: IndexPages,
+                               stringsStart: Int, stringsLength: UInt64, layout: ChunkLayout) throws -> UInt64 {
+        func bad(_ why: String) -> BundleError { .corruptIndex("file \(position) \(why)") }
+        let chunks = layout.chunkCount(forPlaintextSize: size)
+        if let known = lengths[offset] {
+            guard known.chunks == chunks else { throw bad("shares a chunk table with a file of another size") }
+            return known.stored
+        }
+        guard chunks > 0 else { throw bad("has a chunk table but no chunks") }
+        let bytes = chunks.multipliedReportingOverflow(by: UInt64(ChunkTableWindow.entrySize))
+        guard !bytes.overflow, UInt64(offset) <= stringsLength, bytes.partialValue <= stringsLength - UInt64(offset) else {
+            throw bad("has a chunk table outside the string table")
+        }
+        var previousEnd: UInt64 = 0
+        var chunk: UInt64 = 0
+        var piece = [UInt8](repeating: 0, count: 512 * ChunkTableWindow.entrySize)
+        while chunk < chunks {
+            let n = Int(min(chunks - chunk, 512))
+            try piece.withUnsafeMutableBytes { buffer in
+                try pages.copyBytes(at: stringsStart + Int(offset) + Int(chunk) * ChunkTableWindow.entrySize,
+                                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(n * ChunkTableWindow.entrySize)]))
+                for k in 0..<n {
+                    let entry = UnsafeRawBufferPointer(buffer).le64(at: k * ChunkTableWindow.entrySize)
+                    let length = UInt64(layout.plaintextRange(ofChunk: chunk + UInt64(k), plaintextSize: size).count)
+                    guard layout.isValidTableEntry(previousEnd: previousEnd, entry: entry, plaintextLength: length) else {
+                        throw bad("has an invalid chunk table entry for chunk \(chunk + UInt64(k))")
+                    }
+                    previousEnd = entry & ~ChunkTableWindow.compressedFlag
+                }
+            }
+            chunk += UInt64(n)
+        }
+        lengths[offset] = (chunks, previousEnd)
+        return previousEnd
     }
 }
 

@@ -8,20 +8,36 @@ enum IndexBuilder {
     /// Associated data of the sealed index: bundle id ‖ chunk size log2 ‖
     /// payload length ‖ index offset, so the index cannot be moved to
     /// another bundle or position.
+    ///
+    /// Version 2 appends format version (u16) ‖ compression method (u8), so
+    /// a header re-MACed with another method cannot keep its index.
     static func associatedData(_ header: BundleHeader) -> [UInt8] {
         var aad = header.bundleID
         aad.append(header.layout.chunkSizeLog2)
         aad.appendLE(header.payloadLength)
         aad.appendLE(header.indexOffset)
+        if header.features.formatVersion != BundleFormat.version {
+            aad.appendLE(header.features.formatVersion)
+            aad.append(header.features.compression.rawValue)
+        }
         return aad
     }
 
     /// - Throws: `BundleError.limitExceeded` when names and targets exceed
     ///   the 4 GiB a u32 name offset can address.
-    static func serialize(_ nodes: [SourceTree.Node], fileIDs: [UInt8], dataOffsets: [UInt64], creationTime: Int64) throws -> [UInt8] {
+    ///
+    /// - Parameter bodies: each file's body by node position (nil for
+    ///   others); files that share a body (deduplicated) share one
+    ///   ``FileBody``, whose chunk table is written once.
+    static func serialize(_ nodes: [SourceTree.Node], bodies: [FileBody?], creationTime: Int64) throws -> [UInt8] {
         // Sized up front so the arrays never reallocate: a reallocation would
         // leave an unwiped copy of the names in freed memory.
-        let stringsLength = nodes.reduce(0) { $0 + $1.name.count + $1.symlinkTarget.count }
+        var tableBytes = 0
+        var counted = Set<ObjectIdentifier>()
+        for case let body? in bodies where counted.insert(ObjectIdentifier(body)).inserted {
+            tableBytes += (body.chunkTable?.count ?? 0) * ChunkTableWindow.entrySize
+        }
+        let stringsLength = nodes.reduce(0) { $0 + $1.name.count + $1.symlinkTarget.count } + tableBytes
         guard stringsLength <= Int(UInt32.max) else { throw BundleError.limitExceeded("names take more than 4 GiB") }
         var strings: [UInt8] = []
         strings.reserveCapacity(stringsLength)
@@ -35,9 +51,11 @@ enum IndexBuilder {
         out.appendLE(UInt64(0))
         out.appendLE(creationTime)
         for (position, node) in nodes.enumerated() {
+            let body = node.kind == .file ? bodies[position] : nil
+            guard node.kind != .file || body != nil else { preconditionFailure("internal error: a file without a body") }
             out.appendLE(UInt32(node.parent))
             out.append(node.kind.rawValue)
-            out.append(0)
+            out.append(body?.chunkTable == nil ? 0 : IndexEntry.hasChunkTableFlag)
             out.appendLE(node.mode)
             out.appendLE(UInt32(strings.count))
             out.appendLE(UInt16(node.name.count))
@@ -45,7 +63,16 @@ enum IndexBuilder {
             strings += node.name
             out.appendLE(node.mtimeSeconds)
             out.appendLE(node.mtimeNanoseconds)
-            out.appendLE(UInt32(0))
+            if let body, let table = body.chunkTable {
+                // A shared body's table is written once, with its first file.
+                if body.chunkTableOffset == nil {
+                    body.chunkTableOffset = UInt32(strings.count)
+                    for entry in table { strings.appendLE(entry) }
+                }
+                out.appendLE(body.chunkTableOffset ?? 0)
+            } else {
+                out.appendLE(UInt32(0))
+            }
             switch node.kind {
             case .directory:
                 out.appendLE(UInt64(node.childCount))
@@ -53,8 +80,8 @@ enum IndexBuilder {
                 out += [UInt8](repeating: 0, count: 16)
             case .file:
                 out.appendLE(node.size)
-                out.appendLE(dataOffsets[position])
-                out += fileIDs[(position * 16)..<(position * 16 + 16)]
+                out.appendLE(body?.first ?? 0)
+                out += body?.fileID ?? []
             case .symlink:
                 out.appendLE(UInt64(node.symlinkTarget.count))
                 out.appendLE(UInt64(strings.count))
@@ -65,5 +92,29 @@ enum IndexBuilder {
         out.storeLE(UInt64(strings.count), at: stringsLengthAt)
         out += strings
         return out
+    }
+}
+
+/// One stored file body: where its chunks start, its file id, and (when
+/// compressed) its chunk table. Files with identical contents share one
+/// (deduplication), so they share its id, its chunks and its table.
+final class FileBody {
+    /// Payload offset of the body's first chunk.
+    let first: UInt64
+    /// The 16-byte file id.
+    let fileID: [UInt8]
+    /// Chunk table entries (``ChunkTableWindow``), nil when the chunks lie
+    /// at fixed offsets.
+    let chunkTable: [UInt64]?
+    /// Sealed bytes the body takes in the payload.
+    let storedSize: UInt64
+    /// Where the table went in the string table, once written.
+    var chunkTableOffset: UInt32?
+
+    init(first: UInt64, fileID: [UInt8], chunkTable: [UInt64]?, storedSize: UInt64) {
+        self.first = first
+        self.fileID = fileID
+        self.chunkTable = chunkTable
+        self.storedSize = storedSize
     }
 }

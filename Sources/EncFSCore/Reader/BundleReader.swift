@@ -201,7 +201,7 @@ public final class BundleReader: Sendable {
             tag.withUnsafeBytes { hasher.update($0) }
             try checkDigest(hasher.finalize())
         }
-        return try BundleIndex(pages: pages, layout: header.layout, dataLength: header.indexOffset)
+        return try BundleIndex(pages: pages, layout: header.layout, dataLength: header.indexOffset, features: header.features)
     }
 
     // MARK: - Reading files
@@ -257,7 +257,7 @@ public final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
     package func makeWorkspace() throws -> ChunkWorkspace {
-        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
+        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID, compressed: header.features.isCompressed)
     }
 
     /// Fetches, opens and copies the chunks of one read; the read plan
@@ -282,29 +282,24 @@ public final class BundleReader: Sendable {
             let key = try givenKey ?? workspace.fileKey(for: entry, keys: keys)
             try entry.withFileID { fileID in
                 for batch in plan {
-                    let fetched = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<batch.byteCount])
-                    let got = try source.read(fromAbsoluteOffset: batch.sourceOffset, into: fetched)
+                    // A compressed file's batch lies where its chunk table
+                    // says; the chunks are the same, so it fits the buffer.
+                    let window = entry.hasChunkTable
+                        ? try index.chunkTableWindow(of: entry, chunks: batch.chunks, into: workspace.tableEntries) : nil
+                    let (sourceOffset, byteCount) = window.map { header.layout.storedBatch(batch, in: $0) }
+                        ?? (batch.sourceOffset, batch.byteCount)
+                    let fetched = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<byteCount])
+                    let got = try source.read(fromAbsoluteOffset: sourceOffset, into: fetched)
                     // A short read means the bundle ends early: name the
-                    // first chunk it cut.
-                    guard got == batch.byteCount else {
-                        throw BundleError.corruptChunk(entry: entry.position, chunk: batch.firstIncompleteChunk(fetched: got))
+                    // first chunk of the batch (compressed chunks are not
+                    // counted from the bytes).
+                    guard got == byteCount else {
+                        throw BundleError.corruptChunk(entry: entry.position,
+                                                       chunk: window == nil ? batch.firstIncompleteChunk(fetched: got) : batch.chunks.lowerBound)
                     }
                     for slice in batch {
-                        let sealed = UnsafeRawBufferPointer(rebasing: fetched[slice.sealedRange])
-                        // Whole chunks go straight to the caller; a partly
-                        // wanted one is opened aside, since nothing may be
-                        // released before the whole chunk authenticated.
-                        let whole = slice.coversWholeChunk
-                        let target = whole ? UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
-                                           : UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
-                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
-                                                       sealed: sealed, into: target) else {
-                            throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
-                        }
-                        if !whole {
-                            UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
-                                .copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
-                        }
+                        try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, entry: entry,
+                                      key: key, fileID: fileID, workspace: workspace, into: buffer)
                     }
                 }
             }
@@ -313,6 +308,53 @@ public final class BundleReader: Sendable {
             throw error
         }
         return plan.byteCount
+    }
+
+    /// Opens one chunk of a fetched batch and puts the bytes its slice
+    /// wants into `buffer`.
+    ///
+    /// Whole chunks go straight to the caller; a partly wanted one is
+    /// opened aside, since nothing may be released before the whole chunk
+    /// authenticated. A zstd chunk is opened into the workspace's frame
+    /// buffer and inflated to exactly its plaintext length, never further.
+    ///
+    /// - Throws: `BundleError.corruptChunk` when the chunk does not
+    ///   authenticate or does not inflate to its length, `.crypto`.
+    @inline(__always)
+    private func openChunk(_ slice: ChunkReadPlan.Slice, of batch: ChunkReadPlan.Batch, fetched: UnsafeRawBufferPointer,
+                           window: ChunkTableWindow?, entry: IndexEntry, key: SymmetricKey, fileID: UnsafeRawBufferPointer,
+                           workspace: ChunkWorkspace, into buffer: UnsafeMutableRawBufferPointer) throws {
+        let layout = header.layout
+        let sealedRange = window.map { layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
+        let encoding = window.map { layout.storedEncoding(ofChunk: slice.chunk, in: $0) } ?? .raw
+        let sealed = UnsafeRawBufferPointer(rebasing: fetched[sealedRange])
+        let whole = slice.coversWholeChunk
+        let target = whole ? UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+                           : UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
+        switch encoding {
+        case .raw:
+            guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
+                                           sealed: sealed, into: target) else {
+                throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+            }
+        case .zstd:
+            // The index checked that a frame is shorter than its chunk.
+            let frame = UnsafeMutableRawBufferPointer(rebasing: workspace.frame[0..<(sealed.count - AESGCM.tagByteCount)])
+            guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
+                                           encoding: .zstd, sealed: sealed, into: frame) else {
+                throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+            }
+            let inflated = workspace.decompressor?.decompress(UnsafeRawBufferPointer(frame), into: target) ?? false
+            SecureBytes.wipe(frame)
+            guard inflated else {
+                SecureBytes.wipe(target)
+                throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+            }
+        }
+        if !whole {
+            UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
+        }
     }
 
     /// Copies the payload (chunk data and sealed index) byte for byte to

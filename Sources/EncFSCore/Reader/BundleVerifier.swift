@@ -6,7 +6,10 @@ import CryptCore
 ///
 /// Files are taken in index order and each file's chunks in order, the
 /// order in which `encfs-pack` writes them; each chunk is hashed as stored
-/// (ciphertext ‖ tag), damaged or not. Memory is constant: one batch of
+/// (ciphertext ‖ tag), damaged or not. A body that several files share
+/// (format version 2) is checked and hashed once, with the first of them:
+/// the packer wrote it once. A compressed chunk must also inflate to its
+/// length. Memory is constant: one batch of
 /// sealed chunks (about 1 MiB) and one chunk of plaintext, `mlock`ed where
 /// the limit allows and wiped at the end; no plaintext leaves this type.
 package struct BundleVerifier {
@@ -57,26 +60,27 @@ package struct BundleVerifier {
         let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
         // The reader's own scratch: a batch buffer and a locked plaintext
         // chunk, wiped when the workspace goes.
-        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: batchBytes)
+        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: batchBytes,
+                                           compressed: reader.header.features.isCompressed)
         // The buffers belong to the workspace: keep it alive to the end.
         defer { withExtendedLifetime(workspace) {} }
-        let (sealed, plaintext, codec) = (workspace.sealed, workspace.plaintext, workspace.codec)
         let hasher = hashing ? SHA256.Hasher() : nil
         var report = Report()
         let index = reader.index
+        var checkedBodies = SharedBodies()
         for position in 0..<index.count {
             let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
             report.files += 1
             let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
-            guard chunkCount > 0 else { continue }
+            guard chunkCount > 0, checkedBodies.isFirstSight(of: entry) else { continue }
             let key = try reader.fileKey(for: entry)
             var damaged: [UInt64] = []
             var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
             try entry.withFileID { fileID in
                 while !batch.isEmpty {
-                    damaged += try check(entry, chunks: batch, reader: reader, key: key, fileID: fileID, codec: codec,
-                                         sealed: sealed, plaintext: plaintext, hasher: hasher)
+                    damaged += try check(entry, chunks: batch, reader: reader, key: key, fileID: fileID,
+                                         workspace: workspace, hasher: hasher)
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }
@@ -88,34 +92,67 @@ package struct BundleVerifier {
     }
 
     /// Reads the consecutive chunks `chunks` of `entry` with one read,
-    /// hashes and opens each.
+    /// hashes and opens each (and inflates each compressed one).
     ///
     /// - Returns: the chunks that failed or were cut off by the end of the
     ///   bundle.
     private static func check(_ entry: IndexEntry, chunks: Range<UInt64>, reader: BundleReader, key: SymmetricKey,
-                              fileID: UnsafeRawBufferPointer, codec: ChunkCodec, sealed: UnsafeMutableRawBufferPointer,
-                              plaintext: UnsafeMutableRawBufferPointer, hasher: SHA256.Hasher?) throws -> [UInt64] {
+                              fileID: UnsafeRawBufferPointer, workspace: ChunkWorkspace, hasher: SHA256.Hasher?) throws -> [UInt64] {
         let layout = reader.header.layout
         let size = entry.size
-        let bytes = layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
+        let window = entry.hasChunkTable ? try reader.index.chunkTableWindow(of: entry, chunks: chunks, into: workspace.tableEntries) : nil
+        let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
+        let sealed = workspace.sealed
         let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
                                          into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
         hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<got]))
         var damaged: [UInt64] = []
         for chunk in chunks {
-            let start = Int(layout.ciphertextOffset(ofChunk: chunk) - bytes.lowerBound)
-            let count = Int(layout.sealedSize(ofChunk: chunk, plaintextSize: size))
+            let range = window.map { layout.storedRange(ofChunk: chunk, in: $0) }
+                ?? layout.ciphertextRange(ofChunks: chunk..<(chunk + 1), plaintextSize: size)
+            let start = Int(range.lowerBound - bytes.lowerBound)
+            let count = Int(range.count)
             // Cut off by the end of the bundle: damaged, as is the rest.
             guard start + count <= got else {
                 damaged.append(chunk)
                 continue
             }
-            let plain = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<(count - Int(ChunkLayout.overhead))])
-            let opened = try codec.open(key: key, fileID: fileID, chunk: chunk, last: layout.isLastChunk(chunk, plaintextSize: size),
-                                        sealed: UnsafeRawBufferPointer(rebasing: sealed[start..<(start + count)]), into: plain)
-            if !opened { damaged.append(chunk) }
+            let encoding = window.map { layout.storedEncoding(ofChunk: chunk, in: $0) } ?? .raw
+            let plainLength = Int(layout.plaintextRange(ofChunk: chunk, plaintextSize: size).count)
+            let opened = UnsafeMutableRawBufferPointer(rebasing: (encoding == .raw ? workspace.plaintext : workspace.frame)[0..<(count - Int(ChunkLayout.overhead))])
+            var ok = try workspace.codec.open(key: key, fileID: fileID, chunk: chunk, last: layout.isLastChunk(chunk, plaintextSize: size),
+                                              encoding: encoding, sealed: UnsafeRawBufferPointer(rebasing: sealed[start..<(start + count)]),
+                                              into: opened)
+            if ok, encoding == .zstd {
+                let target = UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<plainLength])
+                ok = workspace.decompressor?.decompress(UnsafeRawBufferPointer(opened), into: target) ?? false
+            }
+            if !ok { damaged.append(chunk) }
         }
         return damaged
+    }
+}
+
+/// The bodies a whole pass over a bundle has taken, by payload offset: a
+/// body shared by several files (format version 2) is taken once, with the
+/// first file that has it. A file is a repeat only if it is the same body:
+/// offset, size, file id and chunk table (anything else at the same offset
+/// is checked on its own, and fails).
+struct SharedBodies {
+    private struct Body: Equatable {
+        var size: UInt64
+        var fileID: IndexEntry.FileID
+        var flags: UInt8
+        var table: UInt32
+    }
+    private var seen: [UInt64: Body] = [:]
+
+    /// Whether `entry`'s body has not been taken yet (and is now).
+    mutating func isFirstSight(of entry: IndexEntry) -> Bool {
+        let body = Body(size: entry.size, fileID: entry.fileID, flags: entry.flags, table: entry.chunkTableOffset)
+        if let known = seen[entry.first], known == body { return false }
+        seen[entry.first] = body
+        return true
     }
 }

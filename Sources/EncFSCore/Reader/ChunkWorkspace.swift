@@ -1,7 +1,8 @@
 import CryptCore
 
 /// Scratch space for reading one chunk: a cipher context, two buffers and
-/// the keys of the files it read last.
+/// the keys of the files it read last; for a compressed bundle also a zstd
+/// context, a buffer for one opened frame and one for chunk table entries.
 ///
 /// Workspaces are pooled by `BundleReader` so the read path allocates
 /// nothing once the pool has warmed up; the plaintext buffer is wiped when a
@@ -18,6 +19,15 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// Holds one decrypted chunk when a read covers only part of it.
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
+    /// Inflates zstd chunks (compressed bundles only).
+    let decompressor: ChunkDecompressor?
+    /// Holds one opened zstd frame before it is inflated: plaintext, as
+    /// secret as the chunk (locked, wiped when freed). Empty for an
+    /// uncompressed bundle.
+    let frame: UnsafeMutableRawBufferPointer
+    private let frameLocked: Bool
+    /// Holds the chunk table entries of one batch (``ChunkTableWindow``).
+    let tableEntries: UnsafeMutableRawBufferPointer
     /// The files whose entries and keys are cached, by slot: index
     /// position, −1 while a slot is empty. A workspace belongs to one reader
     /// (one bundle), so a position names one file.
@@ -36,8 +46,18 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// - Parameter batchBytes: the sealed bytes one fetch may bring; whole
     ///   passes over a bundle (verify, re-encryption) take larger batches
     ///   than the mount's reads.
-    init(layout: ChunkLayout, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes) throws {
-        codec = try ChunkCodec(bundleID: bundleID)
+    /// - Parameter compressed: the bundle's chunks are compressed
+    ///   (``BundleFeatures/isCompressed``).
+    init(layout: ChunkLayout, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes, compressed: Bool = false) throws {
+        codec = try ChunkCodec(bundleID: bundleID, compressed: compressed)
+        decompressor = compressed ? try ChunkDecompressor() : nil
+        // A frame is shorter than its chunk (else it is stored raw).
+        frame = .allocate(byteCount: compressed ? Int(layout.chunkSize) : 0, alignment: 4096)
+        frame.initializeMemory(as: UInt8.self, repeating: 0)
+        frameLocked = compressed && SecureMemory.lock(frame)
+        tableEntries = .allocate(byteCount: compressed ? (layout.chunksPerBatch(batchBytes: batchBytes) + 1) * ChunkTableWindow.entrySize : 0,
+                                 alignment: 8)
+        tableEntries.initializeMemory(as: UInt8.self, repeating: 0)
         sealed = .allocate(byteCount: layout.batchCapacity(batchBytes: batchBytes), alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
         plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
@@ -79,7 +99,10 @@ package final class ChunkWorkspace: @unchecked Sendable {
 
     deinit {
         SecureMemory.release(plaintext, locked: plaintextLocked)
+        SecureMemory.release(frame, locked: frameLocked)
         sealed.deallocate()
         plaintext.deallocate()
+        frame.deallocate()
+        tableEntries.deallocate()
     }
 }

@@ -114,7 +114,8 @@ public enum BundleRekeyer {
             signatureOutcome = plan.reencrypts ? .dropped : .kept
         }
         var header = BundleHeader(bundleID: keys.bundleID, layout: old.layout, slots: slots + (signatureSlot.map { [$0] } ?? []),
-                                  payloadLength: old.payloadLength, indexOffset: old.indexOffset, indexLength: old.indexLength)
+                                  payloadLength: old.payloadLength, indexOffset: old.indexOffset, indexLength: old.indexLength,
+                                  features: old.features)
         guard header.slots.count <= BundleFormat.maximumSlots else {
             throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots\(signatureSlot != nil ? " with the signature" : "")")
         }

@@ -26,6 +26,11 @@ public struct PackOptions: Sendable {
     /// sealed chunks are hashed as they are written, which costs SHA-256
     /// over the payload on the writer thread.
     public var signingKey: SigningKey?
+    /// How chunks are compressed: `.none` writes a version 1 bundle (unless
+    /// files share a body), `.zstd` a version 2 bundle.
+    public var compression: CompressionMethod = .none
+    /// The zstd level, 1 … 19.
+    public var compressionLevel = CompressionMethod.defaultZstdLevel
 
     public init() {}
 }
@@ -41,6 +46,12 @@ public struct PackSummary: Sendable {
     public var externalSymlinks = 0
     public var plaintextBytes: UInt64 = 0
     public var bundleBytes: UInt64 = 0
+    /// Files stored as a body another file already had (deduplicated).
+    public var sharedFiles = 0
+    /// Their bytes, not stored again.
+    public var sharedBytes: UInt64 = 0
+    /// The format version written.
+    public var formatVersion = BundleFormat.version
     /// The signer's fingerprint, when the bundle was signed.
     public var signerFingerprint: String?
 }
@@ -71,6 +82,9 @@ public enum BundleWriter {
         guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.crypto("no key or recipient given") }
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
             throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
+        }
+        guard options.compression == .none || CompressionMethod.zstdLevels.contains(options.compressionLevel) else {
+            throw BundleError.limitExceeded("zstd level \(options.compressionLevel) (1 … 19)")
         }
         // Said first, so it is seen even when packing fails later.
         let scryptMemory = KeySlot.scryptMemory(of: options.scrypt)
@@ -109,11 +123,12 @@ public enum BundleWriter {
 
         let output = try AtomicFile(destination: destination)
         var summary = PackSummary()
-        var fileIDs = [UInt8](repeating: 0, count: tree.nodes.count * BundleFormat.idSize)
-        var dataOffsets = [UInt64](repeating: 0, count: tree.nodes.count)
+        var bodies = [FileBody?](repeating: nil, count: tree.nodes.count)
         let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination,
                                  hashing: options.signingKey != nil)
-        let encryptor = try FileEncryptor(layout: layout, keys: keys)
+        let compressor = options.compression == .zstd ? try ChunkCompressor(level: options.compressionLevel) : nil
+        let encryptor = try FileEncryptor(layout: layout, keys: keys, compressor: compressor)
+        var deduplicator = Deduplicator(tree.nodes)
         for position in tree.nodes.indices {
             switch tree.nodes[position].kind {
             case .directory:
@@ -121,21 +136,27 @@ public enum BundleWriter {
             case .symlink:
                 summary.symlinks += 1
             case .file:
-                let id = try randomBytes(BundleFormat.idSize)
-                fileIDs.replaceSubrange((position * 16)..<(position * 16 + 16), with: id)
-                dataOffsets[position] = sink.dataLength
-                let path = SourceTree.join(source, tree.nodes[position].relativePath)
-                let snapshot = try encryptor.encrypt(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
-                                                     displayPath: path, fileID: id, sink: sink,
-                                                     identity: (tree.nodes[position].device, tree.nodes[position].inode))
+                let source = FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
+                                                  displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
+                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode))
+                let (snapshot, body, shared) = try deduplicator.store(source, size: tree.nodes[position].size,
+                                                                      encryptor: encryptor, sink: sink)
+                bodies[position] = body
                 tree.nodes[position].size = snapshot.size
                 tree.nodes[position].mode = snapshot.mode
                 tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
                 tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
                 summary.files += 1
                 summary.plaintextBytes += snapshot.size
+                if shared {
+                    summary.sharedFiles += 1
+                    summary.sharedBytes += snapshot.size
+                }
             }
         }
+        let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
+                                             sharesBodies: summary.sharedFiles > 0)
+        summary.formatVersion = features.formatVersion
         summary.directories -= 1 // the root is not counted
         summary.skipped = tree.skipped
         summary.excluded = tree.excluded
@@ -146,12 +167,12 @@ public enum BundleWriter {
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
         // Plaintext, then (sealed in place below) ciphertext.
-        var index = try IndexBuilder.serialize(tree.nodes, fileIDs: fileIDs, dataOffsets: dataOffsets, creationTime: Int64(time(nil)))
+        var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         let indexLength = UInt64(index.count + AESGCM.tagByteCount)
         let payloadLength = indexOffset + indexLength
         var header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
-                                  indexOffset: indexOffset, indexLength: indexLength)
+                                  indexOffset: indexOffset, indexLength: indexLength, features: features)
         // Encrypted in place: a second buffer would double the index's share
         // of peak memory, which grows with the number of entries.
         let tag = try sealIndexInPlace(&index, keys: keys, aad: IndexBuilder.associatedData(header))
@@ -366,82 +387,3 @@ final class WriteBuffer: @unchecked Sendable {
     deinit { bytes.deallocate() }
 }
 
-/// Encrypts one source file at a time, chunk by chunk, from a consistent
-/// snapshot: the size read must match `fstat` at open, the file must not
-/// grow past it, and its size and mtime must not change while it is read.
-final class FileEncryptor {
-    struct Snapshot {
-        var size: UInt64
-        var mode: UInt16
-        var mtimeSeconds: Int64
-        var mtimeNanoseconds: UInt32
-    }
-
-    private let layout: ChunkLayout
-    private let keys: BundleKeys
-    private let codec: ChunkCodec
-    private let plaintext: UnsafeMutableRawBufferPointer
-
-    init(layout: ChunkLayout, keys: BundleKeys) throws {
-        self.layout = layout
-        self.keys = keys
-        codec = try ChunkCodec(bundleID: keys.bundleID)
-        plaintext = .allocate(byteCount: Int(layout.chunkSize) + 1, alignment: 4096)
-        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
-    }
-
-    deinit {
-        SecureBytes.wipe(plaintext)
-        plaintext.deallocate()
-    }
-
-    /// - Parameter identity: device and inode the walk saw at this path; a
-    ///   different file there now (even through a swapped-in symlinked
-    ///   directory) is a source change.
-    func encrypt(relativePath: [UInt8], rootFD: Int32, displayPath: [UInt8], fileID: [UInt8], sink: ChunkSink,
-                 identity: (device: UInt64, inode: UInt64)) throws -> Snapshot {
-        let fd = relativePath.withCString { openat(rootFD, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard fd >= 0 else {
-            if errno == ENOENT { throw BundleError.sourceChanged(path: displayPath, what: "file was removed") }
-            // O_NOFOLLOW refuses a symlink with ELOOP: the walk saw a regular file here.
-            if errno == ELOOP { throw BundleError.sourceChanged(path: displayPath, what: "file was replaced by a symlink") }
-            throw BundleError.lastIO("open", displayPath)
-        }
-        let file = FileDescriptor(taking: fd, path: displayPath)
-        let before = try file.status()
-        guard before.st_mode & S_IFMT == S_IFREG else {
-            throw BundleError.sourceChanged(path: displayPath, what: "no longer a regular file")
-        }
-        guard UInt64(before.st_dev) == identity.device, UInt64(before.st_ino) == identity.inode else {
-            throw BundleError.sourceChanged(path: displayPath, what: "file was replaced")
-        }
-        let size = UInt64(max(before.st_size, 0))
-        guard layout.isValidPlaintextSize(size) else { throw BundleError.limitExceeded("file larger than \(layout.maximumPlaintextSize) bytes") }
-        let fileKey = try fileID.withUnsafeBytes { try keys.fileKey(fileID: $0) }
-        let chunks = layout.chunkCount(forPlaintextSize: size)
-        var chunk: UInt64 = 0
-        try fileID.withUnsafeBytes { id in
-            while chunk < chunks {
-                let range = layout.plaintextRange(ofChunk: chunk, plaintextSize: size)
-                let want = Int(range.count)
-                let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want]))
-                guard got == want else { throw BundleError.sourceChanged(path: displayPath, what: "file shrank while it was read") }
-                let last = chunk + 1 == chunks
-                try sink.withSpace(want + AESGCM.tagByteCount) { space in
-                    try codec.seal(key: fileKey, fileID: id, chunk: chunk, last: last,
-                                   plaintext: UnsafeRawBufferPointer(rebasing: plaintext[0..<want]), into: space)
-                }
-                chunk += 1
-            }
-        }
-        // One more byte must not exist, and size and mtime must be unchanged.
-        let extra = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<1]))
-        let after = try file.status()
-        guard extra == 0, after.st_size == before.st_size, after.st_mtim.tv_sec == before.st_mtim.tv_sec,
-              after.st_mtim.tv_nsec == before.st_mtim.tv_nsec else {
-            throw BundleError.sourceChanged(path: displayPath, what: "file was modified while it was read")
-        }
-        return Snapshot(size: size, mode: UInt16(before.st_mode & 0o7777), mtimeSeconds: Int64(before.st_mtim.tv_sec),
-                        mtimeNanoseconds: UInt32(before.st_mtim.tv_nsec))
-    }
-}

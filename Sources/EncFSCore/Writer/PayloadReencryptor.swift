@@ -69,15 +69,19 @@ struct PayloadReencryptor {
         let batchChunks = layout.chunksPerBatch(batchBytes: Self.batchBytes)
         // The reader's own scratch: a batch buffer and a locked plaintext
         // chunk, wiped when the workspace goes.
-        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: Self.batchBytes)
+        let compressed = reader.header.features.isCompressed
+        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: Self.batchBytes,
+                                           compressed: compressed)
         // The buffers belong to the workspace: keep it alive to the end.
         defer { withExtendedLifetime(workspace) {} }
         let (sealed, plaintext, oldCodec) = (workspace.sealed, workspace.plaintext, workspace.codec)
-        let newCodec = try ChunkCodec(bundleID: newKeys.bundleID)
+        let newCodec = try ChunkCodec(bundleID: newKeys.bundleID, compressed: compressed)
         let index = reader.index
+        // A body shared by several files is re-sealed once.
+        var resealedBodies = SharedBodies()
         for position in 0..<index.count {
             let entry = try index.entry(at: position)
-            guard entry.kind == .file, entry.size > 0 else { continue }
+            guard entry.kind == .file, entry.size > 0, resealedBodies.isFirstSight(of: entry) else { continue }
             try entry.withFileID { fileID in
                 let oldKey = try reader.keys.fileKey(fileID: fileID)
                 let newKey = try newKeys.fileKey(fileID: fileID)
@@ -85,7 +89,8 @@ struct PayloadReencryptor {
                 var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
                 while !batch.isEmpty {
                     try reseal(entry, chunks: batch, fileID: fileID, oldKey: oldKey, newKey: newKey,
-                               codecs: (oldCodec, newCodec), sealed: sealed, plaintext: plaintext)
+                               codecs: (oldCodec, newCodec), sealed: sealed, plaintext: plaintext,
+                               tableEntries: workspace.tableEntries)
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }
@@ -96,33 +101,41 @@ struct PayloadReencryptor {
     }
 
     /// Re-seals the consecutive chunks `chunks` of `entry` in one read and
-    /// one write.
+    /// one write. A compressed chunk's stored bytes (its zstd frame) are
+    /// re-sealed as they are, with the same encoding: same length, same
+    /// chunk table.
     private func reseal(_ entry: IndexEntry, chunks: Range<UInt64>, fileID: UnsafeRawBufferPointer,
                         oldKey: SymmetricKey, newKey: SymmetricKey, codecs: (old: ChunkCodec, new: ChunkCodec),
-                        sealed: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer) throws {
+                        sealed: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer,
+                        tableEntries: UnsafeMutableRawBufferPointer) throws {
         let layout = reader.header.layout
         let size = entry.size
-        let bytes = layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
+        let window = entry.hasChunkTable ? try reader.index.chunkTableWindow(of: entry, chunks: chunks, into: tableEntries) : nil
+        let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
         let batch = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want])
         let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
                                          into: batch)
         // A short read means the bundle ends early: name the first chunk it cut.
         guard got == want else {
-            throw BundleError.corruptChunk(entry: entry.position, chunk: chunks.lowerBound + UInt64(got) / layout.sealedChunkSize)
+            throw BundleError.corruptChunk(entry: entry.position,
+                                           chunk: window == nil ? chunks.lowerBound + UInt64(got) / layout.sealedChunkSize : chunks.lowerBound)
         }
         for chunk in chunks {
-            let start = Int(layout.ciphertextOffset(ofChunk: chunk) - bytes.lowerBound)
-            let count = Int(layout.sealedSize(ofChunk: chunk, plaintextSize: size))
+            let range = window.map { layout.storedRange(ofChunk: chunk, in: $0) }
+                ?? layout.ciphertextRange(ofChunks: chunk..<(chunk + 1), plaintextSize: size)
+            let start = Int(range.lowerBound - bytes.lowerBound)
+            let count = Int(range.count)
+            let encoding = window.map { layout.storedEncoding(ofChunk: chunk, in: $0) } ?? .raw
             let slot = UnsafeMutableRawBufferPointer(rebasing: batch[start..<(start + count)])
             let plain = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<(count - Int(ChunkLayout.overhead))])
             let last = layout.isLastChunk(chunk, plaintextSize: size)
-            guard try codecs.old.open(key: oldKey, fileID: fileID, chunk: chunk, last: last,
+            guard try codecs.old.open(key: oldKey, fileID: fileID, chunk: chunk, last: last, encoding: encoding,
                                       sealed: UnsafeRawBufferPointer(slot), into: plain) else {
                 throw BundleError.corruptChunk(entry: entry.position, chunk: chunk)
             }
             // Same length sealed: the new chunk takes the old one's place.
-            try codecs.new.seal(key: newKey, fileID: fileID, chunk: chunk, last: last,
+            try codecs.new.seal(key: newKey, fileID: fileID, chunk: chunk, last: last, encoding: encoding,
                                 plaintext: UnsafeRawBufferPointer(plain), into: slot)
         }
         chunkHasher?.update(UnsafeRawBufferPointer(batch))

@@ -1,0 +1,69 @@
+/// What a bundle's header says about its format: the version and, from
+/// version 2 on, how chunks are compressed.
+///
+/// Header bytes 34 … 39 (reserved and zero in version 1):
+/// ```
+/// 34  1  compression method (0 none, 1 zstd)
+/// 35  1  compression level the packer used (shown by tools; 0 for none)
+/// 36  4  reserved (0)
+/// ```
+/// A version 2 bundle may also hold files that share one body
+/// (deduplication), which version 1 readers would refuse as overlapping:
+/// the version is what keeps them from trying.
+public struct BundleFeatures: Sendable, Equatable {
+    /// The format version written in the header.
+    public let formatVersion: UInt16
+    /// How chunks are compressed.
+    public let compression: CompressionMethod
+    /// The level the packer compressed with (0 when not compressed).
+    public let compressionLevel: UInt8
+
+    /// A version 1 bundle: nothing compressed, no shared bodies.
+    public static let version1 = BundleFeatures(formatVersion: BundleFormat.version, compression: .none, compressionLevel: 0)
+
+    /// The features of a bundle with the given compression and (when
+    /// `sharesBodies`) deduplicated files: version 1 when it uses neither.
+    public static func needed(compression: CompressionMethod, level: Int, sharesBodies: Bool) -> BundleFeatures {
+        guard compression != .none || sharesBodies else { return .version1 }
+        return BundleFeatures(formatVersion: BundleFormat.version2, compression: compression,
+                              compressionLevel: compression == .none ? 0 : UInt8(clamping: level))
+    }
+
+    /// Whether chunks carry the compression method in their associated
+    /// data and compressed files have chunk tables.
+    public var isCompressed: Bool { compression != .none }
+
+    /// Whether files may share a body.
+    public var allowsSharedBodies: Bool { formatVersion >= BundleFormat.version2 }
+
+    init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8) {
+        self.formatVersion = formatVersion
+        self.compression = compression
+        self.compressionLevel = compressionLevel
+    }
+
+    /// Parses header bytes 34 … 39 of a header of `version`.
+    ///
+    /// - Throws: `BundleError.corruptHeader` for non-zero reserved bytes,
+    ///   an unknown method, or a level that does not fit the method.
+    static func parse(version: UInt16, bytes b: UnsafeRawBufferPointer) throws -> BundleFeatures {
+        precondition(b.count == 6, "internal error: feature bytes")
+        if version == BundleFormat.version {
+            guard b.allSatisfy({ $0 == 0 }) else { throw BundleError.corruptHeader("reserved header bytes are not zero") }
+            return .version1
+        }
+        guard let method = CompressionMethod(rawValue: b[0]) else {
+            throw BundleError.corruptHeader("unknown compression method \(b[0])")
+        }
+        let level = b[1]
+        let levelOK = method == .none ? level == 0 : CompressionMethod.zstdLevels.contains(Int(level))
+        guard levelOK else { throw BundleError.corruptHeader("compression level \(level) out of range") }
+        guard b[2..<6].allSatisfy({ $0 == 0 }) else { throw BundleError.corruptHeader("reserved header bytes are not zero") }
+        return BundleFeatures(formatVersion: version, compression: method, compressionLevel: level)
+    }
+
+    /// Header bytes 34 … 39.
+    var serialized: [UInt8] {
+        formatVersion == BundleFormat.version ? [0, 0, 0, 0, 0, 0] : [compression.rawValue, compressionLevel, 0, 0, 0, 0]
+    }
+}

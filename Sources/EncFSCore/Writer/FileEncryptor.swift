@@ -1,0 +1,161 @@
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Encrypts one source file at a time, chunk by chunk, from a consistent
+/// snapshot: the size read must match `fstat` at open, the file must not
+/// grow past it, and its size and mtime must not change while it is read.
+///
+/// With a compressor, each chunk is compressed on its own and stored as a
+/// zstd frame when that makes it shorter, raw otherwise; the file's chunk
+/// table records where each ends and how it is stored.
+final class FileEncryptor {
+    struct Snapshot {
+        var size: UInt64
+        var mode: UInt16
+        var mtimeSeconds: Int64
+        var mtimeNanoseconds: UInt32
+    }
+
+    /// Where one source file is, and what the walk saw there.
+    struct Source {
+        var relativePath: [UInt8]
+        var rootFD: Int32
+        var displayPath: [UInt8]
+        /// Device and inode the walk saw at this path; a different file
+        /// there now (even through a swapped-in symlinked directory) is a
+        /// source change.
+        var identity: (device: UInt64, inode: UInt64)
+    }
+
+    /// What encrypting a file stored.
+    struct Stored {
+        var snapshot: Snapshot
+        /// The chunk table, nil when every chunk is stored raw at its fixed
+        /// offset (then the file needs no table).
+        var chunkTable: [UInt64]?
+        /// Sealed bytes written.
+        var storedSize: UInt64
+    }
+
+    private let layout: ChunkLayout
+    private let keys: BundleKeys
+    private let codec: ChunkCodec
+    private let compressor: ChunkCompressor?
+    private let plaintext: UnsafeMutableRawBufferPointer
+    /// One compressed chunk before it is sealed: as secret as plaintext.
+    private let frame: UnsafeMutableRawBufferPointer
+
+    init(layout: ChunkLayout, keys: BundleKeys, compressor: ChunkCompressor? = nil) throws {
+        self.layout = layout
+        self.keys = keys
+        self.compressor = compressor
+        codec = try ChunkCodec(bundleID: keys.bundleID, compressed: compressor != nil)
+        plaintext = .allocate(byteCount: Int(layout.chunkSize) + 1, alignment: 4096)
+        plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+        frame = .allocate(byteCount: compressor == nil ? 0 : Int(layout.chunkSize), alignment: 4096)
+        frame.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit {
+        SecureBytes.wipe(plaintext)
+        SecureBytes.wipe(frame)
+        plaintext.deallocate()
+        frame.deallocate()
+    }
+
+    /// Encrypts `source` into `sink` under file id `fileID`.
+    ///
+    /// - Parameter hasher: when given, also hashes the plaintext (for
+    ///   deduplication).
+    func encrypt(_ source: Source, fileID: [UInt8], sink: ChunkSink, hasher: SHA256.Hasher? = nil) throws -> Stored {
+        let (file, before) = try open(source)
+        let size = UInt64(max(before.st_size, 0))
+        guard layout.isValidPlaintextSize(size) else { throw BundleError.limitExceeded("file larger than \(layout.maximumPlaintextSize) bytes") }
+        let fileKey = try fileID.withUnsafeBytes { try keys.fileKey(fileID: $0) }
+        let chunks = layout.chunkCount(forPlaintextSize: size)
+        var table: [UInt64] = []
+        var compressedAny = false
+        var stored: UInt64 = 0
+        var chunk: UInt64 = 0
+        try fileID.withUnsafeBytes { id in
+            while chunk < chunks {
+                let want = Int(layout.plaintextRange(ofChunk: chunk, plaintextSize: size).count)
+                let piece = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want])
+                let got = try file.read(into: piece)
+                guard got == want else { throw BundleError.sourceChanged(path: source.displayPath, what: "file shrank while it was read") }
+                hasher?.update(UnsafeRawBufferPointer(piece))
+                let last = chunk + 1 == chunks
+                // Worth storing compressed only when it comes out shorter.
+                let compressed = compressor?.compress(UnsafeRawBufferPointer(piece),
+                                                      into: UnsafeMutableRawBufferPointer(rebasing: frame[0..<(want - 1)]))
+                let body = compressed.map { UnsafeRawBufferPointer(rebasing: frame[0..<$0]) } ?? UnsafeRawBufferPointer(piece)
+                let encoding: StoredChunkEncoding = compressed == nil ? .raw : .zstd
+                try sink.withSpace(body.count + AESGCM.tagByteCount) { space in
+                    try codec.seal(key: fileKey, fileID: id, chunk: chunk, last: last, encoding: encoding,
+                                   plaintext: body, into: space)
+                }
+                stored += UInt64(body.count + AESGCM.tagByteCount)
+                table.append(compressed == nil ? stored : stored | ChunkTableWindow.compressedFlag)
+                compressedAny = compressedAny || compressed != nil
+                chunk += 1
+            }
+        }
+        let snapshot = try checkUnchanged(file, since: before, source: source)
+        // A file no chunk of which shrank lies at fixed offsets, like an
+        // uncompressed one: it needs no table.
+        return Stored(snapshot: snapshot, chunkTable: compressedAny ? table : nil, storedSize: stored)
+    }
+
+    /// Reads `source` through once and returns its SHA-256 (to find a body
+    /// with the same contents), from the same kind of consistent snapshot
+    /// as ``encrypt(_:fileID:sink:hasher:)``.
+    func digest(_ source: Source) throws -> (snapshot: Snapshot, digest: [UInt8]) {
+        let (file, before) = try open(source)
+        let hasher = SHA256.Hasher()
+        var remaining = UInt64(max(before.st_size, 0))
+        while remaining > 0 {
+            let want = Int(min(remaining, layout.chunkSize))
+            let piece = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want])
+            let got = try file.read(into: piece)
+            guard got == want else { throw BundleError.sourceChanged(path: source.displayPath, what: "file shrank while it was read") }
+            hasher.update(UnsafeRawBufferPointer(piece))
+            remaining -= UInt64(want)
+        }
+        SecureBytes.wipe(plaintext)
+        return (try checkUnchanged(file, since: before, source: source), hasher.finalize())
+    }
+
+    /// Opens the source file and checks it is the regular file the walk saw.
+    private func open(_ source: Source) throws -> (FileDescriptor, stat) {
+        let fd = source.relativePath.withCString { openat(source.rootFD, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        guard fd >= 0 else {
+            if errno == ENOENT { throw BundleError.sourceChanged(path: source.displayPath, what: "file was removed") }
+            // O_NOFOLLOW refuses a symlink with ELOOP: the walk saw a regular file here.
+            if errno == ELOOP { throw BundleError.sourceChanged(path: source.displayPath, what: "file was replaced by a symlink") }
+            throw BundleError.lastIO("open", source.displayPath)
+        }
+        let file = FileDescriptor(taking: fd, path: source.displayPath)
+        let before = try file.status()
+        guard before.st_mode & S_IFMT == S_IFREG else {
+            throw BundleError.sourceChanged(path: source.displayPath, what: "no longer a regular file")
+        }
+        guard UInt64(before.st_dev) == source.identity.device, UInt64(before.st_ino) == source.identity.inode else {
+            throw BundleError.sourceChanged(path: source.displayPath, what: "file was replaced")
+        }
+        return (file, before)
+    }
+
+    /// One more byte must not exist, and size and mtime must be unchanged.
+    private func checkUnchanged(_ file: FileDescriptor, since before: stat, source: Source) throws -> Snapshot {
+        let extra = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<1]))
+        let after = try file.status()
+        guard extra == 0, after.st_size == before.st_size, after.st_mtim.tv_sec == before.st_mtim.tv_sec,
+              after.st_mtim.tv_nsec == before.st_mtim.tv_nsec else {
+            throw BundleError.sourceChanged(path: source.displayPath, what: "file was modified while it was read")
+        }
+        return Snapshot(size: UInt64(max(before.st_size, 0)), mode: UInt16(before.st_mode & 0o7777),
+                        mtimeSeconds: Int64(before.st_mtim.tv_sec), mtimeNanoseconds: UInt32(before.st_mtim.tv_nsec))
+    }
+}
