@@ -2,8 +2,11 @@
 # Regenerates Tests/FormatTests/Fixtures/v1/: the frozen golden bundle of
 # format version 1, its manifest, broken copies of it, and a signed bundle
 # of the same tree (the signature slot, kind 5, is part of version 1).
+# With "v2", regenerates Tests/FormatTests/Fixtures/v2/ instead: a golden
+# bundle of format version 2 (--compress zstd, 4 KiB chunks, a duplicated
+# file), its manifest and broken copies; v1/ is left as it is.
 #
-# Usage: Scripts/make-format-fixtures.sh
+# Usage: Scripts/make-format-fixtures.sh [v1|v2]
 #
 # Run it only when the fixtures themselves must change (a new format version
 # gets a new directory, v2/, and v1/ stays as it is: old bundles must keep
@@ -16,12 +19,18 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$root/Tests/FormatTests/Fixtures/v1"
+version="${1:-v1}"
+case "$version" in v1|v2) ;; *) echo "usage: $0 [v1|v2]" >&2; exit 2 ;; esac
+out="$root/Tests/FormatTests/Fixtures/$version"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 swift build --package-path "$root" --product encfs-pack >&2
 pack="$(swift build --package-path "$root" --show-bin-path)/encfs-pack"
+
+if [ "$version" = v2 ]; then
+  exec "$root/Scripts/make-format-fixtures-v2.sh" "$pack" "$out" "$work"
+fi
 
 mkdir -p "$out/broken"
 rm -f "$out"/golden.* "$out"/signed.* "$out"/manifest.json "$out"/broken/*

@@ -8,6 +8,8 @@ import XCTest
 /// with encfs-pack), its key, its passphrase and a manifest of what it
 /// holds, plus broken copies, each with the error it must give, and a
 /// signed bundle of the same tree with its signing and verifying keys.
+/// `Fixtures/v2/` does the same for format version 2: the tree with
+/// compressible and duplicated files, packed with `--compress zstd`.
 final class GoldenBundleTests: XCTestCase {
     struct Manifest: Decodable {
         struct Slot: Decodable {
@@ -53,20 +55,20 @@ final class GoldenBundleTests: XCTestCase {
 
     // MARK: - Fixtures
 
-    /// `Fixtures/v1/<name>` in the test bundle, as a byte path.
-    private func fixture(_ name: String) throws -> [UInt8] {
+    /// `Fixtures/<version>/<name>` in the test bundle, as a byte path.
+    private func fixture(_ name: String, version: String = "v1") throws -> [UInt8] {
         let base = try XCTUnwrap(Bundle.module.resourceURL, "test bundle has no resources")
-        let url = base.appendingPathComponent("Fixtures/v1").appendingPathComponent(name)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: url.path), "missing fixture Fixtures/v1/\(name)")
+        let url = base.appendingPathComponent("Fixtures/\(version)").appendingPathComponent(name)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: url.path), "missing fixture Fixtures/\(version)/\(name)")
         return Array(url.path.utf8)
     }
 
-    private func decode<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
-        try JSONDecoder().decode(type, from: Data(FileTree.readFile(fixture(name))))
+    private func decode<T: Decodable>(_ type: T.Type, _ name: String, version: String = "v1") throws -> T {
+        try JSONDecoder().decode(type, from: Data(FileTree.readFile(fixture(name, version: version))))
     }
 
-    private func goldenKey() throws -> KeyMaterial {
-        let text = String(decoding: try FileTree.readFile(fixture("golden.key")), as: UTF8.self)
+    private func goldenKey(version: String = "v1") throws -> KeyMaterial {
+        let text = String(decoding: try FileTree.readFile(fixture("golden.key", version: version)), as: UTF8.self)
         let raw = try XCTUnwrap([UInt8](hex: text.trimmingCharacters(in: .whitespacesAndNewlines)), "golden.key is not hex")
         return .rawKey(try raw.withUnsafeBytes { try SymmetricKey(copying: $0) })
     }
@@ -134,9 +136,10 @@ final class GoldenBundleTests: XCTestCase {
 
     @discardableResult
     private func checkGolden(with material: KeyMaterial, bundle: String = "golden.bundle", origin: OriginPolicy = OriginPolicy(),
-                             file: StaticString = #filePath, line: UInt = #line) throws -> BundleReader {
-        let manifest = try decode(Manifest.self, "manifest.json")
-        let reader = try BundleReader.open(path: fixture(bundle), materials: [material], origin: origin)
+                             version: String = "v1", file: StaticString = #filePath, line: UInt = #line) throws -> BundleReader {
+        let manifest = try decode(Manifest.self, "manifest.json", version: version)
+        let reader = try BundleReader.open(path: fixture(bundle, version: version), materials: [material], origin: origin)
+        XCTAssertEqual(reader.header.features.formatVersion, manifest.formatVersion, file: file, line: line)
         XCTAssertEqual(reader.header.layout.chunkSizeLog2, manifest.chunkSizeLog2, file: file, line: line)
         XCTAssertEqual(reader.index.count, manifest.entries.count, "entry count", file: file, line: line)
         for (position, expected) in manifest.entries.enumerated() where position < reader.index.count {
@@ -179,16 +182,42 @@ final class GoldenBundleTests: XCTestCase {
     // MARK: - Broken fixtures
 
     func testOpen_BrokenFixtures_FailWithTheirErrors() throws {
-        let table = try decode(BrokenTable.self, "broken/expected.json")
-        let key = try goldenKey()
+        try checkBroken(version: "v1")
+    }
+
+    // MARK: - Version 2
+
+    /// `Fixtures/v2/golden.bundle`: compressed (zstd level 3, 4 KiB chunks)
+    /// with a duplicated file, frozen; it keeps opening and matches its
+    /// manifest, its duplicates share one body, and verify finds it intact.
+    func testOpen_GoldenV2Bundle_MatchesManifest() throws {
+        let reader = try checkGolden(with: goldenKey(version: "v2"), version: "v2")
+        XCTAssertEqual(reader.header.features.compression, .zstd)
+        XCTAssertEqual(reader.header.features.compressionLevel, 3)
+        let one = try reader.entry(bytes("site/app.js")), two = try reader.entry(bytes("copy/app.js"))
+        XCTAssertTrue(one.hasChunkTable)
+        XCTAssertEqual(one.first, two.first)
+        XCTAssertLessThan(reader.index.storedFileBytes, reader.index.distinctFileBytes / 2)
+        let report = try BundleVerifier.verify(reader)
+        XCTAssertTrue(report.damaged.isEmpty)
+        XCTAssertTrue(try reader.index.filesSharingIDs().isEmpty)
+    }
+
+    func testOpen_BrokenV2Fixtures_FailWithTheirErrors() throws {
+        try checkBroken(version: "v2")
+    }
+
+    private func checkBroken(version: String) throws {
+        let table = try decode(BrokenTable.self, "broken/expected.json", version: version)
+        let key = try goldenKey(version: version)
         // Every file in broken/ has a row, and every row a file.
-        let directory = try fixture("broken")
+        let directory = try fixture("broken", version: version)
         let files = try FileTree.list(directory).map { String(decoding: $0, as: UTF8.self) }.filter { $0 != "expected.json" }
         XCTAssertEqual(files.sorted(), table.cases.map(\.file).sorted(), "broken/ and expected.json disagree")
-        XCTAssertGreaterThanOrEqual(table.cases.count, 10)
+        XCTAssertGreaterThanOrEqual(table.cases.count, version == "v1" ? 10 : 6)
 
         for row in table.cases {
-            let path = try fixture("broken/\(row.file)")
+            let path = try fixture("broken/\(row.file)", version: version)
             let what = "\(row.file) (\(row.what))"
             let expected: ExpectedBundleError
             switch row.error {

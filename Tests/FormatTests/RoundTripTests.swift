@@ -31,6 +31,14 @@ final class RoundTripTests: XCTestCase {
 
     func testRoundTrip_64KChunks() throws { try roundTrip(chunkSizeLog2: 16) }
 
+    /// Compressed (format version 2) at every chunk size: files whose
+    /// chunks alternate between text that compresses (stored as zstd
+    /// frames) and random bytes that do not (stored raw), so every read
+    /// crosses both kinds and the chunk table's offsets.
+    func testRoundTrip_Zstd_AtEveryChunkSize() throws {
+        for log2 in BundleFormat.chunkSizeLog2Range { try roundTrip(chunkSizeLog2: log2, compression: .zstd) }
+    }
+
     /// The key-less read finds each file's key in the workspace's small
     /// cache. Reading more files than it has slots, interleaved, from several
     /// threads, must always use the right key: a stale or mixed-up slot
@@ -72,9 +80,26 @@ final class RoundTripTests: XCTestCase {
     /// The tree for chunk size `cs`. Siblings are listed in the order the
     /// bundle must list them (by name bytes, as memcmp orders them), written
     /// out by hand; parents come before their children.
-    static func tree(cs: Int, seed: UInt64) -> [Node] {
+    ///
+    /// With `compressible`, file contents alternate chunk by chunk between
+    /// text (which compresses) and random bytes (which do not).
+    static func tree(cs: Int, seed: UInt64, compressible: Bool = false) -> [Node] {
         var generator = SeededGenerator(seed: seed)
-        func random(_ n: Int) -> [UInt8] { generator.bytes(n) }
+        func random(_ n: Int) -> [UInt8] {
+            guard compressible else { return generator.bytes(n) }
+            let words = ["encfs ", "chunk ", "table ", "zstd ", "frame ", "\n"].map { Array($0.utf8) }
+            var out: [UInt8] = []
+            out.reserveCapacity(n)
+            while out.count < n {
+                let inChunk = out.count / cs
+                if inChunk % 2 == 0 {
+                    out += words[Int(generator.next() % UInt64(words.count))]
+                } else {
+                    out += generator.bytes(min(cs - out.count % cs, n - out.count))
+                }
+            }
+            return Array(out[0..<n])
+        }
         let nonUTF8Dir: [UInt8] = [0xC3, 0x28] + bytes("-dir") // 0xC3 0x28 is an invalid UTF-8 sequence
         return [
             Node(path: bytes("Zebra"), content: .file(bytes("capital letters sort first\n")), mode: 0o644),
@@ -134,16 +159,17 @@ final class RoundTripTests: XCTestCase {
 
     // MARK: - The round trip
 
-    private func roundTrip(chunkSizeLog2: UInt8) throws {
+    private func roundTrip(chunkSizeLog2: UInt8, compression: CompressionMethod = .none) throws {
         let cs = 1 << Int(chunkSizeLog2)
         let tmp = try TemporaryDirectory()
         let source = tmp.appending("source")
         let bundle = tmp.appending("out.bundle")
         try FileTree.makeDirectory(source)
-        let nodes = Self.tree(cs: cs, seed: UInt64(chunkSizeLog2))
+        let nodes = Self.tree(cs: cs, seed: UInt64(chunkSizeLog2), compressible: compression != .none)
         try Self.build(nodes, under: source)
         let key = TestSecrets.key(1)
-        let summary = try packBundle(source: source, destination: bundle, chunkSizeLog2: chunkSizeLog2, keys: [.rawKey(key)])
+        let summary = try packBundle(source: source, destination: bundle, chunkSizeLog2: chunkSizeLog2, keys: [.rawKey(key)],
+                                     compression: compression)
 
         var fileCount = 0, directoryCount = 0, symlinkCount = 0, fileBytes = 0
         for node in nodes {
@@ -161,6 +187,15 @@ final class RoundTripTests: XCTestCase {
 
         let reader = try BundleReader.open(path: bundle, materials: [.rawKey(key)])
         XCTAssertEqual(reader.header.layout.chunkSizeLog2, chunkSizeLog2)
+        XCTAssertEqual(reader.header.features.compression, compression)
+        XCTAssertEqual(reader.header.features.formatVersion, compression == .none ? BundleFormat.version : BundleFormat.version2)
+        if compression != .none {
+            // The text chunks shrank: some files have chunk tables, and the
+            // bodies take less than they would sealed raw.
+            XCTAssertLessThan(reader.index.storedFileBytes, reader.index.totalFileBytes, "nothing compressed")
+            let tables = try (0..<reader.index.count).filter { try reader.index.entry(at: $0).hasChunkTable }
+            XCTAssertGreaterThan(tables.count, 3)
+        }
         XCTAssertEqual(reader.index.count, nodes.count + 1)
         XCTAssertEqual(reader.index.fileCount, fileCount)
         XCTAssertEqual(reader.index.totalFileBytes, UInt64(fileBytes))

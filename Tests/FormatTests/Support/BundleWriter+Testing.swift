@@ -6,8 +6,10 @@ import XCTest
 /// test on any warning (no test tree holds special files unless it says so).
 @discardableResult
 func packBundle(source: [UInt8], destination: [UInt8], chunkSizeLog2: UInt8 = 12, keys: [KeyMaterial],
-                scrypt: Scrypt.Parameters = .testing, file: StaticString = #filePath, line: UInt = #line) throws -> PackSummary {
+                scrypt: Scrypt.Parameters = .testing, compression: CompressionMethod = .none,
+                file: StaticString = #filePath, line: UInt = #line) throws -> PackSummary {
     var options = PackOptions()
+    options.compression = compression
     options.chunkSizeLog2 = chunkSizeLog2
     options.keys = keys
     options.scrypt = scrypt
