@@ -5,7 +5,7 @@
 # another build of encfs, to compare two builds.
 #
 #   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
-#                    [--baseline-bin DIR]
+#                    [--baseline-bin DIR] [--dataset random|resources]
 #
 # Installs what is missing (Debian packages), builds the encfs release
 # binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
@@ -17,8 +17,16 @@
 #                    3 s fio runs instead of 10 s; under 10 minutes on 2 cores
 #   --out DIR        work directory (data set, images, mount points, results)
 #   --reps N         repetitions per figure (default 3)
-#   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs
-#                    (and encfs-base with --baseline-bin)
+#   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
+#                    squashfuse-zstd,encfs-zstd (and encfs-base with
+#                    --baseline-bin)
+#   --dataset NAME   random (default: incompressible) or resources: a
+#                    compressible tree like shipped resources (a SQLite
+#                    database, JS/CSS/JSON/HTML/CSV/text, some media, a
+#                    duplicated directory) under DIR/resources-*, compared by
+#                    default as plain, squashfuse-zstd (mksquashfs -comp zstd
+#                    -Xcompression-level 3), encfs and encfs-zstd
+#                    (--compress zstd; BENCH_ENCFS_ZSTD_ARGS adds arguments)
 #   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
 #                    128 by default in the kernel) after mounting, to compare
 #                    all systems at one read-ahead
@@ -58,6 +66,9 @@ while [ $# -gt 0 ]; do
     --out=*) out="${1#--out=}" ;;
     --baseline-bin) [ $# -ge 2 ] || { echo "bench.sh: error: --baseline-bin needs a directory" >&2; exit 2; }; baseline="$2"; shift ;;
     --baseline-bin=*) baseline="${1#--baseline-bin=}" ;;
+    --dataset) [ $# -ge 2 ] || { echo "bench.sh: error: --dataset needs a value" >&2; exit 2; }
+      case "$2" in random|resources) ;; *) echo "bench.sh: error: --dataset is random or resources ($2)" >&2; exit 2 ;; esac
+      extra+=(--dataset "$2"); shift ;;
     --systems) [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }; systems="$2"; shift ;;
     --reps|--read-ahead-kb)
       [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }

@@ -30,7 +30,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 seconds=600
 if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
-all=(header index bundle pem)
+all=(header index bundle pem chunk-frame)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do

@@ -25,6 +25,13 @@ shared machine hits all of them alike):
             VmHWM, unmount;
   round B   sync + drop_caches, fresh mount, every small file read once
             (find | xargs cat), daemon VmHWM, unmount.
+With --dataset resources the data set is compressible and resembles shipped
+resources (big.bin is a SQLite database of text rows; small/ holds generated
+JS, CSS, JSON, HTML, CSV and text with a tenth already-compressed media, and a
+duplicated directory), and the systems default to plain, squashfuse-zstd
+(mksquashfs -comp zstd -Xcompression-level 3, 128 KiB blocks, duplicates
+found), encfs (--compress none) and encfs-zstd (--compress zstd, level 3;
+BENCH_ENCFS_ZSTD_ARGS is appended to its encfs-pack command).
 Daemons' stderr goes to OUT/logs/SYSTEM.log. --read-ahead-kb sets every FUSE
 mount's bdi read_ahead_kb right after mounting (the kernel default is 128).
 """
@@ -57,6 +64,9 @@ SEED = 20240404
 FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 
 SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
+# Compressed systems: available on request, and the default with --dataset resources.
+COMPRESSED_SYSTEMS = ["squashfuse-zstd", "encfs-zstd"]
+RESOURCE_SYSTEMS = ["plain", "squashfuse-zstd", "encfs", "encfs-zstd"]
 BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
@@ -150,11 +160,7 @@ class DataSet:
             os.unlink(self.stamp)
         shutil.rmtree(self.path, ignore_errors=True)
         os.makedirs(self.path)
-        # AES-256-CTR over zeros with a fixed key: incompressible, fast, the same everywhere.
-        run(f"openssl enc -aes-256-ctr -K {DATA_KEY} -iv {DATA_IV} -nosalt -in /dev/zero 2>/dev/null"
-            f" | head -c {self.big_bytes} > '{self.big}'")
-        if os.path.getsize(self.big) != self.big_bytes:
-            die("could not generate big.bin (openssl enc)")
+        self._generate_big()
         self._make_small()
         self._make_site()
         for dirpath, dirnames, filenames in os.walk(self.path):
@@ -165,6 +171,13 @@ class DataSet:
         with open(self.stamp, "w") as f:
             json.dump(self.spec(), f)
         log(f"data set: done in {time.monotonic() - started:.1f} s")
+
+    def _generate_big(self):
+        # AES-256-CTR over zeros with a fixed key: incompressible, fast, the same everywhere.
+        run(f"openssl enc -aes-256-ctr -K {DATA_KEY} -iv {DATA_IV} -nosalt -in /dev/zero 2>/dev/null"
+            f" | head -c {self.big_bytes} > '{self.big}'")
+        if os.path.getsize(self.big) != self.big_bytes:
+            die("could not generate big.bin (openssl enc)")
 
     def _make_small(self):
         rng = random.Random(SEED)
@@ -214,6 +227,100 @@ class DataSet:
                         f"<link rel=\"stylesheet\" href=\"../css/site.css\"></head>\n<body><h1>Page {i}</h1>\n"
                         f"{paragraphs}\n<a href=\"page-{(i + 1) % 100:03d}.html\">next</a></body></html>\n")
         os.symlink("pages/page-000.html", os.path.join(site, "start.html"))
+
+
+class ResourceDataSet(DataSet):
+    """A compressible tree like the resources people ship: big.bin (a SQLite
+    database of text rows), small/ (JS, CSS, JSON, HTML, CSV, text; a tenth
+    already-compressed media; small/vendor-copy duplicates small/d00), site/."""
+
+    WORDS = ("function return const let value index bundle chunk render component state props style color "
+             "margin padding width height display flex grid user name email created updated status active "
+             "page title content section header footer button input label error warning info debug").split()
+
+    def __init__(self, root, quick, repo):
+        super().__init__(root, quick, repo)
+        self.path = os.path.join(root, "resources-quick" if quick else "resources-full")
+        self.stamp = self.path + ".json"
+        self.big = os.path.join(self.path, "big.bin")
+        self.small = os.path.join(self.path, "small")
+
+    def spec(self):
+        return {"format": 1, "kind": "resources", "big_bytes": self.big_bytes, "small_files": self.small_files,
+                "seed": SEED}
+
+    def ensure(self):
+        super().ensure()
+        # The duplicated directory adds files: count what is there.
+        self.small_files = sum(len(files) for _, _, files in os.walk(self.small))
+
+    def _text(self, rng, n, kind):
+        w = self.WORDS
+        out, size = [], 0
+        while size < n:
+            if kind == ".json":
+                piece = '{"id": %d, "%s": "%s %s", "%s": %d},\n' % (rng.randrange(10**6), rng.choice(w), rng.choice(w),
+                                                                  rng.choice(w), rng.choice(w), rng.randrange(1000))
+            elif kind == ".css":
+                piece = ".%s-%s { %s: %dpx; %s: #%06x; }\n" % (rng.choice(w), rng.choice(w), rng.choice(w),
+                                                              rng.randrange(64), rng.choice(w), rng.randrange(1 << 24))
+            elif kind == ".csv":
+                piece = "%d,%s,%s,%d.%02d\n" % (rng.randrange(10**7), rng.choice(w), rng.choice(w), rng.randrange(1000),
+                                               rng.randrange(100))
+            elif kind == ".js":
+                piece = "  %s %s_%d = %s(%s, %d);\n" % (rng.choice(("const", "let", "return")), rng.choice(w),
+                                                       rng.randrange(100), rng.choice(w), rng.choice(w), rng.randrange(1000))
+            else:
+                piece = " ".join(rng.choice(w) for _ in range(12)) + ".\n"
+            out.append(piece)
+            size += len(piece)
+        return "".join(out).encode()[:n]
+
+    def _make_big(self):
+        import sqlite3
+        rng = random.Random(SEED + 2)
+        db = sqlite3.connect(self.big)
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("CREATE TABLE records (id INTEGER PRIMARY KEY, name TEXT, email TEXT, status TEXT, body TEXT, score REAL)")
+        w = self.WORDS
+        row = 0
+        while True:
+            rows = []
+            for _ in range(5000):
+                row += 1
+                rows.append((row, f"{rng.choice(w)} {rng.choice(w)}", f"{rng.choice(w)}{row}@example.com",
+                             rng.choice(("active", "pending", "closed")),
+                             " ".join(rng.choice(w) for _ in range(rng.randint(10, 40))), rng.random() * 100))
+            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.commit()
+            if os.path.getsize(self.big) >= self.big_bytes:
+                break
+        db.close()
+
+    def _make_small(self):
+        rng = random.Random(SEED)
+        media = [".png", ".jpg", ".mp4"]
+        texts = [".js", ".css", ".json", ".html", ".txt", ".csv"]
+        noise = random.Random(SEED + 3)
+        for i in range(self.small_files):
+            parts = [f"d{rng.randrange(16):02d}"]
+            if rng.random() < 0.6:
+                parts.append(f"s{rng.randrange(8)}")
+            directory = os.path.join(self.small, *parts)
+            os.makedirs(directory, exist_ok=True)
+            size = rng.randint(1024, 65536)
+            if rng.random() < 0.1:
+                name, data = f"f{i:05d}{rng.choice(media)}", noise.randbytes(size)
+            else:
+                ext = rng.choice(texts)
+                name, data = f"f{i:05d}{ext}", self._text(rng, size, ext)
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(data)
+        shutil.copytree(os.path.join(self.small, "d00"), os.path.join(self.small, "vendor-copy"))
+
+    def _generate_big(self):
+        self._make_big()
 
 
 # ---------------------------------------------------------------- systems
@@ -290,6 +397,21 @@ class SquashFUSE(System):
 
     def backing_file(self):
         return self.image
+
+
+class SquashFUSEZstd(SquashFUSE):
+    """mksquashfs with zstd at level 3 (128 KiB blocks, duplicate detection on: its defaults)."""
+
+    def __init__(self, name, bench):
+        super().__init__(name, bench)
+        self.image = os.path.join(bench.out, "build", "data.squashfs-zstd")
+
+    def pack(self):
+        if os.path.exists(self.image):
+            os.unlink(self.image)
+        run(["mksquashfs", self.bench.data.path, self.image, "-comp", "zstd", "-Xcompression-level", "3",
+             "-noappend", "-no-progress", "-quiet"])
+        os.sync()
 
 
 class GocryptFS(System):
@@ -372,6 +494,18 @@ class EncFS(System):
         return self.bundle
 
 
+class EncFSZstd(EncFS):
+    """encfs-pack --compress zstd (level 3, the default chunk size for compressed bundles)."""
+
+    def pack(self):
+        if os.path.exists(self.bundle):
+            os.unlink(self.bundle)
+        run([os.path.join(self.bin, "encfs-pack"), self.bench.data.path, self.bundle,
+             "--key-file", self.bench.key_file, "--quiet", "--compress", "zstd"]
+            + self.bench.args.encfs_pack_args.split() + os.environ.get("BENCH_ENCFS_ZSTD_ARGS", "").split())
+        os.sync()
+
+
 class EncFSBase(EncFS):
     """encfs built from another revision (--baseline-bin): the same commands and arguments as encfs."""
 
@@ -415,12 +549,13 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.out = os.path.abspath(args.out)
-        self.data = DataSet(self.out, args.quick, args.repo)
+        self.data = (ResourceDataSet if args.dataset == "resources" else DataSet)(self.out, args.quick, args.repo)
         self.key_file = os.path.join(self.out, "build", "bench.key")
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
-                   "gocryptfs": GocryptFS, "encfs": EncFS}
-        available = list(SYSTEMS)
+                   "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd}
+        available = list(SYSTEMS) + COMPRESSED_SYSTEMS
+        default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]
             if missing:
@@ -428,7 +563,8 @@ class Bench:
                     "build one with Scripts/build-baseline.sh REV")
             classes[BASELINE] = EncFSBase
             available.append(BASELINE)
-        wanted = args.systems.split(",") if args.systems else available
+            default.append(BASELINE)
+        wanted = args.systems.split(",") if args.systems else default
         for name in wanted:
             if name == BASELINE and not args.baseline_bin:
                 die(f"{BASELINE} needs --baseline-bin DIR")
@@ -768,7 +904,7 @@ class Bench:
             "big_file_bytes": self.data.big_bytes, "small_files": self.data.small_files,
             "data_bytes": tree_bytes(self.data.path), "encfs_pack_args": self.args.encfs_pack_args,
             "encfs_mount_args": self.args.encfs_mount_args, "out": self.out,
-            "baseline_bin": self.args.baseline_bin or None,
+            "baseline_bin": self.args.baseline_bin or None, "dataset": self.args.dataset,
         }
         results = {name: {key: self.summary(name, key) for key, *_ in METRICS} for name in self.raw}
         doc = {"machine": machine, "config": config,
@@ -797,9 +933,15 @@ class Bench:
         lines.append(f"- date: {machine['date']}; encfs {machine['encfs_commit']}{base}")
         lines.append(f"- peers: {machine['gocryptfs']}; squashfuse {machine['squashfuse']}; "
                      f"{machine['mksquashfs']}; {machine['fio']}; libfuse {machine['libfuse']}")
-        lines.append(f"- data: {config['big_file_bytes'] / MiB:,.0f} MiB incompressible file, "
-                     f"{config['small_files']:,} files of 1-64 KiB in a nested tree, a small HTML site "
-                     f"({config['data_bytes'] / MiB:,.1f} MiB in all)")
+        if self.args.dataset == "resources":
+            lines.append(f"- data (--dataset resources): a {config['big_file_bytes'] / MiB:,.0f} MiB SQLite database (big.bin), "
+                         f"{config['small_files']:,} files of 1-64 KiB (JS, CSS, JSON, HTML, CSV, text; a tenth random "
+                         f"bytes as media; one directory duplicated), a small HTML site "
+                         f"({config['data_bytes'] / MiB:,.1f} MiB in all)")
+        else:
+            lines.append(f"- data: {config['big_file_bytes'] / MiB:,.0f} MiB incompressible file, "
+                         f"{config['small_files']:,} files of 1-64 KiB in a nested tree, a small HTML site "
+                         f"({config['data_bytes'] / MiB:,.1f} MiB in all)")
         extra = ""
         if config["encfs_pack_args"] or config["encfs_mount_args"]:
             extra = f"; encfs-pack {config['encfs_pack_args']!r}, encfs-mount {config['encfs_mount_args']!r}"
@@ -907,6 +1049,8 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--systems", default="")
+    parser.add_argument("--dataset", choices=["random", "resources"], default="random",
+                        help="random: incompressible big.bin and small files (the default); resources: compressible")
     parser.add_argument("--fio-seconds", type=int, default=0)
     parser.add_argument("--read-ahead-kb", type=int, default=0,
                         help="set every FUSE mount's bdi read_ahead_kb to this after mounting")

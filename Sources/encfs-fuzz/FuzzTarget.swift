@@ -20,6 +20,9 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case bundle
     /// `PublicKey(pem:)` and `PrivateKey(pem:)`, then every use of a key.
     case pem
+    /// `ChunkDecompressor` on an arbitrary zstd frame into a chunk-sized
+    /// buffer (bombs included), and compression round trips.
+    case chunkFrame = "chunk-frame"
 
     /// Runs one input through the target.
     func run(_ input: UnsafeRawBufferPointer) {
@@ -28,6 +31,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .index: IndexFuzzing.run(input)
         case .bundle: BundleFuzzing.run(input)
         case .pem: PEMFuzzing.run(input)
+        case .chunkFrame: ChunkFrameFuzzing.run(input)
         }
     }
 

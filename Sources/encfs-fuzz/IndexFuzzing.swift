@@ -6,7 +6,9 @@ import EncFSCore
 /// Input framing (so the fuzzer also varies what the index is checked
 /// against):
 /// ```
-/// 0  1  chunk size log2 = 12 + byte % 9
+/// 0  1  chunk size log2 = 12 + byte % 9; format: byte / 9 % 3 = 0
+///       version 1, 1 version 2 uncompressed (shared bodies), 2 version 2
+///       with zstd (chunk tables)
 /// 1  8  data length (u64 LE): bytes of chunk data before the index
 /// 9  …  the index plaintext
 /// ```
@@ -20,8 +22,11 @@ enum IndexFuzzing {
         var dataLength: UInt64 = 0
         for i in 0..<8 { dataLength |= UInt64(input[1 + i]) << (8 * UInt64(i)) }
         let plaintext = SecureBytes(copying: UnsafeRawBufferPointer(rebasing: input[framingSize...]))
+        let features = [BundleFeatures.version1,
+                        .needed(compression: .none, level: 0, sharesBodies: true),
+                        .needed(compression: .zstd, level: 3, sharesBodies: false)][Int(input[0] / 9 % 3)]
         guard let index = FuzzTarget.attempt("BundleIndex(plaintext:)", {
-            try BundleIndex(plaintext: plaintext, layout: layout, dataLength: dataLength)
+            try BundleIndex(plaintext: plaintext, layout: layout, dataLength: dataLength, features: features)
         }) else { return }
         walk(index)
     }
@@ -69,6 +74,11 @@ enum IndexFuzzing {
                 files += 1
                 total &+= entry.size
                 FuzzTarget.require(index.withFileID(of: entry) { $0.count } == 16, "file id of entry \(position) is not 16 bytes")
+                // A validated chunk table gives every chunk a range inside
+                // the body, in order.
+                let stored = try index.storedSize(of: entry)
+                FuzzTarget.require(entry.hasChunkTable || stored == index.layout.ciphertextSize(forPlaintextSize: entry.size),
+                                   "stored size of entry \(position) differs from its layout")
             case .symlink:
                 let target = try index.withSymlinkTarget(of: entry) { Array($0) }
                 FuzzTarget.require(UInt64(target.count) == entry.size, "symlink \(position) target length differs from its size")

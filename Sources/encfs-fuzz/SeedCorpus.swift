@@ -34,6 +34,25 @@ enum SeedCorpus {
         ]),
     ]
 
+    /// Text that compresses, two files of it alike (deduplicated) and one
+    /// file of a pattern that does not shrink much per chunk.
+    static let compressibleTree: Tree = [
+        ("a.js", text(3 * 4096 + 50)), ("copy", nil), ("copy/a.js", text(3 * 4096 + 50)),
+        ("noise", pattern(4096 + 3, 9)), ("small.txt", Array("small\n".utf8)),
+    ]
+
+    /// `count` bytes of words.
+    private static func text(_ count: Int) -> [UInt8] {
+        let words = ["chunk ", "table ", "frame ", "zstd ", "bundle\n"].map { Array($0.utf8) }
+        var out: [UInt8] = []
+        var i = 0
+        while out.count < count {
+            out += words[(i * 7 + i / 3) % words.count]
+            i += 1
+        }
+        return Array(out[0..<count])
+    }
+
     /// The key sets headers are made with, by name.
     static let slotSets: [(name: String, keys: [KeyMaterial], recipients: [PublicKey])] = [
         ("raw", [.rawKey(FuzzSecrets.rawKey)], []),
@@ -62,6 +81,26 @@ enum SeedCorpus {
             try writeFile("\(directory)/bundle/\(name).bundle", bundle)
             // index: the plaintext behind each bundle's sealed index.
             try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
+        }
+        // Format version 2: compressed text (chunk tables, frames and raw
+        // chunks), and a duplicate (a shared body); the index seeds say so
+        // in their framing.
+        let compressible = "\(scratch)/compressible"
+        try makeTree(compressibleTree, at: compressible)
+        for (name, compression) in [("v2-zstd", CompressionMethod.zstd), ("v2-shared", .none)] {
+            let bundle = try pack(compressible, keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], compression: compression,
+                                  scratch: scratch)
+            try writeFile("\(directory)/bundle/\(name).bundle", bundle)
+            try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
+        }
+        // chunk-frame: frames the compressor makes of a full and a short
+        // chunk, and a bomb (a frame of 64 KiB of zeros for a 4 KiB chunk).
+        let compressor = try ChunkCompressor(level: 3)
+        for (name, framing, plaintext) in [("text-4k", UInt8(0), text(4096)), ("text-4k-short", UInt8(9 * 28), text(4096 - 28)),
+                                           ("text-64k", UInt8(4), text(65536)), ("bomb", UInt8(0), [UInt8](repeating: 0, count: 65536))] {
+            var frame = [UInt8](repeating: 0, count: plaintext.count)
+            let n = plaintext.withUnsafeBytes { p in frame.withUnsafeMutableBytes { compressor.compress(p, into: $0) } } ?? 0
+            try writeFile("\(directory)/chunk-frame/\(name).frame", [framing] + frame[0..<n])
         }
         // A signed bundle, which the bundle target also opens under a signature policy.
         let signed = try pack("\(scratch)/mixed", keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], signedBy: FuzzSecrets.signingKey,
@@ -128,8 +167,9 @@ enum SeedCorpus {
     }
 
     private static func pack(_ source: String, keys: [KeyMaterial], recipients: [PublicKey], signedBy signer: SigningKey? = nil,
-                             scratch: String) throws -> [UInt8] {
+                             compression: CompressionMethod = .none, scratch: String) throws -> [UInt8] {
         var options = PackOptions()
+        options.compression = compression
         options.signingKey = signer
         options.chunkSizeLog2 = 12
         options.keys = keys
@@ -147,16 +187,27 @@ enum SeedCorpus {
         let path = "\(scratch)/index.bundle"
         try writeFile(path, bundle)
         defer { unlink(path) }
-        let reader = try BundleReader.open(path: Array(path.utf8), materials: [.rawKey(FuzzSecrets.rawKey)])
+        // The links tree holds links that lead outside: its index is a seed too.
+        var options = OpenOptions()
+        options.allowsExternalSymlinks = true
+        let reader = try BundleReader.open(path: Array(path.utf8), materials: [.rawKey(FuzzSecrets.rawKey)], options: options)
         let header = reader.header
         var aad = header.bundleID
         aad.append(header.layout.chunkSizeLog2)
         aad += littleEndian(header.payloadLength) + littleEndian(header.indexOffset)
+        let features = header.features
+        if features.formatVersion != BundleFormat.version {
+            aad += [UInt8(truncatingIfNeeded: features.formatVersion), UInt8(features.formatVersion >> 8), features.compression.rawValue]
+        }
         let start = header.headerLength + Int(header.indexOffset)
         let plaintext = try bundle[start...].withUnsafeBytes {
             try AESGCM().open(key: reader.keys.indexKey, nonce: [UInt8](repeating: 0, count: 12), aad: aad, sealed: $0)
         }
-        return [header.layout.chunkSizeLog2 - 12] + littleEndian(header.indexOffset) + plaintext.withUnsafeBytes { Array($0) }
+        // The framing's format selector (IndexFuzzing): 0 version 1, 1
+        // version 2 uncompressed, 2 version 2 with zstd.
+        let selector: UInt8 = features.formatVersion == BundleFormat.version ? 0 : (features.isCompressed ? 2 : 1)
+        return [header.layout.chunkSizeLog2 - 12 + 9 * selector] + littleEndian(header.indexOffset)
+            + plaintext.withUnsafeBytes { Array($0) }
     }
 
     private static func littleEndian(_ value: UInt64) -> [UInt8] {

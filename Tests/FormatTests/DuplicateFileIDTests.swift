@@ -18,12 +18,14 @@ final class DuplicateFileIDTests: XCTestCase {
     override func setUpWithError() throws { tmp = try TemporaryDirectory() }
     override func tearDown() { tmp = nil }
 
-    /// `a.bin`, `b.bin` (same contents, two 4 KiB chunks each) and `c.txt`.
+    /// `a.bin`, `b.bin` (same size, other contents: identical files would
+    /// share one body and one id legitimately, see CompressedBundleTests;
+    /// two 4 KiB chunks each) and `c.txt`.
     private func packThreeFiles() throws -> [UInt8] {
         let source = tmp.appending("source")
         try FileTree.makeDirectory(source)
         try FileTree.writeFile(join(source, bytes("a.bin")), contents)
-        try FileTree.writeFile(join(source, bytes("b.bin")), contents)
+        try FileTree.writeFile(join(source, bytes("b.bin")), contents.map { $0 ^ 0x5A })
         try FileTree.writeFile(join(source, bytes("c.txt")), bytes("c\n"))
         let bundle = tmp.appending("b.bundle")
         try packBundle(source: source, destination: bundle, keys: [.rawKey(key)])
@@ -63,8 +65,10 @@ final class DuplicateFileIDTests: XCTestCase {
         XCTAssertTrue(try reader.index.filesSharingIDs().isEmpty)
     }
 
-    /// The crafted bundle opens and reads back (readers do not look), and
-    /// the duplicate is found, paired with the file that has the id first.
+    /// The crafted bundle opens and reads back (readers do not look; b now
+    /// holds a copy of a's body at its own place), and the duplicate is
+    /// found, paired with the file that has the id first: two bodies under
+    /// one id, not one shared body.
     func testFilesSharingIDs_CraftedDuplicate_Found() throws {
         let bundle = try packThreeFiles()
         try giveBTheIDOfA(bundle)

@@ -425,13 +425,17 @@ final class TamperTests: XCTestCase {
     }
 
     func testOpen_OtherVersion_FailsUnsupportedVersion() throws {
-        for version: UInt16 in [0, 2, 0x0100, 0xFFFF] {
+        for version: UInt16 in [0, 3, 0x0100, 0xFFFF] {
             let path = try tampered { b in
                 b[8] = UInt8(version & 0xFF)
                 b[9] = UInt8(version >> 8)
             }
             XCTAssertThrowsBundleError(.unsupportedVersion(version)) { try openWithKey(path) }
         }
+        // Version 2 is known: a version 1 header relabelled 2 parses (its
+        // bytes 34 … 39 are zero, method none) and fails its MAC.
+        let relabelled = try tampered { $0[8] = 2 }
+        XCTAssertThrowsBundleError(.headerAuthenticationFailed) { try openWithKey(relabelled) }
     }
 
     func testOpen_NotARegularFile_FailsIO() throws {

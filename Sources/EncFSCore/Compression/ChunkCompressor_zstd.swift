@@ -6,14 +6,14 @@ import Glibc
 /// Compresses single chunks with zstd for the packer: one context, reused
 /// for every chunk (a context per chunk would allocate its tables each
 /// time). Not thread-safe: one per packing thread.
-final class ChunkCompressor {
+package final class ChunkCompressor {
     private let context: OpaquePointer
     /// The zstd level, 1 … 19.
     let level: Int
 
     /// - Throws: `BundleError.limitExceeded` for a level outside 1 … 19,
     ///   `.io` when libzstd cannot make or set up a context.
-    init(level: Int) throws {
+    package init(level: Int) throws {
         guard CompressionMethod.zstdLevels.contains(level) else {
             throw BundleError.limitExceeded("zstd level \(level) (1 … 19)")
         }
@@ -39,7 +39,7 @@ final class ChunkCompressor {
     ///
     /// - Returns: the compressed length, or nil when the chunk does not fit
     ///   in `destination` (store it raw).
-    func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Int? {
+    package func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Int? {
         guard let to = destination.baseAddress, let from = source.baseAddress, destination.count > 0 else { return nil }
         let result = ZSTD_compress2(context, to, destination.count, from, source.count)
         guard ZSTD_isError(result) == 0 else { return nil }

@@ -8,7 +8,7 @@ import Glibc
 /// or a chunk lying about its size) fails, it never writes further.
 ///
 /// One per workspace (per reading thread); not thread-safe.
-final class ChunkDecompressor {
+package final class ChunkDecompressor {
     private let context: OpaquePointer
 
     /// Largest window a chunk's frame may ask for: the largest chunk size
@@ -17,7 +17,7 @@ final class ChunkDecompressor {
     static let windowLogMax: Int32 = Int32(BundleFormat.chunkSizeLog2Range.upperBound)
 
     /// - Throws: `BundleError.io` when libzstd cannot make or set up a context.
-    init() throws {
+    package init() throws {
         guard let context = ZSTD_createDCtx() else { throw BundleError.io(errno: ENOMEM, operation: "create zstd context", path: []) }
         self.context = context
         guard ZSTD_isError(ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, Self.windowLogMax)) == 0 else {
@@ -35,7 +35,7 @@ final class ChunkDecompressor {
     ///   `destination.count` bytes; false for anything else (bad data, more
     ///   or fewer bytes, trailing bytes). On false, `destination` may hold
     ///   partial output: the caller wipes it.
-    func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Bool {
+    package func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) -> Bool {
         guard let from = source.baseAddress, let to = destination.baseAddress, source.count > 0 else { return false }
         // The frame must be exactly the source: nothing after it.
         let frame = ZSTD_findFrameCompressedSize(from, source.count)

@@ -34,7 +34,7 @@ public final class BundleIndex: Sendable {
     private let recordsOffset = BundleIndex.headerSize
     let stringsOffset: Int
     /// The bundle's chunk layout.
-    let layout: ChunkLayout
+    public let layout: ChunkLayout
     /// Sum of all file sizes.
     public let totalFileBytes: UInt64
     /// Number of regular files.
