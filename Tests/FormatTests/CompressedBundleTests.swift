@@ -188,6 +188,43 @@ final class CompressedBundleTests: XCTestCase {
         XCTAssertThrowsBundleError(.corruptIndex) { try self.open(path) }
     }
 
+    // MARK: - Rekeying
+
+    /// Removing a slot re-encrypts every distinct body once (frames re-sealed
+    /// as they are, with their encoding): the payload keeps its layout, the
+    /// result opens with the kept key only, reads back, and verifies intact.
+    func testRekey_RemovingASlot_ReencryptsCompressedSharedBodies() throws {
+        let content = text(30_000, seed: 6)
+        var generator = SeededGenerator(seed: 7)
+        let files = ["a.json": content, "b/a.json": content, "noise": generator.bytes(9000)]
+        let source = tmp.appending("rekey-source")
+        try FileTree.makeDirectory(source)
+        try FileTree.makeDirectory(join(source, bytes("b")))
+        for (name, data) in files { try FileTree.writeFile(join(source, bytes(name)), data) }
+        let path = tmp.appending("rekey.bundle")
+        let other = TestSecrets.key(15)
+        var options = PackOptions()
+        options.chunkSizeLog2 = 12
+        options.keys = [.rawKey(key), .rawKey(other)]
+        options.compression = .zstd
+        _ = try BundleWriter.pack(source: source, destination: path, options: options) { message, _ in XCTFail(message) }
+        let before = try open(path)
+        let removed = try XCTUnwrap(before.header.keySlots.last?.fingerprint)
+        var changes = BundleRekeyer.Changes()
+        changes.remove = [removed]
+        changes.openedWith = [.rawKey(key)]
+        _ = try BundleRekeyer.rekey(path: path, reader: before, changes: changes)
+        let after = try open(path)
+        XCTAssertNotEqual(after.header.bundleID, before.header.bundleID, "re-encrypted under a new content key")
+        XCTAssertEqual(after.header.features, before.header.features)
+        XCTAssertEqual(after.header.indexOffset, before.header.indexOffset)
+        XCTAssertThrowsBundleError(.wrongKey(slotKinds: ["raw-key"])) { try BundleReader.open(path: path, materials: [.rawKey(other)]) }
+        for (name, data) in files { XCTAssertEqual(try after.contents(of: bytes(name)), data, name) }
+        let report = try BundleVerifier.verify(after)
+        XCTAssertTrue(report.damaged.isEmpty)
+        XCTAssertTrue(try after.index.filesSharingIDs().isEmpty)
+    }
+
     // MARK: - Tampering by a key holder
 
     /// A table entry's compressed flag flipped: the entry no longer
