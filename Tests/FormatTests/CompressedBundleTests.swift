@@ -188,6 +188,27 @@ final class CompressedBundleTests: XCTestCase {
         XCTAssertThrowsBundleError(.corruptIndex) { try self.open(path) }
     }
 
+    /// A signed compressed bundle with a shared body: the signature's chunk
+    /// digest (taken by the packer over the payload it wrote, each body
+    /// once) is what verify finds hashing each distinct body once.
+    func testSign_CompressedSharedBodies_ChunkDigestMatches() throws {
+        let content = text(20_000, seed: 9)
+        let source = tmp.appending("signed-source")
+        try FileTree.makeDirectory(source)
+        for name in ["one", "two", "three"] { try FileTree.writeFile(join(source, bytes(name)), name == "two" ? text(5000, seed: 1) : content) }
+        let path = tmp.appending("signed.bundle")
+        let signer = try SigningKey.generate()
+        var options = PackOptions()
+        options.chunkSizeLog2 = 12
+        options.keys = [.rawKey(key)]
+        options.compression = .zstd
+        options.signingKey = signer
+        let summary = try BundleWriter.pack(source: source, destination: path, options: options) { message, _ in XCTFail(message) }
+        XCTAssertEqual(summary.sharedFiles, 1)
+        let reader = try BundleReader.open(path: path, materials: [.rawKey(key)], options: OpenOptions(origin: OriginPolicy(signers: [signer.publicKey])))
+        XCTAssertEqual(try BundleVerifier.verify(reader).matchesSignature(of: reader.header), true)
+    }
+
     // MARK: - Rekeying
 
     /// Removing a slot re-encrypts every distinct body once (frames re-sealed
