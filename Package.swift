@@ -5,7 +5,8 @@ import PackageDescription
 ///
 /// Imports point one way, and the dependencies below are what enforce it:
 /// CryptCore → COpenSSL; EncFSCore (format, keys, index, reader, writer,
-/// rekeyer, byte sources: FUSE-free and Foundation-free) → CryptCore;
+/// rekeyer, byte sources: FUSE-free and Foundation-free) → CryptCore,
+/// CZstd (zstd for compressed bundles, only in EncFSCore/Compression/);
 /// EncFS (the public API, `EncryptedBundle`) → EncFSCore; EncFSMount (the
 /// FUSE file system and its daemon) → EncFSCore, CFuse; EncFSCLI (argument
 /// parsing, key options, prompts, the commands) → EncFSCore, EncFSMount,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what encfs needs to build and test on Debian 12: the FUSE and
-# OpenSSL development packages, the fuse3 runtime (fusermount3), and the
+# Installs what encfs needs to build and test on Debian 12: the FUSE,
+# OpenSSL and zstd development packages, the fuse3 runtime (fusermount3), and the
 # tools the tests read the mount with (fio for Scripts/load.sh), keyctl
 # (keyutils) and systemd-creds / systemd-analyze (systemd) for the key
 # custody tests. Installs only what is missing.
