@@ -98,23 +98,43 @@ enum IndexBuilder {
 /// One stored file body: where its chunks start, its file id, and (when
 /// compressed) its chunk table. Files with identical contents share one
 /// (deduplication), so they share its id, its chunks and its table.
+///
+/// Filled in as the body's chunks reach the sink: with a
+/// ``ChunkPipeline`` that is after the file was read, so nothing here is
+/// final until the pipeline has finished.
 final class FileBody {
     /// Payload offset of the body's first chunk.
-    let first: UInt64
+    var first: UInt64
     /// The 16-byte file id.
     let fileID: [UInt8]
-    /// Chunk table entries (``ChunkTableWindow``), nil when the chunks lie
-    /// at fixed offsets.
-    let chunkTable: [UInt64]?
     /// Sealed bytes the body takes in the payload.
-    let storedSize: UInt64
+    private(set) var storedSize: UInt64 = 0
+    /// Chunk table entries (``ChunkTableWindow``) of a compressed bundle's
+    /// body, one per chunk recorded.
+    private var tableEntries: [UInt64] = []
+    /// Whether any chunk is a zstd frame: a body with none lies at fixed
+    /// offsets and needs no table.
+    private var hasFrames = false
     /// Where the table went in the string table, once written.
     var chunkTableOffset: UInt32?
 
-    init(first: UInt64, fileID: [UInt8], chunkTable: [UInt64]?, storedSize: UInt64) {
+    init(first: UInt64, fileID: [UInt8]) {
         self.first = first
         self.fileID = fileID
-        self.chunkTable = chunkTable
-        self.storedSize = storedSize
+    }
+
+    /// The chunk table, nil when the chunks lie at fixed offsets.
+    var chunkTable: [UInt64]? { hasFrames ? tableEntries : nil }
+
+    /// Records the next chunk of a compressed bundle's body.
+    func record(sealedLength: UInt64, encoding: StoredChunkEncoding) {
+        storedSize += sealedLength
+        tableEntries.append(encoding == .zstd ? storedSize | ChunkTableWindow.compressedFlag : storedSize)
+        hasFrames = hasFrames || encoding == .zstd
+    }
+
+    /// Records the chunks of an uncompressed body, `sealedLength` bytes in all.
+    func recordUncompressed(sealedLength: UInt64) {
+        storedSize += sealedLength
     }
 }

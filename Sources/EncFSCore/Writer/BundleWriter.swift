@@ -126,8 +126,9 @@ public enum BundleWriter {
         var bodies = [FileBody?](repeating: nil, count: tree.nodes.count)
         let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination,
                                  hashing: options.signingKey != nil)
-        let compressor = options.compression == .zstd ? try ChunkCompressor(level: options.compressionLevel) : nil
-        let encryptor = try FileEncryptor(layout: layout, keys: keys, compressor: compressor)
+        let pipeline = options.compression == .zstd
+            ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
+        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline)
         var deduplicator = Deduplicator(tree.nodes)
         for position in tree.nodes.indices {
             switch tree.nodes[position].kind {
@@ -154,6 +155,8 @@ public enum BundleWriter {
                 }
             }
         }
+        // Every chunk in the sink, every body complete.
+        try encryptor.finish()
         let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
         summary.formatVersion = features.formatVersion

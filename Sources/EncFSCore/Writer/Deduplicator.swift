@@ -32,29 +32,30 @@ struct Deduplicator {
     mutating func store(_ source: FileEncryptor.Source, size: UInt64, encryptor: FileEncryptor,
                         sink: ChunkSink) throws -> (FileEncryptor.Snapshot, FileBody, shared: Bool) {
         guard sharedSizes[size] != nil else {
-            let (stored, body) = try encrypt(source, encryptor: encryptor, sink: sink, hasher: nil)
-            return (stored.snapshot, body, false)
+            let (snapshot, body) = try encrypt(source, encryptor: encryptor, sink: sink, hasher: nil)
+            return (snapshot, body, false)
         }
         if storedSizes.contains(size) {
             let (snapshot, digest) = try encryptor.digest(source)
             if let body = bodies[Self.key(size: snapshot.size, digest: digest)] { return (snapshot, body, true) }
         }
         let hasher = SHA256.Hasher()
-        let (stored, body) = try encrypt(source, encryptor: encryptor, sink: sink, hasher: hasher)
-        let key = Self.key(size: stored.snapshot.size, digest: hasher.finalize())
+        let (snapshot, body) = try encrypt(source, encryptor: encryptor, sink: sink, hasher: hasher)
+        let key = Self.key(size: snapshot.size, digest: hasher.finalize())
         if bodies[key] == nil {
             bodies[key] = body
-            storedSizes.insert(stored.snapshot.size)
+            storedSizes.insert(snapshot.size)
         }
-        return (stored.snapshot, body, false)
+        return (snapshot, body, false)
     }
 
+    /// A new body for `source`. Its `first` is where the sink is now: right
+    /// for an uncompressed body and for an empty one; a pipeline moves it to
+    /// where the first chunk lands.
     private func encrypt(_ source: FileEncryptor.Source, encryptor: FileEncryptor, sink: ChunkSink,
-                         hasher: SHA256.Hasher?) throws -> (FileEncryptor.Stored, FileBody) {
-        let id = try randomBytes(BundleFormat.idSize)
-        let first = sink.dataLength
-        let stored = try encryptor.encrypt(source, fileID: id, sink: sink, hasher: hasher)
-        return (stored, FileBody(first: first, fileID: id, chunkTable: stored.chunkTable, storedSize: stored.storedSize))
+                         hasher: SHA256.Hasher?) throws -> (FileEncryptor.Snapshot, FileBody) {
+        let body = FileBody(first: sink.dataLength, fileID: try randomBytes(BundleFormat.idSize))
+        return (try encryptor.encrypt(source, body: body, sink: sink, hasher: hasher), body)
     }
 
     private static func key(size: UInt64, digest: [UInt8]) -> [UInt8] {

@@ -7,9 +7,11 @@ import Glibc
 /// snapshot: the size read must match `fstat` at open, the file must not
 /// grow past it, and its size and mtime must not change while it is read.
 ///
-/// With a compressor, each chunk is compressed on its own and stored as a
-/// zstd frame when that makes it shorter, raw otherwise; the file's chunk
-/// table records where each ends and how it is stored.
+/// With a ``ChunkPipeline`` (compressed bundles), chunks are handed to it
+/// as they are read: it compresses each on its own (a zstd frame when that
+/// makes it shorter, raw otherwise) and seals them on every core, and
+/// records them in the body's chunk table. Without one, chunks are sealed
+/// here, one after the other, at fixed offsets.
 final class FileEncryptor {
     struct Snapshot {
         var size: UInt64
@@ -29,83 +31,75 @@ final class FileEncryptor {
         var identity: (device: UInt64, inode: UInt64)
     }
 
-    /// What encrypting a file stored.
-    struct Stored {
-        var snapshot: Snapshot
-        /// The chunk table, nil when every chunk is stored raw at its fixed
-        /// offset (then the file needs no table).
-        var chunkTable: [UInt64]?
-        /// Sealed bytes written.
-        var storedSize: UInt64
-    }
-
     private let layout: ChunkLayout
     private let keys: BundleKeys
     private let codec: ChunkCodec
-    private let compressor: ChunkCompressor?
+    private let pipeline: ChunkPipeline?
     private let plaintext: UnsafeMutableRawBufferPointer
-    /// One compressed chunk before it is sealed: as secret as plaintext.
-    private let frame: UnsafeMutableRawBufferPointer
 
-    init(layout: ChunkLayout, keys: BundleKeys, compressor: ChunkCompressor? = nil) throws {
+    /// - Parameter pipeline: compresses and seals the chunks of a
+    ///   compressed bundle; nil for an uncompressed one.
+    init(layout: ChunkLayout, keys: BundleKeys, pipeline: ChunkPipeline? = nil) throws {
         self.layout = layout
         self.keys = keys
-        self.compressor = compressor
-        codec = try ChunkCodec(bundleID: keys.bundleID, compressed: compressor != nil)
+        self.pipeline = pipeline
+        codec = try ChunkCodec(bundleID: keys.bundleID)
         plaintext = .allocate(byteCount: Int(layout.chunkSize) + 1, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
-        frame = .allocate(byteCount: compressor == nil ? 0 : Int(layout.chunkSize), alignment: 4096)
-        frame.initializeMemory(as: UInt8.self, repeating: 0)
     }
 
     deinit {
         SecureBytes.wipe(plaintext)
-        SecureBytes.wipe(frame)
         plaintext.deallocate()
-        frame.deallocate()
     }
 
-    /// Encrypts `source` into `sink` under file id `fileID`.
+    /// Encrypts `source` into `sink` as `body` (whose file id it takes).
     ///
     /// - Parameter hasher: when given, also hashes the plaintext (for
     ///   deduplication).
-    func encrypt(_ source: Source, fileID: [UInt8], sink: ChunkSink, hasher: SHA256.Hasher? = nil) throws -> Stored {
+    /// - Returns: the snapshot; with a pipeline, `body` is complete only
+    ///   once the pipeline has finished.
+    func encrypt(_ source: Source, body: FileBody, sink: ChunkSink, hasher: SHA256.Hasher? = nil) throws -> Snapshot {
         let (file, before) = try open(source)
         let size = UInt64(max(before.st_size, 0))
         guard layout.isValidPlaintextSize(size) else { throw BundleError.limitExceeded("file larger than \(layout.maximumPlaintextSize) bytes") }
-        let fileKey = try fileID.withUnsafeBytes { try keys.fileKey(fileID: $0) }
+        let fileKey = try body.fileID.withUnsafeBytes { try keys.fileKey(fileID: $0) }
         let chunks = layout.chunkCount(forPlaintextSize: size)
-        var table: [UInt64] = []
-        var compressedAny = false
-        var stored: UInt64 = 0
         var chunk: UInt64 = 0
-        try fileID.withUnsafeBytes { id in
+        if let pipeline {
             while chunk < chunks {
                 let want = Int(layout.plaintextRange(ofChunk: chunk, plaintextSize: size).count)
-                let piece = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want])
+                let slot = try pipeline.acquire()
+                let piece = UnsafeMutableRawBufferPointer(rebasing: slot.plaintext[0..<want])
                 let got = try file.read(into: piece)
                 guard got == want else { throw BundleError.sourceChanged(path: source.displayPath, what: "file shrank while it was read") }
                 hasher?.update(UnsafeRawBufferPointer(piece))
-                let last = chunk + 1 == chunks
-                // Worth storing compressed only when it comes out shorter.
-                let compressed = compressor?.compress(UnsafeRawBufferPointer(piece),
-                                                      into: UnsafeMutableRawBufferPointer(rebasing: frame[0..<(want - 1)]))
-                let body = compressed.map { UnsafeRawBufferPointer(rebasing: frame[0..<$0]) } ?? UnsafeRawBufferPointer(piece)
-                let encoding: StoredChunkEncoding = compressed == nil ? .raw : .zstd
-                try sink.withSpace(body.count + AESGCM.tagByteCount) { space in
-                    try codec.seal(key: fileKey, fileID: id, chunk: chunk, last: last, encoding: encoding,
-                                   plaintext: body, into: space)
-                }
-                stored += UInt64(body.count + AESGCM.tagByteCount)
-                table.append(compressed == nil ? stored : stored | ChunkTableWindow.compressedFlag)
-                compressedAny = compressedAny || compressed != nil
+                pipeline.submit(slot, body: body, key: fileKey, chunk: chunk, last: chunk + 1 == chunks, length: want)
                 chunk += 1
             }
+        } else {
+            try body.fileID.withUnsafeBytes { id in
+                while chunk < chunks {
+                    let want = Int(layout.plaintextRange(ofChunk: chunk, plaintextSize: size).count)
+                    let piece = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<want])
+                    let got = try file.read(into: piece)
+                    guard got == want else { throw BundleError.sourceChanged(path: source.displayPath, what: "file shrank while it was read") }
+                    hasher?.update(UnsafeRawBufferPointer(piece))
+                    let last = chunk + 1 == chunks
+                    try sink.withSpace(want + AESGCM.tagByteCount) { space in
+                        try codec.seal(key: fileKey, fileID: id, chunk: chunk, last: last, plaintext: UnsafeRawBufferPointer(piece), into: space)
+                    }
+                    chunk += 1
+                }
+            }
+            body.recordUncompressed(sealedLength: layout.ciphertextSize(forPlaintextSize: size))
         }
-        let snapshot = try checkUnchanged(file, since: before, source: source)
-        // A file no chunk of which shrank lies at fixed offsets, like an
-        // uncompressed one: it needs no table.
-        return Stored(snapshot: snapshot, chunkTable: compressedAny ? table : nil, storedSize: stored)
+        return try checkUnchanged(file, since: before, source: source)
+    }
+
+    /// Waits until every chunk handed to the pipeline is in the sink.
+    func finish() throws {
+        try pipeline?.finish()
     }
 
     /// Reads `source` through once and returns its SHA-256 (to find a body

@@ -1,0 +1,156 @@
+import CryptCore
+import Dispatch
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Compresses and seals a compressed bundle's chunks on every core, and
+/// hands them to the sink in order.
+///
+/// zstd costs far more than AES-GCM, and one packing thread would leave
+/// the other cores idle (mksquashfs uses them all). The packer thread reads
+/// chunks into slots and submits them; each slot is compressed and sealed
+/// on a dispatch worker with the slot's own compressor and codec; the
+/// packer takes finished slots back strictly in submission order, appends
+/// their sealed bytes to the sink and records each in its body's chunk
+/// table. Chunks of several files are in flight at once, so small files
+/// are compressed in parallel too; a body's `first` is set when its first
+/// chunk reaches the sink.
+///
+/// Memory: `slotCount` slots of two chunk buffers each (plaintext and
+/// frame, wiped after each use and when freed) and one sealed buffer.
+final class ChunkPipeline {
+    /// One chunk in flight. `@unchecked Sendable`: the packer fills it
+    /// before submitting and reads it only after `done` was signalled; the
+    /// worker touches it in between.
+    final class Slot: @unchecked Sendable {
+        let plaintext: UnsafeMutableRawBufferPointer
+        let frame: UnsafeMutableRawBufferPointer
+        let sealed: UnsafeMutableRawBufferPointer
+        let compressor: ChunkCompressor
+        let codec: ChunkCodec
+        let done = DispatchSemaphore(value: 0)
+        // Set by the packer before submitting.
+        var body: FileBody?
+        var key: SymmetricKey?
+        var chunk: UInt64 = 0
+        var last = false
+        var length = 0
+        // Set by the worker.
+        var sealedLength = 0
+        var encoding: StoredChunkEncoding = .raw
+        var failed = false
+
+        init(chunkSize: Int, level: Int, bundleID: [UInt8]) throws {
+            plaintext = .allocate(byteCount: chunkSize, alignment: 4096)
+            plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+            frame = .allocate(byteCount: chunkSize, alignment: 4096)
+            frame.initializeMemory(as: UInt8.self, repeating: 0)
+            sealed = .allocate(byteCount: chunkSize + AESGCM.tagByteCount, alignment: 4096)
+            compressor = try ChunkCompressor(level: level)
+            codec = try ChunkCodec(bundleID: bundleID, compressed: true)
+        }
+
+        deinit {
+            SecureBytes.wipe(plaintext)
+            SecureBytes.wipe(frame)
+            plaintext.deallocate()
+            frame.deallocate()
+            sealed.deallocate()
+        }
+
+        /// Compresses (when that makes the chunk shorter) and seals: runs
+        /// on a worker.
+        func work() {
+            let piece = UnsafeRawBufferPointer(rebasing: plaintext[0..<length])
+            let compressed = compressor.compress(piece, into: UnsafeMutableRawBufferPointer(rebasing: frame[0..<(length - 1)]))
+            let stored = compressed.map { UnsafeRawBufferPointer(rebasing: frame[0..<$0]) } ?? piece
+            encoding = compressed == nil ? .raw : .zstd
+            sealedLength = stored.count + AESGCM.tagByteCount
+            do {
+                guard let body, let key else { preconditionFailure("internal error: slot submitted without a body") }
+                try body.fileID.withUnsafeBytes { id in
+                    try codec.seal(key: key, fileID: id, chunk: chunk, last: last, encoding: encoding, plaintext: stored,
+                                   into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<sealedLength]))
+                }
+            } catch {
+                failed = true
+            }
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<length]))
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: frame[0..<min(length, frame.count)]))
+            done.signal()
+        }
+    }
+
+    private let slots: [Slot]
+    /// Slots submitted and not yet taken back, oldest first, as indices into `slots`.
+    private var inFlight: [Int] = []
+    /// Slots free to fill.
+    private var free: [Int]
+    private let sink: ChunkSink
+    private let workers = DispatchQueue(label: "encfs-pack.compress", attributes: .concurrent)
+
+    /// - Parameters:
+    ///   - chunkSize: the bundle's chunk size.
+    ///   - level: the zstd level.
+    ///   - bundleID: the bundle id (for the chunks' associated data).
+    ///   - sink: where sealed chunks go, in order.
+    init(chunkSize: Int, level: Int, bundleID: [UInt8], sink: ChunkSink) throws {
+        // Enough chunks in flight to keep every core busy while the packer
+        // reads the next ones and writes finished ones.
+        let count = 4 * max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 16))
+        slots = try (0..<count).map { _ in try Slot(chunkSize: chunkSize, level: level, bundleID: bundleID) }
+        free = Array(slots.indices.reversed())
+        self.sink = sink
+        inFlight.reserveCapacity(count)
+    }
+
+    deinit {
+        // Workers still running hold their slots: wait for them.
+        for index in inFlight { slots[index].done.wait() }
+    }
+
+    /// A slot to fill, taking finished ones back (in order) until one is free.
+    func acquire() throws -> Slot {
+        while free.isEmpty { try takeOldest() }
+        return slots[free.removeLast()]
+    }
+
+    /// Starts compressing and sealing `slot`, whose plaintext holds
+    /// `length` bytes of chunk `chunk` of `body`.
+    func submit(_ slot: Slot, body: FileBody, key: SymmetricKey, chunk: UInt64, last: Bool, length: Int) {
+        guard let index = slots.firstIndex(where: { $0 === slot }) else { preconditionFailure("internal error: foreign slot") }
+        slot.body = body
+        slot.key = key
+        slot.chunk = chunk
+        slot.last = last
+        slot.length = length
+        slot.failed = false
+        inFlight.append(index)
+        workers.async { slot.work() }
+    }
+
+    /// Takes back every slot in flight.
+    func finish() throws {
+        while !inFlight.isEmpty { try takeOldest() }
+    }
+
+    /// Waits for the oldest slot, appends its sealed chunk to the sink and
+    /// records it in its body.
+    private func takeOldest() throws {
+        let index = inFlight.removeFirst()
+        let slot = slots[index]
+        slot.done.wait()
+        free.append(index)
+        guard let body = slot.body else { preconditionFailure("internal error: slot without a body") }
+        slot.body = nil
+        slot.key = nil
+        guard !slot.failed else { throw BundleError.crypto("chunk encryption failed") }
+        if slot.chunk == 0 { body.first = sink.dataLength }
+        try sink.withSpace(slot.sealedLength) { space in
+            space.copyMemory(from: UnsafeRawBufferPointer(rebasing: slot.sealed[0..<slot.sealedLength]))
+        }
+        body.record(sealedLength: UInt64(slot.sealedLength), encoding: slot.encoding)
+    }
+}
