@@ -514,6 +514,9 @@ extension BundleIndex {
 /// the string table: a table is read once, however many files share it.
 struct CheckedChunkTables {
     private var lengths: [UInt32: (chunks: UInt64, stored: UInt64)] = [:]
+    /// Entries copied out of the index at a time (one buffer for every table).
+    private static let pieceEntries = 512
+    private var piece: [UInt8] = []
 
     /// The stored length of the checked table at `offset`, if any.
     func storedLength(ofTableAt offset: UInt32) -> UInt64? { lengths[offset]?.stored }
@@ -541,9 +544,9 @@ struct CheckedChunkTables {
         }
         var previousEnd: UInt64 = 0
         var chunk: UInt64 = 0
-        var piece = [UInt8](repeating: 0, count: 512 * ChunkTableWindow.entrySize)
+        if piece.isEmpty { piece = [UInt8](repeating: 0, count: Self.pieceEntries * ChunkTableWindow.entrySize) }
         while chunk < chunks {
-            let n = Int(min(chunks - chunk, 512))
+            let n = Int(min(chunks - chunk, UInt64(Self.pieceEntries)))
             try piece.withUnsafeMutableBytes { buffer in
                 try pages.copyBytes(at: stringsStart + Int(offset) + Int(chunk) * ChunkTableWindow.entrySize,
                                     into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(n * ChunkTableWindow.entrySize)]))
