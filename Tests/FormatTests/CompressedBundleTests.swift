@@ -1,5 +1,7 @@
 import CryptCore
+import Dispatch
 @testable import EncFSCore
+import Synchronization
 import XCTest
 
 /// Format version 2: when it is written, compressed chunks and their
@@ -89,6 +91,40 @@ final class CompressedBundleTests: XCTestCase {
         XCTAssertFalse(entry.hasChunkTable)
         XCTAssertEqual(try reader.index.storedSize(of: entry), UInt64(random.count + 4 * 16))
         XCTAssertEqual(try reader.contents(of: entry), random)
+    }
+
+    /// Several threads reading compressed files at random offsets at once,
+    /// through the reader's pooled workspaces (each with its own zstd
+    /// context and frame buffer): every read returns the right bytes.
+    func testRead_Concurrent_CompressedFiles() throws {
+        var generator = SeededGenerator(seed: 31)
+        let files = (0..<5).map { i in
+            i % 2 == 0 ? text(40_000 + 997 * i, seed: UInt64(i)) : generator.bytes(3 * 4096 + i)
+        }
+        var tree: [String: [UInt8]] = [:]
+        for (i, data) in files.enumerated() { tree["f\(i)"] = data }
+        let (path, _) = try pack(tree, compression: .zstd)
+        let reader = try open(path)
+        let entries = try (0..<files.count).map { try reader.entry(bytes("f\($0)")) }
+        XCTAssertTrue(entries[0].hasChunkTable)
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            var rng = SeededGenerator(seed: UInt64(200 + thread))
+            var buffer = [UInt8](repeating: 0, count: 9000)
+            for _ in 0..<1000 {
+                let file = Int(rng.next() % UInt64(files.count))
+                let offset = Int(rng.next() % UInt64(files[file].count))
+                let count = 1 + Int(rng.next() % UInt64(buffer.count))
+                let n = (try? buffer.withUnsafeMutableBytes {
+                    try reader.read(entries[file], fromOffset: UInt64(offset), into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<count]))
+                }) ?? -1
+                let expected = min(count, files[file].count - offset)
+                if n != expected || !buffer[0..<max(n, 0)].elementsEqual(files[file][offset..<(offset + max(n, 0))]) {
+                    failures.withLock { $0 += 1 }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, 0, "reads returned wrong bytes or failed")
     }
 
     // MARK: - Deduplication
