@@ -39,8 +39,14 @@ public enum MountCommand {
       -f, --foreground         stay in the foreground, log to stderr, unmount
                                cleanly on SIGINT or SIGTERM
       -o OPTIONS               extra FUSE mount options, e.g. allow_other; the
-                               mount is always ro,nosuid,nodev: suid and dev
-                               are accepted (fstab adds them) and ignored
+                               mount is always ro,nosuid,nodev: rw, suid and
+                               dev are accepted (fstab adds them) and ignored.
+                               Every long option is also -o name=value (or
+                               -o name for a flag), dashes as underscores:
+                               -o keyfile=FILE,passfile=FILE,identity=FILE,
+                               index_cache=KB; mount(8)'s own options
+                               (_netdev, nofail, noauto, x-*, comment=) are
+                               ignored; key= and passphrase= are refused
       --log-file FILE          in the background, append log lines to FILE
                                (default: syslog, facility daemon)
       --log-names              name the file in log lines (damaged chunks,
@@ -89,7 +95,8 @@ public enum MountCommand {
         var configuration: MountConfiguration
         let openOptions: OpenOptions
         do {
-            args = try parser.parse(arguments)
+            // fstab: every long option also as -o name=value.
+            args = try parser.expandingMountOptions(try parser.parse(arguments))
             if args.has("--help") {
                 print(help)
                 return ExitCode.success
@@ -227,7 +234,7 @@ public enum MountCommand {
         configuration.fuseOptions = args.values("-o").flatMap {
             String(decoding: $0, as: UTF8.self).split(separator: ",").map(String.init)
         }
-        if let bad = configuration.fuseOptions.first(where: { $0 == "rw" || $0.hasPrefix("fsname=") || $0.hasPrefix("max_read=") }) {
+        if let bad = configuration.fuseOptions.first(where: { $0.hasPrefix("fsname=") || $0.hasPrefix("max_read=") }) {
             throw UsageError("option -o \(bad) is not allowed (the mount is read-only and sets its own)")
         }
         configuration.logFile = args.value("--log-file")
