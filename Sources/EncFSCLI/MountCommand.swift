@@ -37,7 +37,9 @@ public enum MountCommand {
 
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
-                               cleanly on SIGINT or SIGTERM
+                               cleanly on SIGINT or SIGTERM; with NOTIFY_SOCKET
+                               set (systemd Type=notify), report READY=1 once
+                               the mount serves and STOPPING=1 at unmount
       -o OPTIONS               extra FUSE mount options, e.g. allow_other; the
                                mount is always ro,nosuid,nodev: rw, suid and
                                dev are accepted (fstab adds them) and ignored.
@@ -206,7 +208,13 @@ public enum MountCommand {
                                            mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
                                            logger: logger, threads: configuration.threads, logNames: configuration.logNames,
                                            accessRules: configuration.access)
-            try session.serve(readaheadKB: configuration.readaheadKB) {}
+            // Type=notify: ready once mounted (requests queue until the
+            // loop runs), stopping once the loop has ended.
+            let notifier = ServiceNotifier.fromEnvironment()
+            try session.serve(readaheadKB: configuration.readaheadKB) {
+                notifier?.send(["READY=1", ServiceNotifier.status("serving", path: configuration.mountpoint)])
+            }
+            notifier?.send(["STOPPING=1", ServiceNotifier.status("unmounted", path: configuration.mountpoint)])
             return ExitCode.success
         } catch {
             diagnostics.report(error, path: configuration.mountpoint)
