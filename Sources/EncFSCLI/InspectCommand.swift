@@ -70,8 +70,11 @@ public enum InspectCommand {
     \(ReaderOptions.originHelp)
 
     options: --json (info, ls, verify, rekey: one JSON document on stdout,
-    schema in encfs-inspect(1); errors stay on stderr), -h, --help (this
-    text), --version (print the version and exit)
+    schema in encfs-inspect(1); errors stay on stderr); --progress (verify,
+    rekey: draw progress on stderr even when it is not a terminal; by
+    default only on a terminal); -q, --quiet (verify, rekey: no progress and
+    no report on stdout, the exit code tells; errors are still shown);
+    -h, --help (this text), --version (print the version and exit)
 
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
     2 usage error
@@ -79,6 +82,8 @@ public enum InspectCommand {
 
     static let parser = ArgumentParser(options: [
         .init(["--json"], takesValue: false),
+        .init(["--progress"], takesValue: false),
+        .init(["--quiet", "-q"], takesValue: false),
         .init(["-l"], takesValue: false),
         .init(["-R"], takesValue: false),
         .init(["--add-key-file"], takesValue: true),
@@ -352,7 +357,12 @@ public enum InspectCommand {
         let index = reader.index
         // The chunk digest costs SHA-256 over every chunk: only a signature
         // has one to compare with.
-        let report = try BundleVerifier.verify(reader, hashing: reader.header.signatureSlot != nil)
+        let display = ProgressDisplay.make(tool: "encfs-inspect", forced: args.has("--progress"), quiet: args.has("--quiet"))
+        let report: BundleVerifier.Report
+        do {
+            defer { display?.finish() }
+            report = try BundleVerifier.verify(reader, hashing: reader.header.signatureSlot != nil, progress: display?.progress)
+        }
         // Two files with one id share a file key and chunk nonces: the
         // index cannot be what encfs-pack wrote.
         let shared = try index.filesSharingIDs()
@@ -377,7 +387,7 @@ public enum InspectCommand {
             out.write(try verifyJSON(report, shared: shared, external: external, index: index,
                                      signature: signature.map { ($0.signer, $0.matches, !options.origin.signers.isEmpty) },
                                      error: error).serialized)
-        } else {
+        } else if !args.has("--quiet") {
             func shown(_ entry: IndexEntry) throws -> String {
                 PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
             }
@@ -453,7 +463,10 @@ public enum InspectCommand {
         // only a bundle of that origin is rekeyed.
         let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: showingEverything(options))
         let outcome: BundleRekeyer.Outcome
+        let display = ProgressDisplay.make(tool: "encfs-inspect", forced: args.has("--progress"), quiet: args.has("--quiet"))
+        changes.progress = display?.progress
         do {
+            defer { display?.finish() }
             outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)
         } catch let e as BundleError {
             diagnostics.error(e.message, path: e.path ?? bundle)
@@ -471,13 +484,14 @@ public enum InspectCommand {
         let out = OutputStream()
         if args.has("--json") {
             out.write(rekeyJSON(outcome).serialized)
+        } else if args.has("--quiet") {
         } else if outcome.reencrypted {
             out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.carriedOver) carried over, "
                      + "\(outcome.slots.count) now; re-encrypted under a new content key and bundle id:")
         } else {
             out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
         }
-        if !args.has("--json") {
+        if !args.has("--json"), !args.has("--quiet") {
             for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
         }
         switch outcome.signature {

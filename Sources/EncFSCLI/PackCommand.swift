@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 public enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--json]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -45,7 +45,10 @@ public enum PackCommand {
                                nothing written. Without it each is stored
                                with a warning, and encfs-mount refuses the
                                bundle unless given --allow-external-symlinks
-      -q, --quiet              no summary line
+      -q, --quiet              no summary line, no progress (warnings and
+                               errors are still shown)
+      --progress               draw progress on stderr even when it is not a
+                               terminal (by default only on a terminal)
       --json                   the summary as one JSON document on stdout
                                (schema: encfs-pack(1)); even with --quiet
       -h, --help               this text
@@ -64,6 +67,7 @@ public enum PackCommand {
         .init(["--strict"], takesValue: false),
         .init(["--quiet", "-q"], takesValue: false),
         .init(["--json"], takesValue: false),
+        .init(["--progress"], takesValue: false),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
     ] + KeyOptions.parserOptions)
@@ -110,9 +114,16 @@ public enum PackCommand {
         }
         var start = timespec()
         clock_gettime(CLOCK_MONOTONIC, &start)
+        let display = ProgressDisplay.make(tool: "encfs-pack", forced: args.has("--progress"), quiet: args.has("--quiet"))
+        options.progress = display?.progress
         do {
-            let summary = try BundleWriter.pack(source: source, destination: destination, options: options) { message, path in
-                diagnostics.warning(message, path: path)
+            let summary: PackSummary
+            do {
+                defer { display?.finish() }
+                summary = try BundleWriter.pack(source: source, destination: destination, options: options) { message, path in
+                    guard let display else { return diagnostics.warning(message, path: path) }
+                    display.interrupting { diagnostics.warning(message, path: path) }
+                }
             }
             var end = timespec()
             clock_gettime(CLOCK_MONOTONIC, &end)

@@ -52,7 +52,7 @@ package struct BundleVerifier {
     /// - Throws: `BundleError.io` when reading fails for a reason other than
     ///   the bundle ending early, `.crypto`, `.corruptIndex` from a paged
     ///   index that changed. Damaged chunks are reported, not thrown.
-    package static func verify(_ reader: BundleReader, hashing: Bool = true) throws -> Report {
+    package static func verify(_ reader: BundleReader, hashing: Bool = true, progress: WorkProgress? = nil) throws -> Report {
         let layout = reader.header.layout
         let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
         // The reader's own scratch: a batch buffer and a locked plaintext
@@ -64,10 +64,12 @@ package struct BundleVerifier {
         let hasher = hashing ? SHA256.Hasher() : nil
         var report = Report()
         let index = reader.index
+        progress?.begin(files: index.fileCount, bytes: index.totalFileBytes)
         for position in 0..<index.count {
             let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
             report.files += 1
+            defer { progress?.finishFile() }
             let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
             guard chunkCount > 0 else { continue }
             let key = try reader.fileKey(for: entry)
@@ -77,6 +79,7 @@ package struct BundleVerifier {
                 while !batch.isEmpty {
                     damaged += try check(entry, chunks: batch, reader: reader, key: key, fileID: fileID, codec: codec,
                                          sealed: sealed, plaintext: plaintext, hasher: hasher)
+                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.size))
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }

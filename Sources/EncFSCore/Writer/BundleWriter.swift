@@ -26,6 +26,8 @@ public struct PackOptions: Sendable {
     /// sealed chunks are hashed as they are written, which costs SHA-256
     /// over the payload on the writer thread.
     public var signingKey: SigningKey?
+    /// Advanced as files are packed, for a progress display.
+    public var progress: WorkProgress?
 
     public init() {}
 }
@@ -113,7 +115,9 @@ public enum BundleWriter {
         var dataOffsets = [UInt64](repeating: 0, count: tree.nodes.count)
         let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination,
                                  hashing: options.signingKey != nil)
-        let encryptor = try FileEncryptor(layout: layout, keys: keys)
+        let encryptor = try FileEncryptor(layout: layout, keys: keys, progress: options.progress)
+        options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
+                                bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
         for position in tree.nodes.indices {
             switch tree.nodes[position].kind {
             case .directory:
@@ -134,6 +138,7 @@ public enum BundleWriter {
                 tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
                 summary.files += 1
                 summary.plaintextBytes += snapshot.size
+                options.progress?.finishFile()
             }
         }
         summary.directories -= 1 // the root is not counted
@@ -381,10 +386,12 @@ final class FileEncryptor {
     private let keys: BundleKeys
     private let codec: ChunkCodec
     private let plaintext: UnsafeMutableRawBufferPointer
+    private let progress: WorkProgress?
 
-    init(layout: ChunkLayout, keys: BundleKeys) throws {
+    init(layout: ChunkLayout, keys: BundleKeys, progress: WorkProgress? = nil) throws {
         self.layout = layout
         self.keys = keys
+        self.progress = progress
         codec = try ChunkCodec(bundleID: keys.bundleID)
         plaintext = .allocate(byteCount: Int(layout.chunkSize) + 1, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
@@ -432,6 +439,7 @@ final class FileEncryptor {
                                    plaintext: UnsafeRawBufferPointer(rebasing: plaintext[0..<want]), into: space)
                 }
                 chunk += 1
+                progress?.add(bytes: UInt64(want))
             }
         }
         // One more byte must not exist, and size and mtime must be unchanged.
