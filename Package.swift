@@ -36,7 +36,9 @@ let package = Package(
         .target(name: "EncFSCore", dependencies: ["CryptCore"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"]),
+        // BuildInfo: the git commit for --version, generated at build time.
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
