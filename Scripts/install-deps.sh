@@ -6,7 +6,8 @@
 # custody tests. Installs only what is missing.
 set -euo pipefail
 
-packages=(libfuse3-dev fuse3 libssl-dev pkg-config python3 sqlite3 xxd file fio keyutils systemd)
+packages=(libfuse3-dev fuse3 libssl-dev pkg-config python3 sqlite3 xxd file fio keyutils systemd
+  scdoc man-db bash-completion dpkg-dev lintian)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
