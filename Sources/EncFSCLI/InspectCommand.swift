@@ -69,12 +69,17 @@ public enum InspectCommand {
     another origin):
     \(ReaderOptions.originHelp)
 
-    options: --json (info, ls, verify, rekey: one JSON document on stdout,
-    schema in encfs-inspect(1); errors stay on stderr); --progress (verify,
-    rekey: draw progress on stderr even when it is not a terminal; by
-    default only on a terminal); -q, --quiet (verify, rekey: no progress and
-    no report on stdout, the exit code tells; errors are still shown);
-    -h, --help (this text), --version (print the version and exit)
+    options:
+      --json                   info, ls, verify, rekey: one JSON document on
+                               stdout (schema: encfs-inspect(1)); errors stay
+                               on stderr
+      --progress               verify, rekey: draw progress on stderr even
+                               when it is not a terminal (by default only on
+                               a terminal)
+      -q, --quiet              verify, rekey: no progress and no report on
+                               stdout, the exit code tells; errors still show
+      -h, --help               this text
+      --version                print the version and exit
 
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
     2 usage error
