@@ -5,7 +5,7 @@
 # Packing needs no FUSE and no privileges.
 
 # Stage 1: build the package from this source tree.
-FROM swift:6.0-bookworm AS build
+FROM swift:6.3-bookworm AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libfuse3-dev libssl-dev pkg-config dpkg-dev binutils git \
     && rm -rf /var/lib/apt/lists/*

@@ -9,7 +9,7 @@
 # reads it in this container (extend this image), or share it with
 # `-v /host/dir:/mnt/bundle:rshared` on the host side.
 
-FROM swift:6.0-bookworm AS build
+FROM swift:6.3-bookworm AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libfuse3-dev libssl-dev pkg-config dpkg-dev binutils git \
     && rm -rf /var/lib/apt/lists/*
