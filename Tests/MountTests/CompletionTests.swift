@@ -47,7 +47,7 @@ final class CompletionTests: MountTestCase {
             }
         }
         XCTAssertFalse(try complete(["encfs-keygen", "--"]).contains("--identity"), "an option only mentioned in prose")
-        XCTAssertEqual(try complete(["encfs-mount", "--ke"]), ["--key-file"])
+        XCTAssertEqual(try complete(["encfs-mount", "--key-f"]), ["--key-file"])
         XCTAssertTrue(try complete(["encfs-mount", "-"]).contains("-o"))
     }
 
