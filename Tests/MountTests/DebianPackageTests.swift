@@ -45,6 +45,9 @@ final class DebianPackageTests: MountTestCase {
             XCTAssertTrue(contents.contains(path), "\(path) not in the package")
         }
         XCTAssertFalse(contents.split(separator: "\n").contains { !$0.contains(" root/root ") }, "files not owned by root")
+        // Debian's checker: no error and no warning (informational tags remain, listed in the report).
+        let lintian = try run("/usr/bin/lintian", ["--fail-on", "error,warning", deb], timeout: 900)
+        XCTAssertEqual(lintian.status, 0, lintian.output + lintian.errorOutput)
 
         let before = try run("/usr/bin/dpkg-query", ["-W", "-f=${Status}", "encfs-tools"])
         guard !before.output.contains("install ok installed") else {
