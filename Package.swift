@@ -32,11 +32,15 @@ let package = Package(
         // The kernel keyring's keyctl system call (variadic syscall()), for
         // --key-keyring; the kernel headers only, no library.
         .systemLibrary(name: "CKeyring"),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"]),
+        // Bundles over HTTP range requests and their ciphertext cache: the
+        // only target that sees libcurl; no Foundation, no libfuse.
+        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"]),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
