@@ -166,8 +166,13 @@ package enum MountDaemon {
     /// Until the mount is up every failure goes to the command through
     /// fd 4; after that, to the log.
     ///
+    /// - Parameter openSource: makes the bundle's byte source from fd 5:
+    ///   by default the file handed over; a remote bundle's command hands
+    ///   over its address and headers there instead (EncFSCLI, which
+    ///   links the HTTP layer this target does not).
     /// - Returns: whether it ended cleanly.
-    package static func serve(_ configuration: MountConfiguration) -> Bool {
+    package static func serve(_ configuration: MountConfiguration,
+                              openSource: (FileDescriptor) throws -> any ByteSource = { try FileByteSource(descriptor: $0) }) -> Bool {
         ProcessHardening.setProcessName(processName)
         // dup2 cleared close-on-exec: keep the verdict pipe from anything
         // libfuse starts (fusermount3), or the command would wait for it.
@@ -196,7 +201,7 @@ package enum MountDaemon {
         do {
             // The command checked only the header; a damaged index is
             // reported from here, naming the bundle.
-            let source = try FileByteSource(descriptor: FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
+            let source = try openSource(FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
             // The origin too: the daemon reads the index a signature covers.
             reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10,
                                            options: OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks,

@@ -37,6 +37,42 @@ public final class HTTPByteSource: ByteSource {
     private let wasReplaced = Atomic<Bool>(false)
     private let policy: RemoteRetryPolicy
 
+    /// What the opening request pinned, for a second process to open the
+    /// same object without asking again (the mount command's daemon).
+    public struct Pinned: Sendable, Equatable {
+        public var size: UInt64
+        public var etag: [UInt8]?
+        public var head: [UInt8]
+        public init(size: UInt64, etag: [UInt8]?, head: [UInt8]) {
+            self.size = size
+            self.etag = etag
+            self.head = head
+        }
+    }
+
+    /// What this source pinned when it was opened.
+    public var pinned: Pinned { Pinned(size: size, etag: etag, head: head) }
+
+    /// Takes over an object another process opened: no request is made;
+    /// the first request will send `If-Match` with the pinned ETag.
+    ///
+    /// - Throws: `RemoteError.setup` for a head longer than the object.
+    public init(location: RemoteLocation, options: RemoteOptions, pinned: Pinned) throws(RemoteError) {
+        guard UInt64(pinned.head.count) <= pinned.size, pinned.head.count <= Self.headRange else {
+            throw .setup("inconsistent hand-over")
+        }
+        self.location = location
+        self.options = options
+        displayName = location.displayName
+        policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
+        size = pinned.size
+        etag = pinned.etag
+        head = pinned.head
+        identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (pinned.etag ?? []))
+        idle = Mutex([])
+        slots = DispatchSemaphore(value: max(1, options.connections))
+    }
+
     /// Opens the object at `location` with one range request.
     ///
     /// - Throws: `RemoteError`: ``RemoteError/rangesNotSupported`` for a

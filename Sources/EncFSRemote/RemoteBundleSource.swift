@@ -41,8 +41,16 @@ public final class RemoteBundleSource: ByteSource {
     /// `none`, then the cache directory of its bundle id.
     ///
     /// - Throws: `RemoteError` (network, cache), `BundleError` (header).
-    public init(location: RemoteLocation, options: RemoteOptions) throws {
-        let http = try HTTPByteSource(location: location, options: options)
+    public convenience init(location: RemoteLocation, options: RemoteOptions) throws {
+        try self.init(http: try HTTPByteSource(location: location, options: options), options: options)
+    }
+
+    /// Opens a remote bundle over `http` (already opened, or handed over
+    /// by the mount command): the index unless `prefetch` is `none`, then
+    /// the cache directory of its bundle id.
+    ///
+    /// - Throws: `RemoteError` (network, cache), `BundleError` (header).
+    public init(http: HTTPByteSource, options: RemoteOptions) throws {
         self.http = http
         header = try BundleReader.readHeader(source: http).header
         guard header.bundleLength == http.size else {
