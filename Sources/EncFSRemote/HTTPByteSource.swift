@@ -84,7 +84,7 @@ public final class HTTPByteSource: ByteSource {
         self.options = options
         displayName = location.displayName
         policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
-        let first = try HTTPConnection(location: location, headers: options.headers, ifMatch: nil, caFile: options.caFile)
+        let first = try HTTPConnection(location: location, options: options, ifMatch: nil)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.headRange, alignment: 16)
         defer { buffer.deallocate() }
         let response = try policy.run { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<HTTPConnection.Response> in
@@ -137,8 +137,12 @@ public final class HTTPByteSource: ByteSource {
     /// retries until the deadline.
     ///
     /// - Throws: `RemoteError`.
-    public func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer) throws(RemoteError) {
-        let deadline = policy.deadline()
+    ///
+    /// - Parameter deadline: when the read that needs them gives up; by
+    ///   default `--net-timeout` from now.
+    public func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
+                      deadline: DispatchTime? = nil) throws(RemoteError) {
+        let deadline = deadline ?? policy.deadline()
         try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
             guard !replaced else { throw .replaced }
             let connection = try borrowConnection(until: deadline)
@@ -171,7 +175,7 @@ public final class HTTPByteSource: ByteSource {
         guard slots.wait(timeout: deadline) == .success else { throw .gaveUp(last: "no free connection") }
         if let connection = idle.withLock({ $0.popLast() }) { return connection }
         do {
-            return try HTTPConnection(location: location, headers: options.headers, ifMatch: etag, caFile: options.caFile)
+            return try HTTPConnection(location: location, options: options, ifMatch: etag)
         } catch {
             slots.signal()
             throw error

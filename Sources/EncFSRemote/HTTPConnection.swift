@@ -42,10 +42,11 @@ final class HTTPConnection: @unchecked Sendable {
     /// shares.
     ///
     /// - Parameters:
-    ///   - headers: extra request headers (secret: handed to libcurl only).
+    ///   - options: the extra request headers (secret: handed to libcurl
+    ///     only), the CA file, the deadline that sets the stall window.
     ///   - ifMatch: the pinned ETag, sent as `If-Match` on every request.
     /// - Throws: `RemoteError.setup` when libcurl refuses.
-    init(location: RemoteLocation, headers: [[UInt8]], ifMatch: [UInt8]?, caFile: [UInt8]?) throws(RemoteError) {
+    init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?) throws(RemoteError) {
         HTTPConnection.initializeLibrary
         guard let handle = curl_easy_init() else { throw .setup("curl_easy_init failed") }
         self.handle = handle
@@ -63,13 +64,17 @@ final class HTTPConnection: @unchecked Sendable {
         ok = ok && ccurl_setopt_long(handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK
         // Bytes are compared to the header's sizes: no transfer encoding.
         ok = ok && ccurl_setopt_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 0) == CURLE_OK
-        // A stall: less than 1 KiB/s for 10 s ends the attempt (retried).
+        // A stall: less than 1 KiB/s for 10 s (a third of the read's
+        // deadline when that is shorter, at least 1 s) ends the attempt,
+        // which is then retried, so that one stalled connection does not
+        // use up the whole deadline.
+        let stallSeconds = options.netTimeout == 0 ? 10 : min(10, max(1, options.netTimeout / 3))
         ok = ok && ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1024) == CURLE_OK
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, 10) == CURLE_OK
-        if let caFile {
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, stallSeconds) == CURLE_OK
+        if let caFile = options.caFile {
             ok = ok && caFile.withCString { ccurl_setopt_string(handle, CURLOPT_CAINFO, $0) } == CURLE_OK
         }
-        self.headers = headers
+        headers = options.headers
         ok = ok && (try? requireMatch(ifMatch)) != nil
         guard ok else {
             Self.release(handle: handle, sink: sink, list: headerList)

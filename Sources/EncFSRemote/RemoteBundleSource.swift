@@ -28,6 +28,12 @@ public final class RemoteBundleSource: ByteSource {
     private let pinned: [UInt8]
     private let unitSize: UInt64
     private let inFlight = Mutex<[UInt64: DispatchGroup]>([:])
+    /// Units whose last fetch failed, when and why.
+    private let failures = Mutex<[UInt64: (at: DispatchTime, error: RemoteError)]>([:])
+    /// How long a failed unit fails at once: the kernel asks again for the
+    /// pages of a failed read-ahead right away, and the reader waiting
+    /// for them must not wait a second deadline.
+    static let failFastNanoseconds: UInt64 = 1_000_000_000
     private let waiting = Atomic<Int>(0)
     private let maximumWaiting: Int
     private let lastUnit = Atomic<UInt64>(UInt64.max)
@@ -86,11 +92,13 @@ public final class RemoteBundleSource: ByteSource {
     public func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         guard offset < size, buffer.count > 0 else { return 0 }
         let count = Int(min(UInt64(buffer.count), size - offset))
+        // One deadline for the whole read, however many units it spans.
+        let deadline = http.deadline()
         var done = 0
         while done < count {
             let position = offset + UInt64(done)
             let target = UnsafeMutableRawBufferPointer(rebasing: buffer[done..<count])
-            done += try readPiece(at: position, into: target)
+            done += try readPiece(at: position, into: target, deadline: deadline)
         }
         return count
     }
@@ -99,7 +107,7 @@ public final class RemoteBundleSource: ByteSource {
     /// index, or one unit.
     ///
     /// - Returns: bytes read (at least 1).
-    private func readPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    private func readPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, deadline: DispatchTime) throws -> Int {
         if position < headEnd {
             let n = Int(min(UInt64(buffer.count), headEnd - position))
             return try http.read(fromAbsoluteOffset: position, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]))
@@ -114,7 +122,7 @@ public final class RemoteBundleSource: ByteSource {
         let range = unitRange(unit)
         let n = Int(min(UInt64(buffer.count), range.upperBound - position))
         let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-        try readUnit(unit, range: range, at: Int(position - range.lowerBound), into: piece)
+        try readUnit(unit, range: range, at: Int(position - range.lowerBound), into: piece, deadline: deadline)
         noteRead(of: unit)
         return n
     }
@@ -130,41 +138,97 @@ public final class RemoteBundleSource: ByteSource {
     /// Copies from unit `unit`: from the cache, or fetched (once, however
     /// many readers want it) and stored.
     private func readUnit(_ unit: UInt64, range: Range<UInt64>, at offset: Int,
-                          into buffer: UnsafeMutableRawBufferPointer) throws {
+                          into buffer: UnsafeMutableRawBufferPointer, deadline: DispatchTime) throws {
         guard let cache else {
             try waitingForNetwork { () throws(RemoteError) in
-                try http.fetch(offset: range.lowerBound + UInt64(offset), count: buffer.count, into: buffer)
+                try http.fetch(offset: range.lowerBound + UInt64(offset), count: buffer.count, into: buffer, deadline: deadline)
             }
             return
         }
         let length = Int(range.count)
         if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
         try waitingForNetwork { () throws(RemoteError) in
-            // Another reader may be fetching it: wait for that, then look again.
-            if let running = inFlight.withLock({ $0[unit] }) {
-                _ = running.wait(timeout: http.deadline())
+            var fetching = claim(unit)
+            if case .waitFor(let running) = fetching {
+                // Another reader fetches it: wait for that, then look again.
+                _ = running.wait(timeout: deadline)
                 if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
+                try failIfRecentlyFailed(unit)
+                fetching = claim(unit)
             }
-            let bytes = try fetchUnit(unit, range: range, into: cache)
+            guard case .owned(let group) = fetching else { throw .gaveUp(last: "another read is still fetching the same bytes") }
+            defer { release(unit, group) }
+            // Stored between the miss above and the claim.
+            if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
+            let bytes = try fetchUnit(unit, range: range, into: cache, deadline: deadline)
             bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + buffer.count)])) }
         }
     }
 
-    /// Fetches unit `unit` and stores it in `cache`.
-    @discardableResult
-    private func fetchUnit(_ unit: UInt64, range: Range<UInt64>, into cache: CiphertextCache) throws(RemoteError) -> [UInt8] {
-        let group = DispatchGroup()
-        group.enter()
-        inFlight.withLock { $0[unit] = group }
-        defer {
-            inFlight.withLock { $0[unit] = nil }
-            group.leave()
+    /// Who fetches a unit: this reader, or another one it waits for.
+    private enum Claim {
+        /// This reader fetches; it calls ``release(_:_:)`` after.
+        case owned(DispatchGroup)
+        case waitFor(DispatchGroup)
+    }
+
+    /// Makes this reader the one that fetches `unit`, unless another
+    /// already is (checked and registered under one lock, so no two
+    /// readers fetch the same unit).
+    private func claim(_ unit: UInt64) -> Claim {
+        inFlight.withLock { running in
+            if let group = running[unit] { return .waitFor(group) }
+            let group = DispatchGroup()
+            group.enter()
+            running[unit] = group
+            return .owned(group)
         }
+    }
+
+    /// Ends a fetch that ``claim(_:)`` gave this reader; wakes its waiters.
+    private func release(_ unit: UInt64, _ group: DispatchGroup) {
+        inFlight.withLock { _ = $0.removeValue(forKey: unit) }
+        group.leave()
+    }
+
+    /// Fetches unit `unit` (claimed by the caller) and stores it in `cache`.
+    ///
+    /// - Returns: its bytes.
+    private func fetchUnit(_ unit: UInt64, range: Range<UInt64>, into cache: CiphertextCache,
+                           deadline: DispatchTime? = nil) throws(RemoteError) -> [UInt8] {
         let out = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
         defer { out.deallocate() }
-        try http.fetch(offset: range.lowerBound, count: out.count, into: out)
+        do {
+            try http.fetch(offset: range.lowerBound, count: out.count, into: out, deadline: deadline)
+        } catch {
+            failures.withLock { $0[unit] = (.now(), error) }
+            throw error
+        }
+        failures.withLock { _ = $0.removeValue(forKey: unit) }
         cache.store(unit: unit, bytes: UnsafeRawBufferPointer(out))
         return Array(out)
+    }
+
+    /// Fetches `unit` in the background unless it is cached or already
+    /// being fetched; failures are left to a reader that needs the unit.
+    private func fetchAhead(_ unit: UInt64, into cache: CiphertextCache) {
+        guard !cache.contains(unit), case .owned(let group) = claim(unit) else { return }
+        defer { release(unit, group) }
+        if !cache.contains(unit) { _ = try? fetchUnit(unit, range: unitRange(unit), into: cache) }
+    }
+
+    /// Throws the error of unit `unit`'s last fetch if it failed less than
+    /// ``failFastNanoseconds`` ago.
+    private func failIfRecentlyFailed(_ unit: UInt64) throws(RemoteError) {
+        let recent = failures.withLock { failures -> RemoteError? in
+            guard let failure = failures[unit] else { return nil }
+            guard DispatchTime.now().uptimeNanoseconds - failure.at.uptimeNanoseconds < Self.failFastNanoseconds else {
+                failures[unit] = nil
+                return nil
+            }
+            return failure.error
+        }
+        if let recent { throw recent }
     }
 
     /// Runs `body` as one of at most ``maximumWaiting`` reads waiting for
@@ -189,10 +253,7 @@ public final class RemoteBundleSource: ByteSource {
     /// being fetched, or outside the units that are fetched.
     private func fetchInBackground(_ unit: UInt64) {
         guard let cache, !unitRange(unit).isEmpty, !cache.contains(unit) else { return }
-        background.async { [self] in
-            guard !cache.contains(unit), inFlight.withLock({ $0[unit] == nil }) else { return }
-            _ = try? fetchUnit(unit, range: unitRange(unit), into: cache)
-        }
+        background.async { [self] in fetchAhead(unit, into: cache) }
     }
 
     /// `--prefetch all`: every unit, in order, until the cache is full.
@@ -202,7 +263,7 @@ public final class RemoteBundleSource: ByteSource {
         background.async { [self] in
             for unit in 0..<units where !unitRange(unit).isEmpty {
                 guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
-                if !cache.contains(unit) { _ = try? fetchUnit(unit, range: unitRange(unit), into: cache) }
+                fetchAhead(unit, into: cache)
             }
         }
     }
