@@ -148,6 +148,7 @@ public final class RemoteBundleSource: ByteSource {
         let length = Int(range.count)
         if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
         try waitingForNetwork { () throws(RemoteError) in
+            try failIfRecentlyFailed(unit)
             var fetching = claim(unit)
             if case .waitFor(let running) = fetching {
                 // Another reader fetches it: wait for that, then look again.

@@ -144,9 +144,7 @@ final class RemoteMountTests: MountTestCase {
         // One large file: the bundle is that file's ciphertext and little else.
         let published = try publish(server, ["large.bin": 12 << 20], chunkSize: "64K")
         let bundleSize = try BundleSurgery.size(of: published.bundle)
-        let cache = try scratch.makeDirectory("cache")
-        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache,
-                                      ["--fetch-size", "1M", "--cache-size", "4M"])
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--fetch-size", "1M"])
         try server.resetProxy()
         let offset = (5 << 20) + 12_345
         XCTAssertEqual(try pread(mounted.path("large.bin"), offset: offset).result,
@@ -154,12 +152,17 @@ final class RemoteMountTests: MountTestCase {
         let piece = try server.proxyStats()
         XCTAssertGreaterThan(piece.bytes, 0)
         XCTAssertLessThanOrEqual(piece.bytes, 1 << 20, "a cold 4 KiB read transferred more than one fetch unit")
-
         try server.resetProxy()
         XCTAssertEqual(try sha256(mounted.path("large.bin")), try sha256("\(published.source)/large.bin"))
         let whole = try server.proxyStats()
         XCTAssertLessThanOrEqual(Double(whole.bytes), 1.01 * Double(bundleSize), "whole-file read: \(whole.bytes) of \(bundleSize)")
+        unmount(mounted)
+
         // 12 MiB read through a 4 MiB cache: at most one unit over.
+        let cache = try scratch.makeDirectory("small-cache")
+        let small = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache,
+                                    ["--fetch-size", "1M", "--cache-size", "4M"])
+        XCTAssertEqual(try sha256(small.path("large.bin")), try sha256("\(published.source)/large.bin"))
         XCTAssertLessThanOrEqual(try cachedBytes(cache), (4 << 20) + (1 << 20))
         XCTAssertGreaterThan(try cachedBytes(cache), 0)
         // Ciphertext only: no 32-byte window of the plaintext is in the cache.
@@ -170,7 +173,7 @@ final class RemoteMountTests: MountTestCase {
             print(sum(plain[o:o + 32] in cached for o in range(0, len(plain) - 32, len(plain) // 64)))
             """, ["\(published.source)/large.bin", cache])
         XCTAssertEqual(leaked.output.trimmingCharacters(in: .whitespacesAndNewlines), "0")
-        unmount(mounted)
+        unmount(small)
     }
 
     func testCache_DamagedUnitIsFetchedAgain_SecondDaemonRefused() throws {
