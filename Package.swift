@@ -35,7 +35,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore"]),
-        .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
+        .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
@@ -59,6 +59,6 @@ let package = Package(
                           exclude: ["README.md"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSCLI"]),
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI"]),
     ]
 )
