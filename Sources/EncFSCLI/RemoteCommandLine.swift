@@ -47,9 +47,10 @@ enum RemoteCommandLine {
       --fetch-size SIZE        bytes per request and cache file (default 4M)
       --connections N          kept-alive connections, 1 … 64 (default 4)
       --prefetch none|index|all
-                               what is fetched at open: nothing more than the
-                               header, the index too (default), or then every
-                               byte in the background until the cache is full
+                               index: keep the sealed index in memory
+                               (default); none: read it through the cache
+                               like content; all: also fetch every byte in
+                               the background until the cache is full
       --header-file FILE       extra request headers, one "Name: value" per
                                line (e.g. Authorization), kept out of argv
       --net-timeout SECONDS    how long one read may wait for the server before

@@ -6,7 +6,9 @@
 public struct RemoteOptions: Sendable, Equatable {
     /// What is fetched when the bundle is opened.
     public enum Prefetch: String, Sendable, CaseIterable {
-        /// Header only; the index is read on demand through the cache.
+        /// The index is not held in memory: it is read through the cache
+        /// like content (the mount still reads it whole once, to check its
+        /// tag, and again page by page as directories are listed).
         case none
         /// Header and the whole sealed index, kept in memory: listing a
         /// directory never waits for the network.

@@ -206,6 +206,30 @@ final class RemoteMountTests: MountTestCase {
         unmount(mounted)
     }
 
+    func testPrefetch_NoneFetchesOnDemand_AllFillsTheCacheAtMount() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 400_000, "dir/b.bin": 300_000, "dir/c.txt": 5])
+        let bundleSize = try BundleSurgery.size(of: published.bundle)
+        try server.resetProxy()
+        var mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--prefetch", "none"])
+        // The index is still read whole at mount (its tag covers it all),
+        // through the cache rather than into memory.
+        XCTAssertLessThanOrEqual(try server.proxyStats().requests, 2)
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+
+        // all: head, index and every unit arrive without a read (together
+        // exactly the bundle); then the server may go away.
+        try server.resetProxy()
+        mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--prefetch", "all"])
+        XCTAssertTrue(Deadline.poll(seconds: 30) { (try? server.proxyStats().bytes) == Int(bundleSize) },
+                      "prefetched \((try? server.proxyStats().bytes) ?? -1) of \(bundleSize) bytes")
+        server.stopNginx()
+        try dropKernelCaches()
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+    }
+
     // MARK: - Faults
 
     func testFaults_TransientOnesAreRetried() throws {
