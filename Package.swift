@@ -6,11 +6,13 @@ import PackageDescription
 /// Imports point one way, and the dependencies below are what enforce it:
 /// CryptCore → COpenSSL; EncFSCore (format, keys, index, reader, writer,
 /// rekeyer, byte sources: FUSE-free and Foundation-free) → CryptCore;
-/// EncFS (the public API, `EncryptedBundle`) → EncFSCore; EncFSMount (the
-/// FUSE file system and its daemon) → EncFSCore, CFuse; EncFSCLI (argument
-/// parsing, key options, prompts, the commands) → EncFSCore, EncFSMount,
-/// CKeyring (the keyctl system call, for the kernel keyring); the
-/// executables are thin `main.swift` files over EncFSCLI.
+/// EncFSRemote (bundles over HTTP range requests, the ciphertext cache) →
+/// EncFSCore, CCurl; EncFS (the public API, `EncryptedBundle`) → EncFSCore,
+/// EncFSRemote; EncFSMount (the FUSE file system and its daemon) →
+/// EncFSCore, CFuse; EncFSCLI (argument parsing, key options, prompts, the
+/// commands) → EncFSCore, EncFSMount, EncFSRemote, CKeyring (the keyctl
+/// system call, for the kernel keyring); the executables are thin
+/// `main.swift` files over EncFSCLI.
 ///
 /// The public API is a target of its own because it speaks `Data` and
 /// `Date`: linking Foundation costs a process about 1.7 MiB of resident
