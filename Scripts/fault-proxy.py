@@ -17,7 +17,8 @@ retry_after=), full200 (drop the Range header: the server sends 200),
 Parameters combine: latency_ms= and bytes_per_second= apply to any mode.
 require_auth=VALUE answers 401 to requests without that Authorization.
 "bytes" counts response body bytes sent to clients (what a mount transfers).
-Standard library only; one upstream connection per request.
+Standard library only; one upstream connection per request; bodies are
+relayed as they arrive (latency and bandwidth apply per piece).
 """
 import asyncio
 import json
@@ -79,14 +80,27 @@ def control(target, writer):
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 
 
-async def upstream_response(port, request_line, headers):
+async def upstream_open(port, request_line, headers):
+    """Sends the request upstream; returns its status line, headers, body
+    length and the stream the body follows on."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write((request_line + "\r\n" + "".join(h + "\r\n" for h in headers) + "Connection: close\r\n\r\n").encode("latin-1"))
     await writer.drain()
     status_line, response_headers = await read_head(reader)
-    body = await reader.read()
-    writer.close()
-    return status_line, response_headers, body
+    length = next((int(h.split(":", 1)[1]) for h in response_headers if h.lower().startswith("content-length:")), None)
+    return status_line, response_headers, length, reader, writer
+
+
+async def relay_body(upstream, writer, length, limit, rate):
+    """Copies up to `limit` of the `length` body bytes as they arrive."""
+    sent = 0
+    while sent < min(length, limit):
+        piece = await upstream.read(min(1 << 16, min(length, limit) - sent))
+        if not piece:
+            break
+        await send_body(writer, piece, rate)
+        sent += len(piece)
+    return sent
 
 
 async def handle(reader, writer, upstream):
@@ -122,29 +136,38 @@ async def handle(reader, writer, upstream):
             if mode == "full200":
                 forwarded = [h for h in forwarded if not h.lower().startswith(("range:", "if-match:"))]
             try:
-                status_line, response_headers, body = await upstream_response(upstream, request_line, forwarded)
+                status_line, response_headers, length, upstream_reader, upstream_writer = await upstream_open(
+                    upstream, request_line, forwarded)
             except (ConnectionError, OSError, asyncio.IncompleteReadError):
                 writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
                 continue
+            if length is None:  # not from nginx for a GET; read to the end
+                body = await upstream_reader.read()
+                length, upstream_reader = len(body), asyncio.StreamReader()
+                upstream_reader.feed_data(body)
+                upstream_reader.feed_eof()
             kept = [h for h in response_headers if not h.lower().startswith(("connection:", "keep-alive:", "content-length:"))]
-            head = status_line + "\r\n" + "".join(h + "\r\n" for h in kept) + "Content-Length: %d\r\n\r\n" % len(body)
+            head = status_line + "\r\n" + "".join(h + "\r\n" for h in kept) + "Content-Length: %d\r\n\r\n" % length
             writer.write(head.encode("latin-1"))
             rate = state["bytes_per_second"]
-            if mode == "stall":
-                await send_body(writer, body[:int(params.get("after", "1024"))], rate)
-                await reader.read()  # until the client gives up
-                return
-            if mode == "reset":
-                await send_body(writer, body[:int(params.get("after", "1024"))], rate)
-                transport = writer.transport
-                transport.abort()
-                return
-            if mode == "short":
-                await send_body(writer, body[:len(body) // 2], rate)
-                writer.close()
-                return
-            await send_body(writer, body, rate)
+            try:
+                if mode in ("stall", "reset"):
+                    await relay_body(upstream_reader, writer, length, int(params.get("after", "1024")), rate)
+                    if mode == "stall":
+                        await reader.read()  # until the client gives up
+                    else:
+                        writer.transport.abort()
+                    return
+                if mode == "short":
+                    await relay_body(upstream_reader, writer, length, length // 2, rate)
+                    writer.close()
+                    return
+                if await relay_body(upstream_reader, writer, length, length, rate) < length:
+                    writer.transport.abort()  # upstream died: the client sees a short body
+                    return
+            finally:
+                upstream_writer.close()
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
     finally:
