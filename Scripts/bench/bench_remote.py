@@ -66,7 +66,7 @@ events {{ worker_connections 1024; }}
 http {{ log_format bytes '$body_bytes_sent'; access_log {prefix}/access.log bytes; keepalive_requests 100000;
   client_body_temp_path {prefix}/b; proxy_temp_path {prefix}/p; fastcgi_temp_path {prefix}/f;
   uwsgi_temp_path {prefix}/u; scgi_temp_path {prefix}/s; sendfile on;
-  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
+  server {{ listen 127.0.0.1:{port}; root {root}; autoindex on; }} }}
 """)
     children.append(subprocess.Popen(["/usr/sbin/nginx", "-p", prefix, "-c", conf], stderr=subprocess.DEVNULL))
     wait_for(lambda: accepts(port), 10, "nginx start")

@@ -27,8 +27,10 @@ final class CiphertextCache: Sendable {
     private let state: Mutex<State>
 
     private struct State {
-        /// Unit number → its file's length and last use.
-        var units: [UInt64: (length: Int, lastUse: UInt64)] = [:]
+        /// Unit number → its file's length, last use, and whether the file
+        /// is in place (false while it is written: counted, not readable,
+        /// not evicted).
+        var units: [UInt64: (length: Int, lastUse: UInt64, ready: Bool)] = [:]
         var total: UInt64 = 0
         var clock: UInt64 = 0
     }
@@ -64,7 +66,7 @@ final class CiphertextCache: Sendable {
                 continue
             }
             initial.clock += 1
-            initial.units[unit] = (length, initial.clock)
+            initial.units[unit] = (length, initial.clock, true)
             initial.total += UInt64(length)
         }
         state = Mutex(initial)
@@ -84,9 +86,9 @@ final class CiphertextCache: Sendable {
     ///   expected (then dropped).
     func read(unit: UInt64, length: Int, at offset: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
         let known = state.withLock { state -> Bool in
-            guard let entry = state.units[unit] else { return false }
+            guard let entry = state.units[unit], entry.ready else { return false }
             state.clock += 1
-            state.units[unit] = (entry.length, state.clock)
+            state.units[unit] = (entry.length, state.clock, true)
             return true
         }
         guard known else { return false }
@@ -115,14 +117,15 @@ final class CiphertextCache: Sendable {
             guard state.units[unit] == nil else { return [] }
             var evicted: [UInt64] = []
             while state.total + length > limit,
-                  let oldest = state.units.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                  let oldest = state.units.filter({ $0.value.ready }).min(by: { $0.value.lastUse < $1.value.lastUse }) {
                 state.units[oldest.key] = nil
                 state.total -= UInt64(oldest.value.length)
                 evicted.append(oldest.key)
             }
-            // Reserved now, so concurrent stores count it.
+            // Reserved now, so concurrent stores count it; readable once
+            // renamed into place.
             state.clock += 1
-            state.units[unit] = (bytes.count, state.clock)
+            state.units[unit] = (bytes.count, state.clock, false)
             state.total += length
             return evicted
         }
@@ -130,6 +133,9 @@ final class CiphertextCache: Sendable {
         guard Self.writeUnit(bytes, to: Self.path(directory, unit), directory: directory, unit: unit) else {
             forget(unit)
             return
+        }
+        state.withLock { state in
+            if let entry = state.units[unit] { state.units[unit] = (entry.length, entry.lastUse, true) }
         }
     }
 
