@@ -37,8 +37,12 @@ public final class RemoteBundleSource: ByteSource {
     private let waiting = Atomic<Int>(0)
     private let maximumWaiting: Int
     private let lastUnit = Atomic<UInt64>(UInt64.max)
-    /// Read-ahead and `--prefetch all` run here, one unit at a time.
-    private let background = DispatchQueue(label: "encfs.remote.readahead")
+    /// Read-ahead runs here, units in parallel (each request still waits
+    /// for one of the `--connections` connections): one unit at a time
+    /// left cold sequential reads waiting on each round trip.
+    private let background = DispatchQueue(label: "encfs.remote.readahead", attributes: .concurrent)
+    /// `--prefetch all` walks the bundle here, one unit at a time.
+    private let prefetching = DispatchQueue(label: "encfs.remote.prefetch")
     /// Units fetched ahead of a sequential reader.
     static let readAheadUnits: UInt64 = 2
 
@@ -261,7 +265,7 @@ public final class RemoteBundleSource: ByteSource {
     private func prefetchEverything() {
         guard let cache else { return }
         let units = (pinnedStart + unitSize - 1) / unitSize
-        background.async { [self] in
+        prefetching.async { [self] in
             for unit in 0..<units where !unitRange(unit).isEmpty {
                 guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
                 fetchAhead(unit, into: cache)
