@@ -17,6 +17,12 @@ final class HTTPConnection: @unchecked Sendable {
         var curlCode: Int32
         /// libcurl's text for ``curlCode`` (no address in it).
         var curlMessage: String
+        /// The failure was the certificate's (not trusted, or the CA file
+        /// unusable), which no retry changes.
+        var certificateRefused: Bool {
+            [CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_ISSUER_ERROR]
+                .contains { Int32($0.rawValue) == curlCode }
+        }
         var status: Int
         /// Body bytes written to the buffer.
         var bodyLength: Int

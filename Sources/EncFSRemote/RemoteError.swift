@@ -30,6 +30,9 @@ public enum RemoteError: Error, Sendable, CustomStringConvertible {
     case busy
     /// libcurl could not be set up (out of memory, a bad option).
     case setup(String)
+    /// The server's certificate is not trusted, or `--ca-file` cannot be
+    /// used: retrying will not change that.
+    case tls(String)
     /// The local cache directory cannot be used.
     case cache(String, path: [UInt8])
 
@@ -45,6 +48,7 @@ public enum RemoteError: Error, Sendable, CustomStringConvertible {
         case .gaveUp(let last): return "the server did not deliver in time (\(last))"
         case .busy: return "too many reads are waiting for the server"
         case .setup(let why): return "cannot set up HTTP: \(why)"
+        case .tls(let why): return "TLS: \(why) (is --ca-file right?)"
         case .cache(let why, _): return "cache: \(why)"
         }
     }

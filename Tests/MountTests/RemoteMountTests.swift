@@ -342,6 +342,25 @@ final class RemoteMountTests: MountTestCase {
         unmount(mounted)
     }
 
+    // MARK: - HTTPS
+
+    func testHTTPS_TrustsTheCAFileOnly() throws {
+        let server = try RemoteServer(test: self, withProxy: false, tls: true)
+        let published = try publish(server, ["t.bin": 200_000])
+        let certificate = try XCTUnwrap(server.certificate)
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--ca-file", certificate])
+        assertSuccess(try run("/usr/bin/diff", ["-r", published.source, mounted.mountpoint]))
+        unmount(mounted)
+        // Without it the self-signed certificate is refused at once, not
+        // retried until the deadline.
+        let mountpoint = try scratch.makeDirectory("mnt-untrusted")
+        let refused = try run(try Tools.mount(), [server.url("bundle.encfs"), mountpoint, "--key-file", published.key,
+                                                  "--net-timeout", "30"], timeout: 20)
+        XCTAssertEqual(refused.status, 1, refused.summary)
+        XCTAssertTrue(refused.errorOutput.contains("TLS:"), refused.errorOutput)
+        XCTAssertFalse(MountTable.isMounted(mountpoint))
+    }
+
     // MARK: - Secrets
 
     func testSecrets_QueryAndHeaderReachServerOnly() throws {

@@ -17,18 +17,36 @@ final class RemoteServer: Sendable {
     private let proxy: SpawnedProcess?
     /// The proxy's port, when started with one.
     let proxyPort: Int?
+    /// With `tls`: the self-signed certificate nginx serves (PEM), which
+    /// clients must be told to trust.
+    let certificate: String?
 
     /// Starts nginx (and the proxy when `withProxy`) and waits until they
     /// accept connections.
     ///
     /// - Throws: `SubprocessError` when nginx is missing or does not start
     ///   within 10 s.
-    init(test: MountTestCase, withProxy: Bool) throws {
+    init(test: MountTestCase, withProxy: Bool, tls: Bool = false) throws {
         let scratch = test.scratch
         root = try scratch.makeDirectory(test.uniqueName("www"))
         let prefix = try scratch.makeDirectory(test.uniqueName("nginx"))
         guard access("/usr/sbin/nginx", X_OK) == 0 else {
             throw SubprocessError("nginx is not installed (Scripts/install-deps.sh installs it)")
+        }
+        var listen = ""
+        var tlsDirectives = ""
+        if tls {
+            let key = scratch.url(test.uniqueName("tls.key"))
+            let certificate = scratch.url(test.uniqueName("tls.pem"))
+            let made = try Subprocess.run("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                                                      "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1",
+                                                      "-addext", "subjectAltName=IP:127.0.0.1"])
+            guard made.status == 0 else { throw SubprocessError(made.summary) }
+            listen = " ssl"
+            tlsDirectives = "ssl_certificate \(certificate); ssl_certificate_key \(key);"
+            self.certificate = certificate
+        } else {
+            certificate = nil
         }
         var started: (SpawnedProcess, Int)?
         // A free port: bind to 0, read it, close, hand it to nginx; retried
@@ -50,7 +68,7 @@ final class RemoteServer: Sendable {
               uwsgi_temp_path \(prefix)/uwsgi;
               scgi_temp_path \(prefix)/scgi;
               keepalive_requests 100000;
-              server { listen 127.0.0.1:\(port); root \(root); }
+              server { listen 127.0.0.1:\(port)\(listen); root \(root); \(tlsDirectives) }
             }
             """
             let configPath = try scratch.write(test.uniqueName("nginx.conf"), Array(config.utf8))
@@ -92,7 +110,7 @@ final class RemoteServer: Sendable {
     /// The address of `name` in the served directory, through the proxy
     /// when there is one.
     func url(_ name: String, query: String = "", direct: Bool = false) -> String {
-        "http://127.0.0.1:\(direct ? port : (proxyPort ?? port))/\(name)\(query)"
+        "\(certificate == nil ? "http" : "https")://127.0.0.1:\(direct ? port : (proxyPort ?? port))/\(name)\(query)"
     }
 
     /// Stops nginx (the proxy keeps running and answers 502).
