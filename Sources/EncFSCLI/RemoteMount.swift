@@ -35,6 +35,7 @@ enum RemoteMount {
             try MountCommand.checkMountpoint(configuration.mountpoint)
             configuration = try MountCommand.withAbsolutePaths(configuration)
             options.cacheDirectory = try options.cacheDirectory.map(absolute)
+            options.caFile = try options.caFile.map(absolute)
         } catch {
             diagnostics.report(error)
             return ExitCode.failure

@@ -92,7 +92,7 @@ final class CiphertextCache: Sendable {
             return true
         }
         guard known else { return false }
-        let fd = Self.path(directory, unit).withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        let fd = withPath(of: unit) { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else {
             forget(unit)
             return false
@@ -154,6 +154,33 @@ final class CiphertextCache: Sendable {
     // MARK: - Files
 
     private static let unitPrefix = Array("unit-".utf8)
+
+    /// Calls `body` with the NUL-terminated path of unit `unit`, built on
+    /// the stack: a read served from the cache allocates nothing.
+    private func withPath<R>(of unit: UInt64, _ body: (UnsafePointer<CChar>) -> R) -> R {
+        let prefix = directory.count + 1 + Self.unitPrefix.count
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: prefix + 17) { path in
+            var at = 0
+            func append(_ byte: UInt8) {
+                path[at] = byte
+                at += 1
+            }
+            directory.forEach(append)
+            append(UInt8(ascii: "/"))
+            Self.unitPrefix.forEach(append)
+            // Hex digits, most significant first, no leading zeros (as
+            // ``path(_:_:)`` names it).
+            var digits = 1
+            while digits < 16 && unit >> (4 * UInt64(digits)) != 0 { digits += 1 }
+            for i in 0..<digits {
+                let nibble = UInt8((unit >> (4 * UInt64(digits - 1 - i))) & 0xF)
+                append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
+            }
+            append(0)
+            guard let base = path.baseAddress else { preconditionFailure("internal error: empty path buffer") }
+            return UnsafeRawPointer(base).withMemoryRebound(to: CChar.self, capacity: at) { body($0) }
+        }
+    }
 
     static func path(_ directory: [UInt8], _ unit: UInt64) -> [UInt8] {
         directory + [UInt8(ascii: "/")] + unitPrefix + Array(String(unit, radix: 16).utf8)
