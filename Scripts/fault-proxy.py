@@ -14,6 +14,7 @@ Modes: pass, latency (ms=), rate (bytes_per_second=), stall (after= body
 bytes, then nothing), reset (after= bytes of the response, then close),
 short (full Content-Length, half the body, close), status (code=,
 retry_after=), full200 (drop the Range header: the server sends 200),
+flip (every=N: flip one bit of every Nth body byte: damage on the way),
 Parameters combine: latency_ms= and bytes_per_second= apply to any mode.
 require_auth=VALUE answers 401 to requests without that Authorization.
 "bytes" counts response body bytes sent to clients (what a mount transfers).
@@ -163,6 +164,12 @@ async def handle(reader, writer, upstream):
                     await relay_body(upstream_reader, writer, length, length // 2, rate)
                     writer.close()
                     return
+                if mode == "flip":
+                    body = bytearray(await upstream_reader.readexactly(length))
+                    for i in range(0, length, int(params.get("every", "4096"))):
+                        body[i] ^= 0x01
+                    await send_body(writer, bytes(body), rate)
+                    continue
                 if await relay_body(upstream_reader, writer, length, length, rate) < length:
                     writer.transport.abort()  # upstream died: the client sees a short body
                     return

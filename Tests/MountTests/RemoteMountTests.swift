@@ -234,7 +234,7 @@ final class RemoteMountTests: MountTestCase {
 
     func testFaults_TransientOnesAreRetried() throws {
         let server = try RemoteServer(test: self, withProxy: true)
-        let names = (0..<8).map { "f\($0).bin" }
+        let names = (0..<9).map { "f\($0).bin" }
         let published = try publish(server, Dictionary(uniqueKeysWithValues: names.map { ($0, 300_000) }))
         // 10 s deadline: a stall is cut after 3 s and retried.
         let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key,
@@ -243,6 +243,9 @@ final class RemoteMountTests: MountTestCase {
             ("status", 2, ["code": "503"]), ("status", 1, ["code": "500"]), ("status", 1, ["code": "429", "retry_after": "1"]),
             ("reset", 1, ["after": "1000"]), ("short", 1, [:]), ("stall", 1, ["after": "1000"]),
             ("pass", nil, ["latency_ms": "30", "bytes_per_second": "4000000"]),
+            // Damaged on the way once: the chunk fails authentication, the
+            // reader reads it again, fresh.
+            ("flip", 1, ["every": "4096"]),
         ]
         for (index, (mode, count, parameters)) in faults.enumerated() {
             try server.setFault(mode, count: count, parameters)
@@ -262,6 +265,7 @@ final class RemoteMountTests: MountTestCase {
         var offset = 1 << 20
         for (mode, parameters, logged) in [("status", ["code": "500"], "status 500"), ("status", ["code": "403"], "presigned URL may have expired"),
                                            ("full200", [:], "does not answer range requests"),
+                                           ("flip", ["every": "4096"], "failed authentication"),
                                            ("stall", ["after": "10"], "did not deliver in time")] {
             try server.setFault(mode, parameters)
             let read = try pread(mounted.path("a.bin"), offset: offset)
