@@ -34,7 +34,9 @@ let package = Package(
         // The kernel keyring's keyctl system call (variadic syscall()), for
         // --key-keyring; the kernel headers only, no library.
         .systemLibrary(name: "CKeyring"),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's header only: the library is loaded with dlopen when a
+        // remote bundle is opened (EncFSRemote/LibCurl.swift).
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),

@@ -39,6 +39,7 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Bytes of response headers kept for parsing.
     private static let headerCapacity = 16 << 10
+    private let curl: LibCurl
     private let handle: UnsafeMutableRawPointer
     private let sink: UnsafeMutablePointer<ccurl_sink>
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -53,37 +54,38 @@ final class HTTPConnection: @unchecked Sendable {
     ///   - ifMatch: the pinned ETag, sent as `If-Match` on every request.
     /// - Throws: `RemoteError.setup` when libcurl refuses.
     init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?) throws(RemoteError) {
-        HTTPConnection.initializeLibrary
-        guard let handle = curl_easy_init() else { throw .setup("curl_easy_init failed") }
+        let curl = try LibCurl.shared()
+        self.curl = curl
+        guard let handle = curl.easyInit() else { throw .setup("curl_easy_init failed") }
         self.handle = handle
         sink = .allocate(capacity: 1)
         sink.initialize(to: ccurl_sink())
         sink.pointee.headers = .allocate(capacity: Self.headerCapacity)
         sink.pointee.headers_capacity = Self.headerCapacity
-        var ok = location.url.withCString { ccurl_setopt_string(handle, CURLOPT_URL, $0) } == CURLE_OK
-        ok = ok && ccurl_set_sink(handle, sink) == CURLE_OK
+        var ok = location.url.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_URL, $0) } == CURLE_OK
+        ok = ok && ccurl_set_sink(curl.setopt, handle, sink) == CURLE_OK
         // No signals from libcurl in a multithreaded daemon; timeouts are
         // set per request.
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)) == CURLE_OK
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1) == CURLE_OK
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_TCP_KEEPALIVE, 1) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK
         // Bytes are compared to the header's sizes: no transfer encoding.
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 0) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_HTTP_CONTENT_DECODING, 0) == CURLE_OK
         // A stall: less than 1 KiB/s for 10 s (a third of the read's
         // deadline when that is shorter, at least 1 s) ends the attempt,
         // which is then retried, so that one stalled connection does not
         // use up the whole deadline.
         let stallSeconds = options.netTimeout == 0 ? 10 : min(10, max(1, options.netTimeout / 3))
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1024) == CURLE_OK
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, stallSeconds) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_LOW_SPEED_LIMIT, 1024) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_LOW_SPEED_TIME, stallSeconds) == CURLE_OK
         if let caFile = options.caFile {
-            ok = ok && caFile.withCString { ccurl_setopt_string(handle, CURLOPT_CAINFO, $0) } == CURLE_OK
+            ok = ok && caFile.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_CAINFO, $0) } == CURLE_OK
         }
         headers = options.headers
         ok = ok && (try? requireMatch(ifMatch)) != nil
         guard ok else {
-            Self.release(handle: handle, sink: sink, list: headerList)
+            Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
             throw .setup("libcurl refused an option")
         }
     }
@@ -95,33 +97,30 @@ final class HTTPConnection: @unchecked Sendable {
     func requireMatch(_ etag: [UInt8]?) throws(RemoteError) {
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []) {
-            guard let longer = header.withCString({ curl_slist_append(list, $0) }) else {
-                curl_slist_free_all(list)
+            guard let longer = header.withCString({ curl.slistAppend(list, $0) }) else {
+                curl.slistFreeAll(list)
                 throw .setup("out of memory for request headers")
             }
             list = longer
         }
-        guard ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, list) == CURLE_OK else {
-            curl_slist_free_all(list)
+        guard ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
+            curl.slistFreeAll(list)
             throw .setup("libcurl refused the request headers")
         }
-        curl_slist_free_all(headerList)
+        curl.slistFreeAll(headerList)
         headerList = list
     }
 
-    deinit { Self.release(handle: handle, sink: sink, list: headerList) }
+    deinit { Self.release(curl: curl, handle: handle, sink: sink, list: headerList) }
 
-    private static func release(handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
+    private static func release(curl: LibCurl, handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
                                 list: UnsafeMutablePointer<curl_slist>?) {
-        curl_easy_cleanup(handle)
-        curl_slist_free_all(list)
+        curl.easyCleanup(handle)
+        curl.slistFreeAll(list)
         sink.pointee.headers.deallocate()
         sink.deinitialize(count: 1)
         sink.deallocate()
     }
-
-    /// `curl_global_init`, once per process, before the first handle.
-    private static let initializeLibrary: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     /// GETs `count` bytes at `offset` into `buffer` (the body may not
     /// exceed it).
@@ -135,14 +134,14 @@ final class HTTPConnection: @unchecked Sendable {
         sink.pointee.body_overflow = 0
         sink.pointee.headers_length = 0
         let range = "\(offset)-\(offset + UInt64(count) - 1)"
-        _ = range.withCString { ccurl_setopt_string(handle, CURLOPT_RANGE, $0) }
-        _ = ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
-        _ = ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS,
+        _ = range.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_RANGE, $0) }
+        _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
+        _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_CONNECTTIMEOUT_MS,
                               timeoutMilliseconds == 0 ? 10_000 : min(timeoutMilliseconds, 10_000))
-        let code = curl_easy_perform(handle)
+        let code = curl.easyPerform(handle)
         var status = 0
-        _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        var response = Response(curlCode: Int32(code.rawValue), curlMessage: String(cString: curl_easy_strerror(code)),
+        _ = ccurl_getinfo_long(curl.getinfo, handle, CURLINFO_RESPONSE_CODE, &status)
+        var response = Response(curlCode: Int32(code.rawValue), curlMessage: curl.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)",
                                 status: status, bodyLength: sink.pointee.body_length,
                                 overflowed: sink.pointee.body_overflow != 0)
         parseHeaders(into: &response)
