@@ -18,7 +18,9 @@ import Glibc
 ///     fd 3  the content key, 32 bytes, then end of file
 ///     fd 4  its verdict: "0" once mounted, or "1" MESSAGE [NUL PATH]
 ///     fd 5  the bundle the command opened and checked (the path in argv
-///           is for messages: a file renamed over it later changes nothing)
+///           is for messages: a file renamed over it later changes nothing);
+///           for a remote bundle, a pipe with its address, headers and
+///           what the command's first request pinned (RemoteHandOver)
 package enum MountDaemon {
     /// Marks the re-executed daemon's argv; what follows it is the
     /// settings, as `MountCommand` writes them.
