@@ -6,11 +6,13 @@ import PackageDescription
 /// Imports point one way, and the dependencies below are what enforce it:
 /// CryptCore → COpenSSL; EncFSCore (format, keys, index, reader, writer,
 /// rekeyer, byte sources: FUSE-free and Foundation-free) → CryptCore;
-/// EncFS (the public API, `EncryptedBundle`) → EncFSCore; EncFSMount (the
-/// FUSE file system and its daemon) → EncFSCore, CFuse; EncFSCLI (argument
-/// parsing, key options, prompts, the commands) → EncFSCore, EncFSMount,
-/// CKeyring (the keyctl system call, for the kernel keyring); the
-/// executables are thin `main.swift` files over EncFSCLI.
+/// EncFSRemote (bundles over HTTP range requests, the ciphertext cache) →
+/// EncFSCore, CCurl; EncFS (the public API, `EncryptedBundle`) → EncFSCore,
+/// EncFSRemote; EncFSMount (the FUSE file system and its daemon) →
+/// EncFSCore, CFuse; EncFSCLI (argument parsing, key options, prompts, the
+/// commands) → EncFSCore, EncFSMount, EncFSRemote, CKeyring (the keyctl
+/// system call, for the kernel keyring); the executables are thin
+/// `main.swift` files over EncFSCLI.
 ///
 /// The public API is a target of its own because it speaks `Data` and
 /// `Date`: linking Foundation costs a process about 1.7 MiB of resident
@@ -32,12 +34,18 @@ let package = Package(
         // The kernel keyring's keyctl system call (variadic syscall()), for
         // --key-keyring; the kernel headers only, no library.
         .systemLibrary(name: "CKeyring"),
+        // libcurl's header only: the library is loaded with dlopen when a
+        // remote bundle is opened (EncFSRemote/LibCurl.swift).
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore"]),
-        .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
+        .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
+        // Bundles over HTTP range requests and their ciphertext cache: the
+        // only target that sees libcurl; no Foundation, no libfuse.
+        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),
         // BuildInfo: the git commit for --version, generated at build time.
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
         .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
@@ -57,6 +65,6 @@ let package = Package(
                           exclude: ["README.md"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSCLI"]),
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI"]),
     ]
 )

@@ -7,6 +7,7 @@
 #     anywhere, by dependency; the house rule keeps it in one folder);
 #   - CFuse only in Sources/EncFSMount/;
 #   - CKeyring (the keyctl system call) only in Sources/EncFSCLI/KernelKeyring.swift;
+#   - CCurl (libcurl) only in Sources/EncFSRemote/;
 #   - no OpenSSL symbol outside CryptCore;
 #   - the core never reads the environment, prompts or exits: those belong
 #     to EncFSCLI;
@@ -21,6 +22,10 @@ while IFS= read -r hit; do report "CFuse imported outside Sources/EncFSMount/" "
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CFuse' Sources Tests | grep -v '^Sources/EncFSMount/' || true)
 while IFS= read -r hit; do report "CKeyring imported outside Sources/EncFSCLI/KernelKeyring.swift" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CKeyring' Sources Tests | grep -v '^Sources/EncFSCLI/KernelKeyring.swift:' || true)
+while IFS= read -r hit; do report "CCurl imported outside Sources/EncFSRemote/" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CCurl' Sources Tests | grep -v '^Sources/EncFSRemote/' || true)
+while IFS= read -r hit; do report "libcurl symbol outside Sources/EncFSRemote/" "$hit"; done \
+  < <(grep -rnE '\b(curl_easy_|curl_global_|curl_slist_|ccurl_)' Sources | grep -v '^Sources/EncFSRemote/' | grep -v '^Sources/CCurl/' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
   < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSCore Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
 while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \
@@ -29,6 +34,12 @@ while IFS= read -r hit; do report "the core reads the environment, prompts or ex
 # layer: the dependency graph says so, and Package.swift must keep saying so.
 if grep -nE '\.target\(name: "EncFS(Core)?", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
   report "Package.swift" "EncFSCore and EncFS must not depend on CFuse, EncFSMount or EncFSCLI"
+fi
+# The core is the same with or without a network: libcurl comes in through
+# EncFSRemote only, which sees no FUSE.
+if grep -nE '\.target\(name: "EncFS(Core|Mount)", dependencies: \[[^]]*"(CCurl|EncFSRemote)"' Package.swift \
+   || grep -nE '\.target\(name: "EncFSRemote", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
+  report "Package.swift" "EncFSCore and EncFSMount must not depend on CCurl or EncFSRemote, nor EncFSRemote on FUSE or the CLI"
 fi
 # The tools and the daemon must not link Foundation (the public API does):
 # nothing but Sources/EncFS may import it.

@@ -3,10 +3,11 @@
 # OpenSSL development packages, the fuse3 runtime (fusermount3), and the
 # tools the tests read the mount with (fio for Scripts/load.sh), keyctl
 # (keyutils) and systemd-creds / systemd-analyze (systemd) for the key
-# custody tests. Installs only what is missing.
+# custody tests, libcurl for remote bundles and nginx to serve them in
+# RemoteMountTests. Installs only what is missing.
 set -euo pipefail
 
-packages=(libfuse3-dev fuse3 libssl-dev pkg-config python3 sqlite3 xxd file fio keyutils systemd
+packages=(libfuse3-dev fuse3 libssl-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd
   scdoc man-db bash-completion dpkg-dev lintian)
 missing=()
 for p in "${packages[@]}"; do

@@ -65,6 +65,9 @@ public enum InspectCommand {
     reader options:
     \(ReaderOptions.help)
 
+    BUNDLE may be an http:// or https:// address for info, ls, cat and verify
+    (rekey writes a local file). \(RemoteCommandLine.help)
+
     origin options (every command; rekey refuses to rekey a bundle of
     another origin):
     \(ReaderOptions.originHelp)
@@ -99,7 +102,7 @@ public enum InspectCommand {
         .init(["--sign-key"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + RemoteCommandLine.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -147,13 +150,23 @@ public enum InspectCommand {
                                        diagnostics: diagnostics)
             case "cat": return try cat(bundle, path: rest[1], args: args, options: options)
             case "verify": return try verify(bundle, args: args, options: options, diagnostics: diagnostics)
-            default: return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
+            default:
+                guard !RemoteCommandLine.isRemote(bundle) else { throw UsageError("rekey needs a local bundle file, not an address") }
+                return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
             }
         } catch {
-            diagnostics.report(error, path: bundle)
+            // An address is shown without its query string.
+            diagnostics.report(error, path: RemoteCommandLine.shown(bundle))
             if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.code(for: error)
         }
+    }
+
+    /// The bundle's bytes: a local file, or the remote bundle at an address
+    /// (with the remote options; never for rekey, which writes a file).
+    private static func source(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> any ByteSource {
+        guard RemoteCommandLine.isRemote(bundle) else { return try FileByteSource(path: bundle) }
+        return try RemoteCommandLine.source(for: bundle, options: try RemoteCommandLine.options(from: args))
     }
 
     /// Opens the bundle. Symlinks that point outside it are accepted here
@@ -161,7 +174,8 @@ public enum InspectCommand {
     /// (`verify`), and `cat` refuses to follow them.
     private static func open(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> BundleReader {
         let materials = try KeyOptions.gather(from: args, confirm: false)
-        return try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
+        return try BundleReader.open(source: try source(bundle, args: args), materials: materials,
+                                     options: showingEverything(options))
     }
 
     private static func showingEverything(_ options: OpenOptions) -> OpenOptions {
@@ -178,11 +192,12 @@ public enum InspectCommand {
         let size: UInt64
         var reader: BundleReader?
         if materials.isEmpty {
-            let source = try FileByteSource(path: bundle)
+            let source = try source(bundle, args: args)
             (header, size) = try BundleReader.readHeader(source: source)
             _ = try options.origin.checkWithoutKey(header: header, source: source)
         } else {
-            let opened = try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
+            let opened = try BundleReader.open(source: try source(bundle, args: args), materials: materials,
+                                               options: showingEverything(options))
             reader = opened
             header = opened.header
             size = opened.bundleSize

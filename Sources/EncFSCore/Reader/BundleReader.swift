@@ -283,27 +283,38 @@ public final class BundleReader: Sendable {
             try entry.withFileID { fileID in
                 for batch in plan {
                     let fetched = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<batch.byteCount])
-                    let got = try source.read(fromAbsoluteOffset: batch.sourceOffset, into: fetched)
-                    // A short read means the bundle ends early: name the
-                    // first chunk it cut.
-                    guard got == batch.byteCount else {
-                        throw BundleError.corruptChunk(entry: entry.position, chunk: batch.firstIncompleteChunk(fetched: got))
-                    }
-                    for slice in batch {
-                        let sealed = UnsafeRawBufferPointer(rebasing: fetched[slice.sealedRange])
-                        // Whole chunks go straight to the caller; a partly
-                        // wanted one is opened aside, since nothing may be
-                        // released before the whole chunk authenticated.
-                        let whole = slice.coversWholeChunk
-                        let target = whole ? UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
-                                           : UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
-                        guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
-                                                       sealed: sealed, into: target) else {
-                            throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+                    // A source that keeps copies (a remote bundle's cache)
+                    // gets one more read of a batch that failed.
+                    var mayReadAgain = true
+                    reading: while true {
+                        let got = try source.read(fromAbsoluteOffset: batch.sourceOffset, into: fetched)
+                        // A short read means the bundle ends early: name the
+                        // first chunk it cut.
+                        guard got == batch.byteCount else {
+                            throw BundleError.corruptChunk(entry: entry.position, chunk: batch.firstIncompleteChunk(fetched: got))
                         }
-                        if !whole {
-                            UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
-                                .copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
+                        do {
+                            for slice in batch {
+                                let sealed = UnsafeRawBufferPointer(rebasing: fetched[slice.sealedRange])
+                                // Whole chunks go straight to the caller; a partly
+                                // wanted one is opened aside, since nothing may be
+                                // released before the whole chunk authenticated.
+                                let whole = slice.coversWholeChunk
+                                let target = whole ? UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+                                                   : UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
+                                guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
+                                                               sealed: sealed, into: target) else {
+                                    throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+                                }
+                                if !whole {
+                                    UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+                                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
+                                }
+                            }
+                            break reading
+                        } catch BundleError.corruptChunk where mayReadAgain
+                                    && source.discardCopies(fromAbsoluteOffset: batch.sourceOffset, count: batch.byteCount) {
+                            mayReadAgain = false
                         }
                     }
                 }
