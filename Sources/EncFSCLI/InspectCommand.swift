@@ -66,7 +66,8 @@ public enum InspectCommand {
     \(ReaderOptions.help)
 
     BUNDLE may be an http:// or https:// address for info, ls, cat and verify
-    (rekey writes a local file). \(RemoteCommandLine.help)
+    (rekey writes a local file).
+    \(RemoteCommandLine.help)
 
     origin options (every command; rekey refuses to rekey a bundle of
     another origin):

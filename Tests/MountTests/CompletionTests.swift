@@ -60,6 +60,8 @@ final class CompletionTests: MountTestCase {
         XCTAssertEqual(Set(try complete(["encfs-pack", "asse"], in: scratch.path)), ["assets.encfs", "assets.key", "assets-dir"])
         // A number takes no file names.
         XCTAssertEqual(try complete(["encfs-mount", "--threads", ""], in: scratch.path), [])
+        // A list of choices completes to its choices.
+        XCTAssertEqual(try complete(["encfs-mount", "b", "m", "--prefetch", "i"], in: scratch.path), ["index"])
     }
 
     func testInspectCommands_AndMountOptionSpellings() throws {
