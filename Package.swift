@@ -7,11 +7,13 @@ import PackageDescription
 /// CryptCore → COpenSSL; EncFSCore (format, keys, index, reader, writer,
 /// rekeyer, byte sources: FUSE-free and Foundation-free) → CryptCore,
 /// CZstd (zstd for compressed bundles, only in EncFSCore/Compression/);
-/// EncFS (the public API, `EncryptedBundle`) → EncFSCore; EncFSMount (the
-/// FUSE file system and its daemon) → EncFSCore, CFuse; EncFSCLI (argument
-/// parsing, key options, prompts, the commands) → EncFSCore, EncFSMount,
-/// CKeyring (the keyctl system call, for the kernel keyring); the
-/// executables are thin `main.swift` files over EncFSCLI.
+/// EncFSRemote (bundles over HTTP range requests, the ciphertext cache) →
+/// EncFSCore, CCurl; EncFS (the public API, `EncryptedBundle`) → EncFSCore,
+/// EncFSRemote; EncFSMount (the FUSE file system and its daemon) →
+/// EncFSCore, CFuse; EncFSCLI (argument parsing, key options, prompts, the
+/// commands) → EncFSCore, EncFSMount, EncFSRemote, CKeyring (the keyctl
+/// system call, for the kernel keyring); the executables are thin
+/// `main.swift` files over EncFSCLI.
 ///
 /// The public API is a target of its own because it speaks `Data` and
 /// `Date`: linking Foundation costs a process about 1.7 MiB of resident
@@ -33,14 +35,22 @@ let package = Package(
         // The kernel keyring's keyctl system call (variadic syscall()), for
         // --key-keyring; the kernel headers only, no library.
         .systemLibrary(name: "CKeyring"),
+        // libcurl's header only: the library is loaded with dlopen when a
+        // remote bundle is opened (EncFSRemote/LibCurl.swift).
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // zstd for compressed bundles (format v2); used only in
         // Sources/EncFSCore/Compression/ (Scripts/check-layering.sh).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore", "CZstd"]),
-        .target(name: "EncFS", dependencies: ["EncFSCore", "CryptCore"]),
+        .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "CryptCore", "CKeyring"]),
+        // Bundles over HTTP range requests and their ciphertext cache: the
+        // only target that sees libcurl; no Foundation, no libfuse.
+        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),
+        // BuildInfo: the git commit for --version, generated at build time.
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
@@ -59,6 +69,6 @@ let package = Package(
                           exclude: ["README.md"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSCLI"]),
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI"]),
     ]
 )

@@ -9,6 +9,7 @@
 #   - CKeyring (the keyctl system call) only in Sources/EncFSCLI/KernelKeyring.swift;
 #   - CZstd and ZSTD_ symbols only in Sources/EncFSCore/Compression/ (the
 #     chunk compressor and decompressor; nothing else sees libzstd);
+#   - CCurl (libcurl) only in Sources/EncFSRemote/;
 #   - no OpenSSL symbol outside CryptCore;
 #   - the core never reads the environment, prompts or exits: those belong
 #     to EncFSCLI;
@@ -27,6 +28,10 @@ while IFS= read -r hit; do report "CZstd imported outside Sources/EncFSCore/Comp
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CZstd' Sources Tests | grep -v '^Sources/EncFSCore/Compression/' || true)
 while IFS= read -r hit; do report "zstd symbol outside Sources/EncFSCore/Compression/" "$hit"; done \
   < <(grep -rnE '\bZSTD_' Sources | grep -v '^Sources/EncFSCore/Compression/' | grep -v '^Sources/CZstd/' || true)
+while IFS= read -r hit; do report "CCurl imported outside Sources/EncFSRemote/" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CCurl' Sources Tests | grep -v '^Sources/EncFSRemote/' || true)
+while IFS= read -r hit; do report "libcurl symbol outside Sources/EncFSRemote/" "$hit"; done \
+  < <(grep -rnE '\b(curl_easy_|curl_global_|curl_slist_|ccurl_)' Sources | grep -v '^Sources/EncFSRemote/' | grep -v '^Sources/CCurl/' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
   < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSCore Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
 while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \
@@ -35,6 +40,12 @@ while IFS= read -r hit; do report "the core reads the environment, prompts or ex
 # layer: the dependency graph says so, and Package.swift must keep saying so.
 if grep -nE '\.target\(name: "EncFS(Core)?", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
   report "Package.swift" "EncFSCore and EncFS must not depend on CFuse, EncFSMount or EncFSCLI"
+fi
+# The core is the same with or without a network: libcurl comes in through
+# EncFSRemote only, which sees no FUSE.
+if grep -nE '\.target\(name: "EncFS(Core|Mount)", dependencies: \[[^]]*"(CCurl|EncFSRemote)"' Package.swift \
+   || grep -nE '\.target\(name: "EncFSRemote", dependencies: \[[^]]*"(CFuse|EncFSMount|EncFSCLI)"' Package.swift; then
+  report "Package.swift" "EncFSCore and EncFSMount must not depend on CCurl or EncFSRemote, nor EncFSRemote on FUSE or the CLI"
 fi
 # The tools and the daemon must not link Foundation (the public API does):
 # nothing but Sources/EncFS may import it.

@@ -3,10 +3,12 @@
 # OpenSSL and zstd development packages, the fuse3 runtime (fusermount3), and the
 # tools the tests read the mount with (fio for Scripts/load.sh), keyctl
 # (keyutils) and systemd-creds / systemd-analyze (systemd) for the key
-# custody tests. Installs only what is missing.
+# custody tests, libcurl for remote bundles and nginx to serve them in
+# RemoteMountTests. Installs only what is missing.
 set -euo pipefail
 
-packages=(libfuse3-dev fuse3 libssl-dev libzstd-dev pkg-config python3 sqlite3 xxd file fio keyutils systemd)
+packages=(libfuse3-dev fuse3 libssl-dev libzstd-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd
+  scdoc man-db bash-completion dpkg-dev lintian)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,7 +18,8 @@ public enum InspectCommand {
                                     creation time; with --verify-key it
                                     checks the signature (without a key: over
                                     the header and index, not the content key)
-      ls [-l] [-R] BUNDLE [PATH]    list a directory (default: the root); names
+      ls [-l] [-R] [--json] BUNDLE [PATH]
+                                    list a directory (default: the root); names
                                     show control bytes and bytes that are not
                                     UTF-8 as \\xNN, a backslash as \\\\; -l on a
                                     format version 2 bundle adds, after the
@@ -27,7 +28,7 @@ public enum InspectCommand {
                                     for each file)
       cat BUNDLE PATH               write a file's plaintext to stdout, chunk by
                                     chunk, in bounded memory
-      verify BUNDLE                 authenticate the header, the index and every
+      verify BUNDLE [--json]        authenticate the header, the index and every
                                     chunk; exit 1 listing each damaged file and
                                     chunk range, files that share a file id, and
                                     symlinks that point outside the bundle
@@ -37,7 +38,7 @@ public enum InspectCommand {
                                     signature (exit 1 if they differ)
       rekey BUNDLE [--add-recipient PUB]... [--add-key-file F]...
                    [--add-passphrase-file F]... [--remove FINGERPRINT]...
-                   [--scrypt-log-n N] [--sign-key FILE]
+                   [--scrypt-log-n N] [--sign-key FILE] [--json]
                                     change key slots, replacing the file
                                     atomically; refuses to remove the last slot.
                                     Adding only rewrites the header (content
@@ -69,11 +70,25 @@ public enum InspectCommand {
     reader options:
     \(ReaderOptions.help)
 
+    BUNDLE may be an http:// or https:// address for info, ls, cat and verify
+    (rekey writes a local file).
+    \(RemoteCommandLine.help)
+
     origin options (every command; rekey refuses to rekey a bundle of
     another origin):
     \(ReaderOptions.originHelp)
 
-    options: -h, --help (this text), --version (print the version and exit)
+    options:
+      --json                   info, ls, verify, rekey: one JSON document on
+                               stdout (schema: encfs-inspect(1)); errors stay
+                               on stderr
+      --progress               verify, rekey: draw progress on stderr even
+                               when it is not a terminal (by default only on
+                               a terminal)
+      -q, --quiet              verify, rekey: no progress and no report on
+                               stdout, the exit code tells; errors still show
+      -h, --help               this text
+      --version                print the version and exit
 
     exit codes: 0 success, 1 runtime failure (or damage found by verify),
     2 usage error
@@ -81,6 +96,8 @@ public enum InspectCommand {
 
     static let parser = ArgumentParser(options: [
         .init(["--json"], takesValue: false),
+        .init(["--progress"], takesValue: false),
+        .init(["--quiet", "-q"], takesValue: false),
         .init(["-l"], takesValue: false),
         .init(["-R"], takesValue: false),
         .init(["--add-key-file"], takesValue: true),
@@ -91,7 +108,7 @@ public enum InspectCommand {
         .init(["--sign-key"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + RemoteCommandLine.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -139,13 +156,23 @@ public enum InspectCommand {
                                        diagnostics: diagnostics)
             case "cat": return try cat(bundle, path: rest[1], args: args, options: options)
             case "verify": return try verify(bundle, args: args, options: options, diagnostics: diagnostics)
-            default: return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
+            default:
+                guard !RemoteCommandLine.isRemote(bundle) else { throw UsageError("rekey needs a local bundle file, not an address") }
+                return try rekey(bundle, args: args, options: options, diagnostics: diagnostics)
             }
         } catch {
-            diagnostics.report(error, path: bundle)
+            // An address is shown without its query string.
+            diagnostics.report(error, path: RemoteCommandLine.shown(bundle))
             if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.code(for: error)
         }
+    }
+
+    /// The bundle's bytes: a local file, or the remote bundle at an address
+    /// (with the remote options; never for rekey, which writes a file).
+    private static func source(_ bundle: [UInt8], args: ArgumentParser.Result) throws -> any ByteSource {
+        guard RemoteCommandLine.isRemote(bundle) else { return try FileByteSource(path: bundle) }
+        return try RemoteCommandLine.source(for: bundle, options: try RemoteCommandLine.options(from: args))
     }
 
     /// Opens the bundle. Symlinks that point outside it are accepted here
@@ -153,7 +180,8 @@ public enum InspectCommand {
     /// (`verify`), and `cat` refuses to follow them.
     private static func open(_ bundle: [UInt8], args: ArgumentParser.Result, options: OpenOptions) throws -> BundleReader {
         let materials = try KeyOptions.gather(from: args, confirm: false)
-        return try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
+        return try BundleReader.open(source: try source(bundle, args: args), materials: materials,
+                                     options: showingEverything(options))
     }
 
     private static func showingEverything(_ options: OpenOptions) -> OpenOptions {
@@ -170,11 +198,12 @@ public enum InspectCommand {
         let size: UInt64
         var reader: BundleReader?
         if materials.isEmpty {
-            let source = try FileByteSource(path: bundle)
+            let source = try source(bundle, args: args)
             (header, size) = try BundleReader.readHeader(source: source)
             _ = try options.origin.checkWithoutKey(header: header, source: source)
         } else {
-            let opened = try BundleReader.open(path: bundle, materials: materials, options: showingEverything(options))
+            let opened = try BundleReader.open(source: try source(bundle, args: args), materials: materials,
+                                               options: showingEverything(options))
             reader = opened
             header = opened.header
             size = opened.bundleSize
@@ -193,28 +222,7 @@ public enum InspectCommand {
         }
         let out = OutputStream()
         if args.has("--json") {
-            var fields: [String] = [
-                "\"format_version\": \(header.features.formatVersion)",
-                "\"compression\": \"\(header.features.compression.name)\"",
-                "\"compression_level\": \(header.features.compressionLevel)",
-                "\"bundle_id\": \"\(Hex.encode(header.bundleID))\"",
-                "\"chunk_size\": \(header.layout.chunkSize)",
-                "\"bundle_size\": \(size)",
-                "\"verified\": \(reader != nil)",
-                "\"slots\": [" + header.keySlots.map { "{\"kind\": \"\($0.kindName)\", \"fingerprint\": \"\($0.fingerprint)\"}" }
-                    .joined(separator: ", ") + "]",
-                "\"signature\": \(signature.json)",
-            ]
-            if let reader {
-                fields += [
-                    "\"files\": \(counts.files)", "\"directories\": \(counts.directories)", "\"symlinks\": \(counts.symlinks)",
-                    "\"plaintext_bytes\": \(reader.index.totalFileBytes)",
-                    "\"stored_bytes\": \(reader.index.storedFileBytes)",
-                    "\"deduplicated_bytes\": \(reader.index.totalFileBytes &- reader.index.distinctFileBytes)",
-                    "\"created\": \"\(isoTime(reader.index.creationTime, nanoseconds: nil))\"",
-                ]
-            }
-            out.line("{" + fields.joined(separator: ", ") + "}")
+            out.write(infoJSON(header: header, size: size, reader: reader, signature: signature, counts: counts).serialized)
             return ExitCode.success
         }
         out.line("format version: \(header.features.formatVersion)")
@@ -265,12 +273,18 @@ public enum InspectCommand {
         let start = try resolve(path, in: index)
         let out = OutputStream()
         let long = args.has("-l")
+        // --json: the entries are collected and printed as one document at the end.
+        var jsonEntries: [JSONValue]? = args.has("--json") ? [] : nil
+        var listed = false // set on success: a failure prints no partial document
         // Version 2 bundles get a second size column: the bytes a file's
         // body takes in the bundle (compressed, and shared with other
         // files when deduplicated); version 1 output stays as it was.
         let showsStored = index.features.formatVersion != BundleFormat.version
         var externalShown = 0
         defer {
+            if let jsonEntries, listed {
+                out.write(JSONValue.object(JSONValue.byteString(path, key: "path") + [("entries", .array(jsonEntries))]).serialized)
+            }
             if externalShown > 0 {
                 out.flush()
                 diagnostics.hint("encfs-mount refuses a bundle with such links unless given \(ReaderOptions.allowExternalSymlinks)")
@@ -279,6 +293,21 @@ public enum InspectCommand {
         // Names and targets are escaped (PrintableText): one line per entry,
         // whatever bytes a name holds.
         func describe(_ entry: IndexEntry, name: [UInt8]) throws {
+            if jsonEntries != nil {
+                jsonEntries?.append(try entryJSON(entry, name: name, index: index))
+            } else {
+                try describeAsText(entry, name: name)
+            }
+            if !options.allowsExternalSymlinks, try index.isExternalSymlink(entry) {
+                // Flushed first, so the warning follows its entry on a terminal.
+                out.flush()
+                let refusal = BundleError.externalSymlink(path: try index.path(of: entry, maximumLength: PrintableText.defaultLimit),
+                                                          target: try index.withSymlinkTarget(of: entry) { Array($0) })
+                diagnostics.warning(refusal.message, path: refusal.path)
+                externalShown += 1
+            }
+        }
+        func describeAsText(_ entry: IndexEntry, name: [UInt8]) throws {
             if long {
                 let size = entry.kind == .directory ? 4096 : entry.size
                 out.write(modeString(entry) + " " + String(size).leftPadded(to: 12) + " ")
@@ -291,18 +320,11 @@ public enum InspectCommand {
                 out.write(PrintableText.escaping(try index.withSymlinkTarget(of: entry) { Array($0) }))
             }
             out.write([0x0A])
-            if !options.allowsExternalSymlinks, try index.isExternalSymlink(entry) {
-                // Flushed first, so the warning follows its entry on a terminal.
-                out.flush()
-                let refusal = BundleError.externalSymlink(path: try index.path(of: entry, maximumLength: PrintableText.defaultLimit),
-                                                          target: try index.withSymlinkTarget(of: entry) { Array($0) })
-                diagnostics.warning(refusal.message, path: refusal.path)
-                externalShown += 1
-            }
         }
 
         guard start.kind == .directory else {
             try describe(start, name: path)
+            listed = true
             return ExitCode.success
         }
         if args.has("-R") {
@@ -310,11 +332,13 @@ public enum InspectCommand {
             var first = true
             while !queue.isEmpty {
                 let dir = queue.removeFirst()
-                if !first { out.write([0x0A]) }
-                first = false
-                let dirPath = try index.path(of: dir, maximumLength: PrintableText.defaultLimit)
-                out.write(dirPath.isEmpty ? "." : "./" + PrintableText.escaping(dirPath))
-                out.write(Array(":\n".utf8))
+                if jsonEntries == nil {
+                    if !first { out.write([0x0A]) }
+                    first = false
+                    let dirPath = try index.path(of: dir, maximumLength: PrintableText.defaultLimit)
+                    out.write(dirPath.isEmpty ? "." : "./" + PrintableText.escaping(dirPath))
+                    out.write(Array(":\n".utf8))
+                }
                 for position in dir.children {
                     let child = try index.entry(at: position)
                     try describe(child, name: index.name(of: child))
@@ -327,6 +351,7 @@ public enum InspectCommand {
                 try describe(child, name: index.name(of: child))
             }
         }
+        listed = true
         return ExitCode.success
     }
 
@@ -379,45 +404,58 @@ public enum InspectCommand {
         let index = reader.index
         // The chunk digest costs SHA-256 over every chunk: only a signature
         // has one to compare with.
-        let report = try BundleVerifier.verify(reader, hashing: reader.header.signatureSlot != nil)
-        let out = OutputStream()
-        func shown(_ entry: IndexEntry) throws -> String {
-            PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
-        }
-        var damagedChunks: UInt64 = 0
-        for file in report.damaged {
-            damagedChunks += UInt64(file.chunks.count)
-            out.line("damaged: \(try shown(file.entry)) (chunks \(ranges(file.chunks)) of \(file.chunkCount))")
+        let display = ProgressDisplay.make(tool: "encfs-inspect", forced: args.has("--progress"), quiet: args.has("--quiet"))
+        let report: BundleVerifier.Report
+        do {
+            defer { display?.finish() }
+            report = try BundleVerifier.verify(reader, hashing: reader.header.signatureSlot != nil, progress: display?.progress)
         }
         // Two files with one id share a file key and chunk nonces: the
         // index cannot be what encfs-pack wrote.
         let shared = try index.filesSharingIDs()
-        for (first, duplicate) in shared {
-            out.line("damaged: \(try shown(duplicate)) (shares its file id with \(try shown(first)))")
-        }
         let external = try index.externalSymlinks()
-        for link in external {
-            out.line("external symlink: \(try shown(link)) -> \(PrintableText.escaping(try index.withSymlinkTarget(of: link) { Array($0) }))")
-        }
+        let damagedChunks = report.damaged.reduce(UInt64(0)) { $0 + UInt64($1.chunks.count) }
         var problems: [String] = []
         if !report.damaged.isEmpty { problems.append("\(damagedChunks) damaged chunks in \(report.damaged.count) files") }
         if !shared.isEmpty { problems.append("\(shared.count) files share a file id") }
         if !external.isEmpty, !options.allowsExternalSymlinks {
             problems.append("\(external.count) symlinks point outside the bundle")
         }
-        var summary = problems.isEmpty ? "intact" : problems.joined(separator: ", ")
-        if !external.isEmpty, options.allowsExternalSymlinks {
-            summary += " (\(external.count) symlinks point outside the bundle, allowed)"
-        }
-        out.line("verified \(report.files) files, \(report.chunks) chunks: \(summary)")
-        var signatureHolds = true
+        var signature: (signer: String, matches: Bool)?
         if let matches = try report.matchesSignature(of: reader.header), let signer = try reader.header.signature()?.signerFingerprint {
-            let checked = options.origin.signers.isEmpty ? " (signer not checked: give --verify-key)" : ""
-            if matches {
-                out.line("signature: every chunk is as signed by \(signer)\(checked)")
-            } else {
-                out.line("signature: the chunks are not the ones signed by \(signer)\(checked)")
-                signatureHolds = false
+            signature = (signer, matches)
+        }
+        let signatureHolds = signature?.matches ?? true
+        let out = OutputStream()
+        if args.has("--json") {
+            var error: String?
+            if !problems.isEmpty { error = problems.joined(separator: ", ") }
+            if !signatureHolds { error = (error.map { $0 + ", " } ?? "") + "chunk contents differ from what the signature covers" }
+            out.write(try verifyJSON(report, shared: shared, external: external, index: index,
+                                     signature: signature.map { ($0.signer, $0.matches, !options.origin.signers.isEmpty) },
+                                     error: error).serialized)
+        } else if !args.has("--quiet") {
+            func shown(_ entry: IndexEntry) throws -> String {
+                PrintableText.escaping(try index.path(of: entry, maximumLength: PrintableText.defaultLimit))
+            }
+            for file in report.damaged {
+                out.line("damaged: \(try shown(file.entry)) (chunks \(ranges(file.chunks)) of \(file.chunkCount))")
+            }
+            for (first, duplicate) in shared {
+                out.line("damaged: \(try shown(duplicate)) (shares its file id with \(try shown(first)))")
+            }
+            for link in external {
+                out.line("external symlink: \(try shown(link)) -> \(PrintableText.escaping(try index.withSymlinkTarget(of: link) { Array($0) }))")
+            }
+            var summary = problems.isEmpty ? "intact" : problems.joined(separator: ", ")
+            if !external.isEmpty, options.allowsExternalSymlinks {
+                summary += " (\(external.count) symlinks point outside the bundle, allowed)"
+            }
+            out.line("verified \(report.files) files, \(report.chunks) chunks: \(summary)")
+            if let signature {
+                let checked = options.origin.signers.isEmpty ? " (signer not checked: give --verify-key)" : ""
+                out.line(signature.matches ? "signature: every chunk is as signed by \(signature.signer)\(checked)"
+                                           : "signature: the chunks are not the ones signed by \(signature.signer)\(checked)")
             }
         }
         out.flush()
@@ -472,7 +510,10 @@ public enum InspectCommand {
         // only a bundle of that origin is rekeyed.
         let reader = try BundleReader.open(path: bundle, materials: changes.openedWith, options: showingEverything(options))
         let outcome: BundleRekeyer.Outcome
+        let display = ProgressDisplay.make(tool: "encfs-inspect", forced: args.has("--progress"), quiet: args.has("--quiet"))
+        changes.progress = display?.progress
         do {
+            defer { display?.finish() }
             outcome = try BundleRekeyer.rekey(path: bundle, reader: reader, changes: changes)
         } catch let e as BundleError {
             diagnostics.error(e.message, path: e.path ?? bundle)
@@ -488,17 +529,22 @@ public enum InspectCommand {
             return ExitCode.failure
         }
         let out = OutputStream()
-        if outcome.reencrypted {
+        if args.has("--json") {
+            out.write(rekeyJSON(outcome).serialized)
+        } else if args.has("--quiet") {
+        } else if outcome.reencrypted {
             out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.carriedOver) carried over, "
                      + "\(outcome.slots.count) now; re-encrypted under a new content key and bundle id:")
         } else {
             out.line("rekeyed: \(outcome.added) slots added, \(outcome.removed) removed, \(outcome.slots.count) now:")
         }
-        for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
+        if !args.has("--json"), !args.has("--quiet") {
+            for slot in outcome.slots { out.line("  \(slot.kindName) \(slot.fingerprint)") }
+        }
         switch outcome.signature {
         case .none: break
-        case .kept: out.line("signature kept (it covers the content, which did not change)")
-        case .signed(let fingerprint): out.line("signed by \(fingerprint)")
+        case .kept: if !args.has("--json") { out.line("signature kept (it covers the content, which did not change)") }
+        case .signed(let fingerprint): if !args.has("--json") { out.line("signed by \(fingerprint)") }
         case .dropped:
             out.flush()
             diagnostics.warning("the bundle signature was dropped: removing a slot re-encrypts under a new content key "

@@ -1,5 +1,6 @@
 import EncFSCore
 import EncFSMount
+import EncFSRemote
 import CryptCore
 #if canImport(Glibc)
 import Glibc
@@ -16,6 +17,7 @@ import Glibc
 public enum MountCommand {
     static let help = """
     usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
+           encfs-mount URL MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
     chunks it covers, in memory. Unmount with: fusermount3 -u MOUNTPOINT
@@ -37,10 +39,18 @@ public enum MountCommand {
 
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
-                               cleanly on SIGINT or SIGTERM
+                               cleanly on SIGINT or SIGTERM; with NOTIFY_SOCKET
+                               set (systemd Type=notify), report READY=1 once
+                               the mount serves and STOPPING=1 at unmount
       -o OPTIONS               extra FUSE mount options, e.g. allow_other; the
-                               mount is always ro,nosuid,nodev: suid and dev
-                               are accepted (fstab adds them) and ignored
+                               mount is always ro,nosuid,nodev: rw, suid and
+                               dev are accepted (fstab adds them) and ignored.
+                               Every long option is also -o name=value (or
+                               -o name for a flag), dashes as underscores:
+                               -o keyfile=FILE,passfile=FILE,identity=FILE,
+                               index_cache=KB; mount(8)'s own options
+                               (_netdev, nofail, noauto, x-*, comment=) are
+                               ignored; key= and passphrase= are refused
       --log-file FILE          in the background, append log lines to FILE
                                (default: syslog, facility daemon)
       --log-names              name the file in log lines (damaged chunks,
@@ -57,7 +67,11 @@ public enum MountCommand {
       --threads N              worker threads, 1 … 64 (default: two per CPU,
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
+                               (default for a URL: 16, so that reads waiting
+                               for the server leave workers free)
     \(ReaderOptions.help)
+
+    \(RemoteCommandLine.help)
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -80,7 +94,7 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
-    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions + RemoteCommandLine.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -88,8 +102,12 @@ public enum MountCommand {
         let args: ArgumentParser.Result
         var configuration: MountConfiguration
         let openOptions: OpenOptions
+        // A remote bundle: its address (secret) and settings; the
+        // configuration then names it by its display name only.
+        var remote: (url: [UInt8], options: RemoteOptions)?
         do {
-            args = try parser.parse(arguments)
+            // fstab: every long option also as -o name=value.
+            args = try parser.expandingMountOptions(try parser.parse(arguments))
             if args.has("--help") {
                 print(help)
                 return ExitCode.success
@@ -97,6 +115,9 @@ public enum MountCommand {
             if VersionOption.handle(args, tool: "encfs-mount") { return ExitCode.success }
             configuration = try self.configuration(from: args)
             openOptions = try ReaderOptions.openOptions(from: args)
+            if args.has(RemoteCommandLine.daemonRemote) || RemoteCommandLine.isRemote(configuration.bundlePath) {
+                remote = (configuration.bundlePath, try remoteOptions(from: args, configuration: &configuration))
+            }
         } catch {
             diagnostics.report(error)
             // A verifying key file that cannot be read is a runtime failure.
@@ -108,6 +129,10 @@ public enum MountCommand {
         // signature covers): it travels in the configuration.
         configuration.origin = openOptions.origin
         if args.has(MountDaemon.flag) {
+            if let remote {
+                return MountDaemon.serve(configuration) { try RemoteMount.receive(from: $0, options: remote.options) }
+                    ? ExitCode.success : ExitCode.failure
+            }
             return MountDaemon.serve(configuration) ? ExitCode.success : ExitCode.failure
         }
         do {
@@ -124,6 +149,10 @@ public enum MountCommand {
             return ExitCode.failure
         }
         if let warning = AccessOptions.warning(for: configuration.access) { diagnostics.warning(warning) }
+        if let remote {
+            return RemoteMount.run(url: remote.url, options: remote.options, configuration: configuration, args: args,
+                                   openOptions: openOptions, diagnostics: diagnostics)
+        }
         let materials: [KeyMaterial]
         do {
             materials = try KeyOptions.gather(from: args, confirm: false)
@@ -180,8 +209,25 @@ public enum MountCommand {
         case unlocked(source: FileByteSource, keys: BundleKeys)
     }
 
+    /// The remote settings, and what they change in `configuration`: the
+    /// bundle named by its display name, more worker threads by default,
+    /// and reads waiting for the server limited to leave two free.
+    private static func remoteOptions(from args: ArgumentParser.Result,
+                                      configuration: inout MountConfiguration) throws -> RemoteOptions {
+        var options = try RemoteCommandLine.options(from: args)
+        if args.has(RemoteCommandLine.daemonRemote) {
+            // The command wrote every setting; no default to compute again.
+            if !args.has(RemoteCommandLine.cacheDir) { options.cacheDirectory = nil }
+        } else {
+            configuration.bundlePath = try RemoteLocation(configuration.bundlePath).displayName
+        }
+        if !args.has("--threads") { configuration.threads = max(configuration.threads, RemoteMount.defaultThreads) }
+        options.maximumWaitingReads = max(1, configuration.threads - 2)
+        return options
+    }
+
     /// Serves until unmounted or signalled, logging to stderr or the log file.
-    private static func serveInForeground(_ reader: BundleReader, _ configuration: MountConfiguration,
+    static func serveInForeground(_ reader: BundleReader, _ configuration: MountConfiguration,
                                           diagnostics: Diagnostics) -> Int32 {
         let logger: MountLogger
         if let logFile = configuration.logFile {
@@ -199,7 +245,13 @@ public enum MountCommand {
                                            mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
                                            logger: logger, threads: configuration.threads, logNames: configuration.logNames,
                                            accessRules: configuration.access)
-            try session.serve(readaheadKB: configuration.readaheadKB) {}
+            // Type=notify: ready once mounted (requests queue until the
+            // loop runs), stopping once the loop has ended.
+            let notifier = ServiceNotifier.fromEnvironment()
+            try session.serve(readaheadKB: configuration.readaheadKB) {
+                notifier?.send(["READY=1", ServiceNotifier.status("serving", path: configuration.mountpoint)])
+            }
+            notifier?.send(["STOPPING=1", ServiceNotifier.status("unmounted", path: configuration.mountpoint)])
             return ExitCode.success
         } catch {
             diagnostics.report(error, path: configuration.mountpoint)
@@ -227,7 +279,7 @@ public enum MountCommand {
         configuration.fuseOptions = args.values("-o").flatMap {
             String(decoding: $0, as: UTF8.self).split(separator: ",").map(String.init)
         }
-        if let bad = configuration.fuseOptions.first(where: { $0 == "rw" || $0.hasPrefix("fsname=") || $0.hasPrefix("max_read=") }) {
+        if let bad = configuration.fuseOptions.first(where: { $0.hasPrefix("fsname=") || $0.hasPrefix("max_read=") }) {
             throw UsageError("option -o \(bad) is not allowed (the mount is read-only and sets its own)")
         }
         configuration.logFile = args.value("--log-file")
@@ -289,7 +341,8 @@ public enum MountCommand {
         return n
     }
 
-    /// `configuration` with absolute paths (the daemon works from "/").
+    /// `configuration` with absolute paths (the daemon works from "/");
+    /// a remote bundle's display name is left as it is.
     /// Creates the log file, so that one that cannot be written fails here
     /// with a message rather than later in the daemon.
     ///
@@ -299,7 +352,7 @@ public enum MountCommand {
             do { return try FileIO.resolvedPath(path) } catch { throw CommandError("cannot resolve path", path: path) }
         }
         var resolved = configuration
-        resolved.bundlePath = try absolute(configuration.bundlePath)
+        if !RemoteCommandLine.isRemote(configuration.bundlePath) { resolved.bundlePath = try absolute(configuration.bundlePath) }
         resolved.mountpoint = try absolute(configuration.mountpoint)
         resolved.access = try AccessOptions.resolvingExecutables(configuration.access)
         if let logFile = configuration.logFile {

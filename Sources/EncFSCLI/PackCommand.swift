@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 public enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -53,7 +53,12 @@ public enum PackCommand {
                                nothing written. Without it each is stored
                                with a warning, and encfs-mount refuses the
                                bundle unless given --allow-external-symlinks
-      -q, --quiet              no summary line
+      -q, --quiet              no summary line, no progress (warnings and
+                               errors are still shown)
+      --progress               draw progress on stderr even when it is not a
+                               terminal (by default only on a terminal)
+      --json                   the summary as one JSON document on stdout
+                               (schema: encfs-pack(1)); even with --quiet
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -70,6 +75,8 @@ public enum PackCommand {
         .init(["--scrypt-log-n"], takesValue: true),
         .init(["--strict"], takesValue: false),
         .init(["--quiet", "-q"], takesValue: false),
+        .init(["--json"], takesValue: false),
+        .init(["--progress"], takesValue: false),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
     ] + KeyOptions.parserOptions)
@@ -120,14 +127,24 @@ public enum PackCommand {
         }
         var start = timespec()
         clock_gettime(CLOCK_MONOTONIC, &start)
+        let display = ProgressDisplay.make(tool: "encfs-pack", forced: args.has("--progress"), quiet: args.has("--quiet"))
+        options.progress = display?.progress
         do {
-            let summary = try BundleWriter.pack(source: source, destination: destination, options: options) { message, path in
-                diagnostics.warning(message, path: path)
+            let summary: PackSummary
+            do {
+                defer { display?.finish() }
+                summary = try BundleWriter.pack(source: source, destination: destination, options: options) { message, path in
+                    guard let display else { return diagnostics.warning(message, path: path) }
+                    display.interrupting { diagnostics.warning(message, path: path) }
+                }
             }
             var end = timespec()
             clock_gettime(CLOCK_MONOTONIC, &end)
             let seconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
-            if !args.has("--quiet") {
+            if args.has("--json") {
+                let out = PackCommand.summaryJSON(summary, destination: destination, seconds: seconds).serialized
+                out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
+            } else if !args.has("--quiet") {
                 var line = "packed \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks"
                 line += " (\(formatBytes(summary.plaintextBytes))) into \(formatBytes(summary.bundleBytes))"
                 line += " in \(formatSeconds(seconds))"

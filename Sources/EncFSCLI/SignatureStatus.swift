@@ -46,9 +46,9 @@ struct SignatureStatus {
     }
 
     /// A JSON value: null, or an object with the signer and the check.
-    var json: String {
-        if let unsupportedVersion { return "{\"version\": \(unsupportedVersion), \"checked\": \"none\"}" }
-        guard let signer else { return "null" }
-        return "{\"algorithm\": \"ed25519\", \"signer\": \"\(signer)\", \"checked\": \"\(check.rawValue)\"}"
+    var json: JSONValue {
+        if let unsupportedVersion { return .object([("version", .number(unsupportedVersion)), ("checked", "none")]) }
+        guard let signer else { return .null }
+        return .object([("algorithm", "ed25519"), ("signer", .string(signer)), ("checked", .string(check.rawValue))])
     }
 }

@@ -18,7 +18,9 @@ import Glibc
 ///     fd 3  the content key, 32 bytes, then end of file
 ///     fd 4  its verdict: "0" once mounted, or "1" MESSAGE [NUL PATH]
 ///     fd 5  the bundle the command opened and checked (the path in argv
-///           is for messages: a file renamed over it later changes nothing)
+///           is for messages: a file renamed over it later changes nothing);
+///           for a remote bundle, a pipe with its address, headers and
+///           what the command's first request pinned (RemoteHandOver)
 package enum MountDaemon {
     /// Marks the re-executed daemon's argv; what follows it is the
     /// settings, as `MountCommand` writes them.
@@ -166,8 +168,13 @@ package enum MountDaemon {
     /// Until the mount is up every failure goes to the command through
     /// fd 4; after that, to the log.
     ///
+    /// - Parameter openSource: makes the bundle's byte source from fd 5:
+    ///   by default the file handed over; a remote bundle's command hands
+    ///   over its address and headers there instead (EncFSCLI, which
+    ///   links the HTTP layer this target does not).
     /// - Returns: whether it ended cleanly.
-    package static func serve(_ configuration: MountConfiguration) -> Bool {
+    package static func serve(_ configuration: MountConfiguration,
+                              openSource: (FileDescriptor) throws -> any ByteSource = { try FileByteSource(descriptor: $0) }) -> Bool {
         ProcessHardening.setProcessName(processName)
         // dup2 cleared close-on-exec: keep the verdict pipe from anything
         // libfuse starts (fusermount3), or the command would wait for it.
@@ -196,7 +203,7 @@ package enum MountDaemon {
         do {
             // The command checked only the header; a damaged index is
             // reported from here, naming the bundle.
-            let source = try FileByteSource(descriptor: FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
+            let source = try openSource(FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
             // The origin too: the daemon reads the index a signature covers.
             reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10,
                                            options: OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks,

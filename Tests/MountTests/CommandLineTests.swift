@@ -112,8 +112,9 @@ final class CommandLineTests: MountTestCase {
             [bundle, mnt, "--key-file", key, "--no-such-option"],
             [bundle, mnt, "--key-file"],
             [bundle, mnt, "--key-file", key, "-o"],
-            [bundle, mnt, "--key-file", key, "-o", "rw"],
-            [bundle, mnt, "--key-file", key, "-o", "allow_other,rw"],
+            [bundle, mnt, "--key-file", key, "-o", "fsname=x"],
+            [bundle, mnt, "--key-file", key, "-o", "allow_other,passphrase=x"],
+            [bundle, mnt, "-o", "keyfile"],
             [bundle, mnt, "--key-file", key, "-fx"],
             [bundle, mnt, "--key-file", key, "--foreground=yes"],
         ]

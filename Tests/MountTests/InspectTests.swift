@@ -108,7 +108,7 @@ assert [s["kind"] for s in d["slots"]] == ["raw-key", "x25519"], d
 for field in ["files", "directories", "symlinks", "plaintext_bytes", "created"]:
     assert (field in d) == with_key, (field, d)
 if with_key:
-    created = calendar.timegm(time.strptime(d["created"], "%Y-%m-%d %H:%M:%SZ"))
+    created = calendar.timegm(time.strptime(d["created"], "%Y-%m-%dT%H:%M:%SZ"))
     assert abs(created - time.time()) < 3600, d["created"]
 print(json.dumps(d, sort_keys=True))
 """#

@@ -54,6 +54,14 @@ public struct ChunkLayout: Sendable, Equatable {
         return start..<max(start, end)
     }
 
+    /// Plaintext bytes the consecutive chunks `chunks` hold in a file of
+    /// `size` bytes (the last chunk may be short; none past the end).
+    public func plaintextBytes(ofChunks chunks: Range<UInt64>, plaintextSize size: UInt64) -> UInt64 {
+        guard let last = chunks.last else { return 0 }
+        return min(plaintextRange(ofChunk: last, plaintextSize: size).upperBound, size)
+            - min(plaintextRange(ofChunk: chunks.lowerBound, plaintextSize: size).lowerBound, size)
+    }
+
     /// Offset of chunk `chunk`'s sealed bytes inside the file's sealed body.
     public func ciphertextOffset(ofChunk chunk: UInt64) -> UInt64 {
         chunk * sealedChunkSize

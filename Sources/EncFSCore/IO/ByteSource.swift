@@ -29,6 +29,19 @@ public protocol ByteSource: AnyObject, Sendable {
     ///   ``EncryptedBundleError/io(errno:what:)`` to hand its callers an
     ///   errno; any other error reaches them as `.io` with `EIO`.
     func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+
+    /// Drops any copy this source keeps of `count` bytes at `offset`,
+    /// which failed authentication (a torn or altered cache file, a body
+    /// damaged on the way).
+    ///
+    /// - Returns: whether reading them again may give other bytes; the
+    ///   reader then reads them once more before it reports the chunk.
+    func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool
+}
+
+extension ByteSource {
+    /// A file or memory keeps no copy: reading again gives the same bytes.
+    public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool { false }
 }
 
 /// An opaque value that changes when a source's bytes may have changed.

@@ -289,17 +289,28 @@ public final class BundleReader: Sendable {
                     let (sourceOffset, byteCount) = window.map { header.layout.storedBatch(batch, in: $0) }
                         ?? (batch.sourceOffset, batch.byteCount)
                     let fetched = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<byteCount])
-                    let got = try source.read(fromAbsoluteOffset: sourceOffset, into: fetched)
-                    // A short read means the bundle ends early: name the
-                    // first chunk of the batch (compressed chunks are not
-                    // counted from the bytes).
-                    guard got == byteCount else {
-                        throw BundleError.corruptChunk(entry: entry.position,
-                                                       chunk: window == nil ? batch.firstIncompleteChunk(fetched: got) : batch.chunks.lowerBound)
-                    }
-                    for slice in batch {
-                        try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, entry: entry,
-                                      key: key, fileID: fileID, workspace: workspace, into: buffer)
+                    // A source that keeps copies (a remote bundle's cache)
+                    // gets one more read of a batch that failed.
+                    var mayReadAgain = true
+                    reading: while true {
+                        let got = try source.read(fromAbsoluteOffset: sourceOffset, into: fetched)
+                        // A short read means the bundle ends early: name the
+                        // first chunk it cut (the batch's first, for
+                        // compressed chunks, which bytes do not count).
+                        guard got == byteCount else {
+                            throw BundleError.corruptChunk(entry: entry.position,
+                                                           chunk: window == nil ? batch.firstIncompleteChunk(fetched: got) : batch.chunks.lowerBound)
+                        }
+                        do {
+                            for slice in batch {
+                                try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, entry: entry,
+                                              key: key, fileID: fileID, workspace: workspace, into: buffer)
+                            }
+                            break reading
+                        } catch BundleError.corruptChunk where mayReadAgain
+                                    && source.discardCopies(fromAbsoluteOffset: sourceOffset, count: byteCount) {
+                            mayReadAgain = false
+                        }
                     }
                 }
             }

@@ -55,7 +55,7 @@ package struct BundleVerifier {
     /// - Throws: `BundleError.io` when reading fails for a reason other than
     ///   the bundle ending early, `.crypto`, `.corruptIndex` from a paged
     ///   index that changed. Damaged chunks are reported, not thrown.
-    package static func verify(_ reader: BundleReader, hashing: Bool = true) throws -> Report {
+    package static func verify(_ reader: BundleReader, hashing: Bool = true, progress: WorkProgress? = nil) throws -> Report {
         let layout = reader.header.layout
         let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
         // The reader's own scratch: a batch buffer and a locked plaintext
@@ -68,10 +68,12 @@ package struct BundleVerifier {
         var report = Report()
         let index = reader.index
         var checkedBodies = SharedBodies()
+        progress?.begin(files: index.fileCount, bytes: index.totalFileBytes)
         for position in 0..<index.count {
             let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
             report.files += 1
+            defer { progress?.finishFile() }
             let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
             guard chunkCount > 0, checkedBodies.isFirstSight(of: entry) else { continue }
             let key = try reader.fileKey(for: entry)
@@ -81,6 +83,7 @@ package struct BundleVerifier {
                 while !batch.isEmpty {
                     damaged += try check(entry, chunks: batch, reader: reader, key: key, fileID: fileID,
                                          workspace: workspace, hasher: hasher)
+                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.size))
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }

@@ -49,6 +49,8 @@ public enum BundleRekeyer {
         public var openedWith: [KeyMaterial] = []
         /// Sign the result with this key, replacing any signature.
         public var signingKey: SigningKey?
+        /// Advanced as chunks are re-encrypted (after a removal), for a progress display.
+        public var progress: WorkProgress?
 
         public init() {}
     }
@@ -139,7 +141,7 @@ public enum BundleRekeyer {
         var digests: PayloadReencryptor.Digests?
         if plan.reencrypts {
             digests = try PayloadReencryptor(reader: reader, newKeys: keys, newHeader: header, output: output.file,
-                                             hashing: changes.signingKey != nil).run()
+                                             hashing: changes.signingKey != nil, progress: changes.progress).run()
         } else {
             try reader.copyPayload(to: output.file, at: UInt64(header.headerLength))
             if changes.signingKey != nil { digests = try digestsForSigning(reader) }

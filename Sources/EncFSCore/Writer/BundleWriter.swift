@@ -31,6 +31,8 @@ public struct PackOptions: Sendable {
     public var compression: CompressionMethod = .none
     /// The zstd level, 1 … 19.
     public var compressionLevel = CompressionMethod.defaultZstdLevel
+    /// Advanced as files are packed, for a progress display.
+    public var progress: WorkProgress?
 
     public init() {}
 }
@@ -128,8 +130,10 @@ public enum BundleWriter {
                                  hashing: options.signingKey != nil)
         let pipeline = options.compression == .zstd
             ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
-        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline)
+        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress)
         var deduplicator = Deduplicator(tree.nodes)
+        options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
+                                bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
         for position in tree.nodes.indices {
             switch tree.nodes[position].kind {
             case .directory:
@@ -153,6 +157,7 @@ public enum BundleWriter {
                     summary.sharedFiles += 1
                     summary.sharedBytes += snapshot.size
                 }
+                options.progress?.finishFile()
             }
         }
         // Every chunk in the sink, every body complete.

@@ -37,7 +37,10 @@ struct Deduplicator {
         }
         if storedSizes.contains(size) {
             let (snapshot, digest) = try encryptor.digest(source)
-            if let body = bodies[Self.key(size: snapshot.size, digest: digest)] { return (snapshot, body, true) }
+            if let body = bodies[Self.key(size: snapshot.size, digest: digest)] {
+                encryptor.progress?.add(bytes: snapshot.size)
+                return (snapshot, body, true)
+            }
         }
         let hasher = SHA256.Hasher()
         let (snapshot, body) = try encrypt(source, encryptor: encryptor, sink: sink, hasher: hasher)

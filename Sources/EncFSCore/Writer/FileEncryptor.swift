@@ -36,13 +36,18 @@ final class FileEncryptor {
     private let codec: ChunkCodec
     private let pipeline: ChunkPipeline?
     private let plaintext: UnsafeMutableRawBufferPointer
+    /// Advanced by each chunk read (and by a whole file found already stored).
+    let progress: WorkProgress?
 
-    /// - Parameter pipeline: compresses and seals the chunks of a
-    ///   compressed bundle; nil for an uncompressed one.
-    init(layout: ChunkLayout, keys: BundleKeys, pipeline: ChunkPipeline? = nil) throws {
+    /// - Parameters:
+    ///   - pipeline: compresses and seals the chunks of a compressed
+    ///     bundle; nil for an uncompressed one.
+    ///   - progress: advanced as chunks are read.
+    init(layout: ChunkLayout, keys: BundleKeys, pipeline: ChunkPipeline? = nil, progress: WorkProgress? = nil) throws {
         self.layout = layout
         self.keys = keys
         self.pipeline = pipeline
+        self.progress = progress
         codec = try ChunkCodec(bundleID: keys.bundleID)
         plaintext = .allocate(byteCount: Int(layout.chunkSize) + 1, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
@@ -76,6 +81,7 @@ final class FileEncryptor {
                 hasher?.update(UnsafeRawBufferPointer(piece))
                 pipeline.submit(slot, body: body, key: fileKey, chunk: chunk, last: chunk + 1 == chunks, length: want)
                 chunk += 1
+                progress?.add(bytes: UInt64(want))
             }
         } else {
             try body.fileID.withUnsafeBytes { id in
@@ -90,6 +96,7 @@ final class FileEncryptor {
                         try codec.seal(key: fileKey, fileID: id, chunk: chunk, last: last, plaintext: UnsafeRawBufferPointer(piece), into: space)
                     }
                     chunk += 1
+                    progress?.add(bytes: UInt64(want))
                 }
             }
             body.recordUncompressed(sealedLength: layout.ciphertextSize(forPlaintextSize: size))

@@ -35,6 +35,7 @@ struct PayloadReencryptor {
     private let output: FileDescriptor
     private let chunkHasher: SHA256.Hasher?
     private let indexHasher: SHA256.Hasher?
+    private let progress: WorkProgress?
 
     /// Bytes of sealed chunks read, re-sealed and written at once (at least one chunk).
     static let batchBytes = 1 << 20
@@ -46,7 +47,8 @@ struct PayloadReencryptor {
     ///     where the payload starts in the output).
     ///   - output: the new bundle file.
     ///   - hashing: whether ``run()`` returns the new payload's digests.
-    init(reader: BundleReader, newKeys: BundleKeys, newHeader: BundleHeader, output: FileDescriptor, hashing: Bool = false) {
+    init(reader: BundleReader, newKeys: BundleKeys, newHeader: BundleHeader, output: FileDescriptor, hashing: Bool = false,
+         progress: WorkProgress? = nil) {
         precondition(newHeader.payloadLength == reader.header.payloadLength && newHeader.indexOffset == reader.header.indexOffset,
                      "internal error: re-encryption keeps the payload layout")
         self.reader = reader
@@ -55,6 +57,7 @@ struct PayloadReencryptor {
         self.output = output
         chunkHasher = hashing ? SHA256.Hasher() : nil
         indexHasher = hashing ? SHA256.Hasher() : nil
+        self.progress = progress
     }
 
     /// Writes the whole payload to the output.
@@ -77,11 +80,14 @@ struct PayloadReencryptor {
         let (sealed, plaintext, oldCodec) = (workspace.sealed, workspace.plaintext, workspace.codec)
         let newCodec = try ChunkCodec(bundleID: newKeys.bundleID, compressed: compressed)
         let index = reader.index
+        progress?.begin(files: index.fileCount, bytes: index.totalFileBytes)
         // A body shared by several files is re-sealed once.
         var resealedBodies = SharedBodies()
         for position in 0..<index.count {
             let entry = try index.entry(at: position)
-            guard entry.kind == .file, entry.size > 0, resealedBodies.isFirstSight(of: entry) else { continue }
+            guard entry.kind == .file else { continue }
+            defer { progress?.finishFile() }
+            guard entry.size > 0, resealedBodies.isFirstSight(of: entry) else { continue }
             try entry.withFileID { fileID in
                 let oldKey = try reader.keys.fileKey(fileID: fileID)
                 let newKey = try newKeys.fileKey(fileID: fileID)
@@ -91,6 +97,7 @@ struct PayloadReencryptor {
                     try reseal(entry, chunks: batch, fileID: fileID, oldKey: oldKey, newKey: newKey,
                                codecs: (oldCodec, newCodec), sealed: sealed, plaintext: plaintext,
                                tableEntries: workspace.tableEntries)
+                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.size))
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }

@@ -32,11 +32,18 @@ enum BundleSurgery {
     ///   - keyFile: a key file that opens the bundle.
     static func offset(ofChunk chunk: UInt64, byte: UInt64, ofFile path: String, in bundle: String,
                        keyFile: String) throws -> UInt64 {
+        try offset(ofChunk: chunk, byte: byte, ofRawPath: Array(path.utf8), in: bundle, keyFile: keyFile)
+    }
+
+    /// ``offset(ofChunk:byte:ofFile:in:keyFile:)`` for a path given as bytes
+    /// (names that are not UTF-8).
+    static func offset(ofChunk chunk: UInt64, byte: UInt64, ofRawPath path: [UInt8], in bundle: String,
+                       keyFile: String) throws -> UInt64 {
         let materials: [KeyMaterial] = [.rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8)))]
         // Any bundle a test made, links leading outside it included.
         let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials,
                                            options: OpenOptions(allowsExternalSymlinks: true))
-        let entry = try reader.index.resolve(path: Array(path.utf8))
+        let entry = try reader.index.resolve(path: path)
         let layout = reader.header.layout
         precondition(chunk < layout.chunkCount(forPlaintextSize: entry.size), "internal error: no chunk \(chunk) in \(path)")
         return UInt64(reader.header.headerLength) + entry.first + layout.ciphertextOffset(ofChunk: chunk) + byte

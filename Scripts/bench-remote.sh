@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Remote-bundle benchmark (issue 12): a bundle served by nginx on loopback,
+# with 0 and 20 ms of added latency (Scripts/fault-proxy.py), read through
+#   encfs-local   encfs-mount of the bundle file (the reference)
+#   encfs-http    encfs-mount URL (range requests, ciphertext cache)
+#   rclone-http   rclone mount of the plain files over rclone's http
+#                 backend, --vfs-cache-mode full
+#   rclone-crypt  rclone mount of an rclone crypt remote over the http
+#                 backend (the closest encrypted peer), same cache mode
+# Reports mount time, time to the first byte of a cold file, cold and warm
+# sequential MiB/s, 4 KiB random reads per second cold and warm, and bytes
+# the server sent per byte read (from nginx's access log).
+#
+#   Scripts/bench-remote.sh [--quick] [--out DIR] [--systems a,b,...]
+#
+#   --quick        a 64 MiB file instead of 512 MiB, 200 random reads
+#                  instead of 1000; a few minutes on 2 cores
+#   --out DIR      work directory (default /var/tmp/encfs-bench-remote)
+#   --systems LIST a subset of encfs-local,encfs-http,rclone-http,rclone-crypt
+#
+# Needs root (drop_caches, mounts); installs nginx and rclone when missing.
+# Leaves no mount or server behind, also on failure or Ctrl-C.
+# Exit codes: 0 done, 1 a step failed, 2 usage error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/opt/swift/usr/bin:$PATH
+quick=0
+out=/var/tmp/encfs-bench-remote
+systems=encfs-local,encfs-http,rclone-http,rclone-crypt
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --out) out=${2:?--out needs a directory}; shift ;;
+    --systems) systems=${2:?--systems needs a list}; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "bench-remote.sh: error: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ "$(id -u)" -eq 0 ] || { echo "bench-remote.sh: error: needs root (drop_caches, mounts)" >&2; exit 1; }
+missing=()
+for p in nginx rclone fuse3; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; fi
+swift build -c release -Xswiftc -warnings-as-errors >/dev/null
+bin=$(swift build -c release --show-bin-path)
+exec /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick"

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Driver of Scripts/bench-remote.sh (read that file for what is measured).
+
+Every server and mount it starts is stopped in `finally`, also on Ctrl-C.
+Figures are single runs on a loaded 2-core machine: compare systems within
+one run, not across runs.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+children = []
+mounts = []
+
+
+def sh(*args, **kw):
+    return subprocess.run(args, check=True, **kw)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise SystemExit(f"bench-remote: error: {what} did not happen within {seconds} s")
+
+
+def accepts(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def start_nginx(out, root):
+    prefix = os.path.join(out, "nginx")
+    os.makedirs(prefix, exist_ok=True)
+    port = free_port()
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 2; daemon off; master_process on; pid {prefix}/pid; error_log {prefix}/error.log;
+events {{ worker_connections 1024; }}
+http {{ log_format bytes '$body_bytes_sent'; access_log {prefix}/access.log bytes; keepalive_requests 100000;
+  client_body_temp_path {prefix}/b; proxy_temp_path {prefix}/p; fastcgi_temp_path {prefix}/f;
+  uwsgi_temp_path {prefix}/u; scgi_temp_path {prefix}/s; sendfile on;
+  server {{ listen 127.0.0.1:{port}; root {root}; autoindex on; }} }}
+""")
+    children.append(subprocess.Popen(["/usr/sbin/nginx", "-p", prefix, "-c", conf], stderr=subprocess.DEVNULL))
+    wait_for(lambda: accepts(port), 10, "nginx start")
+    return port, os.path.join(prefix, "access.log")
+
+
+def start_proxy(out, upstream, latency_ms):
+    port_file = os.path.join(out, f"proxy-{latency_ms}.port")
+    if os.path.exists(port_file):
+        os.unlink(port_file)
+    children.append(subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "Scripts/fault-proxy.py"), "0", str(upstream), port_file]))
+    wait_for(lambda: os.path.exists(port_file), 10, "proxy start")
+    port = int(open(port_file).read())
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/__proxy/set?mode=pass&latency_ms={latency_ms}").read()
+    return port
+
+
+def served_bytes(log):
+    try:
+        return sum(int(line) for line in open(log) if line.strip().isdigit())
+    except FileNotFoundError:
+        return 0
+
+
+def unmount(mnt):
+    if os.path.ismount(mnt):
+        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while os.path.ismount(mnt) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", mnt], stderr=subprocess.DEVNULL)
+
+
+def mount(system, ctx, base_url, mnt, cache):
+    unmount(mnt)
+    shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache)
+    os.makedirs(mnt, exist_ok=True)
+    start = time.monotonic()
+    if system == "encfs-local":
+        sh(ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key)
+    elif system == "encfs-http":
+        sh(ctx.bin + "/encfs-mount", base_url + "/bundle.encfs", mnt, "--key-file", ctx.key, "--cache-dir", cache)
+    else:
+        config = os.path.join(ctx.out, "rclone.conf")
+        with open(config, "w") as f:
+            f.write(f"[plain]\ntype = http\nurl = {base_url}/plain/\n\n[web]\ntype = http\nurl = {base_url}/crypt/\n\n"
+                    f"[sec]\ntype = crypt\nremote = web:\npassword = {ctx.rclone_password}\n")
+        remote = "plain:" if system == "rclone-http" else "sec:"
+        sh("rclone", "mount", remote, mnt, "--config", config, "--vfs-cache-mode", "full", "--cache-dir", cache,
+           "--read-only", "--daemon", "--dir-cache-time", "1000h")
+    mounts.append(mnt)
+    wait_for(lambda: os.path.ismount(mnt) and "large.bin" in os.listdir(mnt), 60, f"{system} mount")
+    return time.monotonic() - start
+
+
+def read_all(path):
+    start = time.monotonic()
+    total = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            piece = f.read(1 << 20)
+            if not piece:
+                break
+            total += len(piece)
+    return total / (1 << 20) / (time.monotonic() - start)
+
+
+def random_reads(path, offsets):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        start = time.monotonic()
+        for offset in offsets:
+            os.pread(fd, 4096, offset)
+        return len(offsets) / (time.monotonic() - start)
+    finally:
+        os.close(fd)
+
+
+def measure(system, latency, ctx, base_url):
+    mnt, cache = os.path.join(ctx.out, "mnt"), os.path.join(ctx.out, "cache")
+    drop_caches()
+    before = served_bytes(ctx.access_log)
+    mount_seconds = mount(system, ctx, base_url, mnt, cache)
+    large = os.path.join(mnt, "large.bin")
+    # A byte in the middle: the file's first bytes may have come with the
+    # mount's first request.
+    start = time.monotonic()
+    with open(large, "rb", buffering=0) as f:
+        os.pread(f.fileno(), 1, ctx.size // 2)
+    first_byte = time.monotonic() - start
+    drop_caches()
+    cold = read_all(large)
+    transferred = served_bytes(ctx.access_log) - before
+    drop_caches()
+    warm = read_all(large)
+    # Random reads: a fresh mount and an empty cache for the cold figure.
+    mount(system, ctx, base_url, mnt, cache)
+    rng = random.Random(7)
+    offsets = [rng.randrange(0, ctx.size - 4096) & ~4095 for _ in range(ctx.random_reads)]
+    drop_caches()
+    cold_iops = random_reads(large, offsets)
+    drop_caches()
+    warm_iops = random_reads(large, offsets)
+    unmount(mnt)
+    per_byte = transferred / ctx.size if system != "encfs-local" else float("nan")
+    return dict(system=system, latency=latency, mount_s=mount_seconds, first_byte_ms=first_byte * 1000,
+                cold_mibs=cold, warm_mibs=warm, cold_iops=cold_iops, warm_iops=warm_iops, bytes_per_byte=per_byte)
+
+
+def prepare(ctx):
+    src, www = os.path.join(ctx.out, "src"), os.path.join(ctx.out, "www")
+    marker = os.path.join(ctx.out, f"data-{ctx.size}")
+    ctx.key = os.path.join(ctx.out, "key")
+    ctx.bundle = os.path.join(www, "bundle.encfs")
+    ctx.rclone_password = subprocess.run(["rclone", "obscure", "encfs-bench"], check=True, capture_output=True, text=True).stdout.strip()
+    if os.path.exists(marker):
+        return www
+    shutil.rmtree(ctx.out, ignore_errors=True)
+    os.makedirs(os.path.join(src), exist_ok=True)
+    os.makedirs(os.path.join(www, "plain"), exist_ok=True)
+    rng = random.Random(1)
+    with open(os.path.join(src, "large.bin"), "wb") as f:
+        for _ in range(ctx.size >> 20):
+            f.write(rng.randbytes(1 << 20))
+    with open(ctx.key, "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    sh(ctx.bin + "/encfs-pack", src, ctx.bundle, "--key-file", ctx.key, "--quiet")
+    shutil.copy(os.path.join(src, "large.bin"), os.path.join(www, "plain", "large.bin"))
+    config = os.path.join(ctx.out, "pack-rclone.conf")
+    with open(config, "w") as f:
+        f.write(f"[sec]\ntype = crypt\nremote = {www}/crypt\npassword = {ctx.rclone_password}\n")
+    sh("rclone", "copy", src, "sec:", "--config", config)
+    open(marker, "w").close()
+    return www
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--systems", required=True)
+    parser.add_argument("--quick", type=int, default=0)
+    ctx = parser.parse_args()
+    ctx.size = (64 if ctx.quick else 512) << 20
+    ctx.random_reads = 200 if ctx.quick else 1000
+    os.makedirs(ctx.out, exist_ok=True)
+    results = []
+    try:
+        www = prepare(ctx)
+        port, ctx.access_log = start_nginx(ctx.out, www)
+        proxy = start_proxy(ctx.out, port, 20)
+        for system in ctx.systems.split(","):
+            for latency in ([0] if system == "encfs-local" else [0, 20]):
+                url = f"http://127.0.0.1:{port if latency == 0 else proxy}"
+                results.append(measure(system, latency, ctx, url))
+                print(json.dumps(results[-1]), file=sys.stderr)
+    finally:
+        for mnt in set(mounts):
+            unmount(mnt)
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+    print(f"file {ctx.size >> 20} MiB, {ctx.random_reads} random 4 KiB reads; one run, loaded 2-core machine\n")
+    print("| system | added latency, ms | mount, s | first byte, ms | cold seq, MiB/s | warm seq, MiB/s "
+          "| 4K random cold, reads/s | 4K random warm, reads/s | bytes sent per byte read |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        latency = "-" if r["system"] == "encfs-local" else str(r["latency"])
+        per_byte = "-" if r["bytes_per_byte"] != r["bytes_per_byte"] else f"{r['bytes_per_byte']:.3f}"
+        print(f"| {r['system']} | {latency} | {r['mount_s']:.2f} | {r['first_byte_ms']:.1f} | {r['cold_mibs']:.0f} "
+              f"| {r['warm_mibs']:.0f} | {r['cold_iops']:.0f} | {r['warm_iops']:.0f} | {per_byte} |")
+    with open(os.path.join(ctx.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+#ifndef ENCFS_CCURL_SHIM_H
+#define ENCFS_CCURL_SHIM_H
+
+// libcurl is loaded with dlopen when a remote bundle is opened, not linked:
+// linked, it and its dependencies (TLS, Kerberos, LDAP, IDN…) added about
+// 4 MiB to the resident memory of every mount daemon, remote or not. Only
+// the types and constants come from this header.
+#include <curl/curl.h>
+#include <string.h>
+
+// curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot
+// call: one typed helper per argument type, calling the loaded function
+// (`fn`, from dlsym) through its variadic prototype.
+typedef CURLcode (*ccurl_variadic_fn)(CURL *, int, ...);
+
+static inline CURLcode ccurl_setopt_long(void *fn, CURL *handle, CURLoption option, long value) {
+    return ((ccurl_variadic_fn)fn)(handle, (int)option, value);
+}
+static inline CURLcode ccurl_setopt_string(void *fn, CURL *handle, CURLoption option, const char *value) {
+    return ((ccurl_variadic_fn)fn)(handle, (int)option, value);
+}
+static inline CURLcode ccurl_setopt_pointer(void *fn, CURL *handle, CURLoption option, void *value) {
+    return ((ccurl_variadic_fn)fn)(handle, (int)option, value);
+}
+static inline CURLcode ccurl_getinfo_long(void *fn, CURL *handle, CURLINFO info, long *value) {
+    return ((ccurl_variadic_fn)fn)(handle, (int)info, value);
+}
+
+// The transfer's sinks, in C so that no Swift closure crosses into libcurl:
+// the body goes into the caller's buffer (a body longer than the buffer
+// stops the transfer: never more than was asked for is accepted), the
+// response headers into a block the caller parses afterwards.
+struct ccurl_sink {
+    unsigned char *body;
+    size_t body_capacity;
+    size_t body_length;
+    int body_overflow;
+    char *headers;
+    size_t headers_capacity;
+    size_t headers_length;
+};
+
+static inline size_t ccurl_write_body(char *data, size_t size, size_t count, void *userdata) {
+    struct ccurl_sink *sink = (struct ccurl_sink *)userdata;
+    size_t n = size * count;
+    if (n > sink->body_capacity - sink->body_length) {
+        sink->body_overflow = 1;
+        return 0;
+    }
+    memcpy(sink->body + sink->body_length, data, n);
+    sink->body_length += n;
+    return n;
+}
+
+static inline size_t ccurl_write_header(char *data, size_t size, size_t count, void *userdata) {
+    struct ccurl_sink *sink = (struct ccurl_sink *)userdata;
+    size_t n = size * count;
+    // A new status line (after a redirect or 100-continue) starts over.
+    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) sink->headers_length = 0;
+    size_t room = sink->headers_capacity - sink->headers_length;
+    size_t keep = n < room ? n : room;
+    memcpy(sink->headers + sink->headers_length, data, keep);
+    sink->headers_length += keep;
+    return n;
+}
+
+static inline CURLcode ccurl_set_sink(void *setopt, CURL *handle, struct ccurl_sink *sink) {
+    ccurl_variadic_fn fn = (ccurl_variadic_fn)setopt;
+    CURLcode rc = fn(handle, (int)CURLOPT_WRITEFUNCTION, ccurl_write_body);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_WRITEDATA, (void *)sink);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERFUNCTION, ccurl_write_header);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERDATA, (void *)sink);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,190 @@
+import EncFSCore
+import EncFSRemote
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The options for a bundle given as an `http://` or `https://` address,
+/// shared by `encfs-mount` and `encfs-inspect`, and how its secrets reach
+/// the mount daemon.
+///
+/// The address's query string and the `--header-file` lines are secrets:
+/// messages name the bundle by ``RemoteLocation/displayName``, and the
+/// daemon gets them through a pipe (``secretHandOver(_:headers:opened:)``),
+/// never argv. Its argv carries the display name and the other options.
+enum RemoteCommandLine {
+    static let cacheDir = "--cache-dir"
+    static let cacheSize = "--cache-size"
+    static let fetchSize = "--fetch-size"
+    static let connections = "--connections"
+    static let prefetch = "--prefetch"
+    static let headerFile = "--header-file"
+    static let netTimeout = "--net-timeout"
+    static let retries = "--retries"
+    static let caFile = "--ca-file"
+    /// In the daemon's argv: its bundle is remote, secrets on fd 5.
+    static let daemonRemote = "--internal-remote"
+
+    static let parserOptions: [ArgumentParser.Option] = [
+        .init([cacheDir], takesValue: true), .init([cacheSize], takesValue: true), .init([fetchSize], takesValue: true),
+        .init([connections], takesValue: true), .init([prefetch], takesValue: true), .init([headerFile], takesValue: true),
+        .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
+        .init([daemonRemote], takesValue: false),
+    ]
+
+    /// Largest `--header-file`.
+    static let maximumHeaderFile = 32 << 10
+
+    static let help = """
+    remote bundles (BUNDLE is an http:// or https:// address; a presigned
+    URL with its query string works as it is, and is never shown or logged):
+      --cache-dir DIR          ciphertext cache (default $XDG_CACHE_HOME/encfs
+                               or ~/.cache/encfs; as root /var/cache/encfs),
+                               one directory per bundle id
+      --cache-size SIZE        most bytes cached, e.g. 512M, 4G (default 4G;
+                               0: no cache)
+      --fetch-size SIZE        bytes per request and cache file (default 4M)
+      --connections N          kept-alive connections, 1 … 64 (default 4)
+      --prefetch none|index|all
+                               index: keep the sealed index in memory
+                               (default); none: read it through the cache
+                               like content; all: also fetch every byte in
+                               the background until the cache is full
+      --header-file FILE       extra request headers, one "Name: value" per
+                               line (e.g. Authorization), kept out of argv
+      --net-timeout SECONDS    how long one read may wait for the server before
+                               it fails with EIO (default 60; 0: forever)
+      --retries N              attempts after the first within that time
+                               (default 10)
+      --ca-file FILE           trust these certificate authorities (PEM)
+    """
+
+    /// Whether `bundle` is an address rather than a path.
+    static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }
+
+    /// `bundle` as messages may show it: an address without its secrets.
+    static func shown(_ bundle: [UInt8]) -> [UInt8] {
+        guard isRemote(bundle) else { return bundle }
+        return (try? RemoteLocation(bundle))?.displayName ?? Array("(invalid address)".utf8)
+    }
+
+    /// The remote settings in `args`, headers read from `--header-file`.
+    ///
+    /// - Throws: `UsageError` for a value out of range; `CommandError` for a
+    ///   header file that cannot be read or parsed (never its contents).
+    static func options(from args: ArgumentParser.Result) throws -> RemoteOptions {
+        var options = RemoteOptions()
+        options.cacheDirectory = args.value(cacheDir) ?? defaultCacheDirectory()
+        if let text = args.value(cacheSize) {
+            guard let size = ReaderOptions.parseSize(text) else { throw UsageError("\(cacheSize) must be a size such as 512M or 4G") }
+            options.cacheSize = size
+        }
+        if let text = args.value(fetchSize) {
+            guard let size = ReaderOptions.parseSize(text), size >= 64 << 10, size <= 256 << 20 else {
+                throw UsageError("\(fetchSize) must be a size from 64K to 256M")
+            }
+            options.fetchSize = Int(size)
+        }
+        options.connections = try number(args.value(connections), in: 1...64, default: options.connections, connections)
+        options.netTimeout = try number(args.value(netTimeout), in: 0...86400, default: options.netTimeout, netTimeout)
+        options.retries = try number(args.value(retries), in: 0...1000, default: options.retries, retries)
+        if let text = args.value(prefetch) {
+            guard let value = RemoteOptions.Prefetch(rawValue: String(decoding: text, as: UTF8.self)) else {
+                throw UsageError("\(prefetch) must be none, index or all")
+            }
+            options.prefetch = value
+        }
+        options.caFile = args.value(caFile)
+        if let path = args.value(headerFile) {
+            let text: SecureBytes
+            do { text = try FileIO.readSecretFile(path, limit: maximumHeaderFile) } catch {
+                throw CommandError("cannot read header file", path: path)
+            }
+            do {
+                options.headers = try text.withUnsafeBytes { (bytes) throws(RemoteError) in try RemoteOptions.parseHeaders(Array(bytes)) }
+            } catch {
+                throw CommandError(error.description, path: path)
+            }
+        }
+        return options
+    }
+
+    private static func number(_ text: [UInt8]?, in range: ClosedRange<Int>, default value: Int, _ name: String) throws -> Int {
+        guard let text else { return value }
+        guard let n = Int(String(decoding: text, as: UTF8.self)), range.contains(n) else {
+            throw UsageError("\(name) must be a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return n
+    }
+
+    /// `$XDG_CACHE_HOME/encfs`, else `$HOME/.cache/encfs`; for root
+    /// `/var/cache/encfs`; nil when none can be found (no cache).
+    static func defaultCacheDirectory() -> [UInt8]? {
+        if getuid() == 0 { return Array("/var/cache/encfs".utf8) }
+        if let xdg = getenv("XDG_CACHE_HOME"), xdg.pointee == UInt8(ascii: "/") {
+            return Array(String(cString: xdg).utf8) + Array("/encfs".utf8)
+        }
+        if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") {
+            return Array(String(cString: home).utf8) + Array("/.cache/encfs".utf8)
+        }
+        return nil
+    }
+
+    /// Opens `bundle`: a local file, or a remote bundle with `options`.
+    /// A tool that only reads (inspect) uses the cache when it is free and
+    /// goes without it when a mount holds it.
+    static func source(for bundle: [UInt8], options: RemoteOptions?) throws -> any ByteSource {
+        guard isRemote(bundle), let options else { return try FileByteSource(path: bundle) }
+        let location = try RemoteLocation(bundle)
+        do {
+            return try RemoteBundleSource(location: location, options: options)
+        } catch RemoteError.cache {
+            var uncached = options
+            uncached.cacheDirectory = nil
+            return try RemoteBundleSource(location: location, options: uncached)
+        }
+    }
+
+    // MARK: - The daemon
+
+    /// The daemon's argv for the non-secret remote settings; the address
+    /// and the headers go through the hand-over pipe.
+    static func daemonArguments(_ options: RemoteOptions) -> [[UInt8]] {
+        var out: [[UInt8]] = [Array(daemonRemote.utf8)]
+        func add(_ name: String, _ value: String) { out += [Array(name.utf8), Array(value.utf8)] }
+        if let dir = options.cacheDirectory { out += [Array(cacheDir.utf8), dir] }
+        add(cacheSize, String(options.cacheSize))
+        add(fetchSize, String(options.fetchSize))
+        add(connections, String(options.connections))
+        add(prefetch, options.prefetch.rawValue)
+        add(netTimeout, String(options.netTimeout))
+        add(retries, String(options.retries))
+        if let ca = options.caFile { out += [Array(caFile.utf8), ca] }
+        return out
+    }
+
+    /// A pipe whose read end holds the address, the headers and what the
+    /// command's opening request pinned (size, ETag, first bytes), so the
+    /// daemon makes no request of its own before fetching the index.
+    ///
+    /// - Throws: `CommandError` when the pipe cannot be made or filled.
+    static func secretHandOver(_ location: RemoteLocation, headers: [[UInt8]], opened: HTTPByteSource) throws -> FileDescriptor {
+        let payload = RemoteHandOver(url: location.url, headers: headers, pinned: opened.pinned).encoded()
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw CommandError("cannot create pipe for the mount daemon") }
+        let read = FileDescriptor(taking: fds[0])
+        let write = FileDescriptor(taking: fds[1])
+        // The pipe must hold it all, since nobody reads until the daemon
+        // starts: 256 KiB (F_SETPIPE_SZ, not imported) fits the 64 KiB head,
+        // the 32 KiB header file at most and an address.
+        let setPipeSize: Int32 = 1031
+        guard fcntl(write.rawValue, setPipeSize, Int32(256 << 10)) >= payload.count else {
+            throw CommandError("cannot hand the address to the mount daemon (pipe too small)")
+        }
+        do { try payload.withUnsafeBytes { try write.writeAll($0) } } catch {
+            throw CommandError("cannot hand the address to the mount daemon")
+        }
+        return read
+    }
+}

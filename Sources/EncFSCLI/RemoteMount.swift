@@ -1,0 +1,91 @@
+import EncFSCore
+import EncFSMount
+import EncFSRemote
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-mount URL MOUNTPOINT`: a bundle served from an HTTP server.
+///
+/// In the background the command makes the opening request itself (size,
+/// ETag, header), unlocks the key, and hands the daemon the address, the
+/// headers and what it pinned through a pipe on fd 5; the daemon fetches
+/// the index (the mount's second and last request) and serves. With `-f`
+/// this process does both.
+enum RemoteMount {
+    /// Worker threads for a remote mount unless `--threads` is given.
+    static let defaultThreads = 16
+
+    /// Mounts the bundle at `url` as `configuration` says.
+    ///
+    /// - Returns: the exit code.
+    static func run(url: [UInt8], options: RemoteOptions, configuration: MountConfiguration, args: ArgumentParser.Result,
+                    openOptions: OpenOptions, diagnostics: Diagnostics) -> Int32 {
+        var configuration = configuration
+        var options = options
+        let materials: [KeyMaterial]
+        do {
+            materials = try KeyOptions.gather(from: args, confirm: false)
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.code(for: error)
+        }
+        do {
+            try MountCommand.checkMountpoint(configuration.mountpoint)
+            configuration = try MountCommand.withAbsolutePaths(configuration)
+            options.cacheDirectory = try options.cacheDirectory.map(absolute)
+            options.caFile = try options.caFile.map(absolute)
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.failure
+        }
+        do {
+            let location = try RemoteLocation(url)
+            if args.has("--foreground") {
+                let source = try RemoteBundleSource(location: location, options: options)
+                let reader = try BundleReader.open(source: source, materials: materials,
+                                                   indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions)
+                return MountCommand.serveInForeground(reader, configuration, diagnostics: diagnostics)
+            }
+            let http = try HTTPByteSource(location: location, options: options)
+            let keys = try BundleReader.unlock(source: http, materials: materials, options: openOptions)
+            let handOver = try RemoteCommandLine.secretHandOver(location, headers: options.headers, opened: http)
+            var arguments = MountCommand.daemonArguments(configuration)
+            // Before "--", BUNDLE, MOUNTPOINT.
+            arguments.insert(contentsOf: RemoteCommandLine.daemonArguments(options), at: max(0, arguments.count - 3))
+            try MountDaemon.start(bundle: handOver, contentKey: keys.contentKey, arguments: arguments,
+                                  mountpoint: configuration.mountpoint)
+            return ExitCode.success
+        } catch {
+            diagnostics.report(error, path: configuration.bundlePath)
+            if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
+            return ExitCode.failure
+        }
+    }
+
+    /// The daemon's side: the source from what the command handed over on
+    /// `descriptor`.
+    ///
+    /// - Throws: `RemoteError`, `BundleError`.
+    static func receive(from descriptor: FileDescriptor, options: RemoteOptions) throws -> any ByteSource {
+        var bytes = [UInt8](repeating: 0, count: 512 << 10)
+        defer { bytes.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        let n = try bytes.withUnsafeMutableBytes { try FileIO.readFull(descriptor.rawValue, into: $0, path: []) }
+        let handOver = try RemoteHandOver(decoding: Array(bytes.prefix(n)))
+        var options = options
+        options.headers = handOver.headers
+        let http = try HTTPByteSource(location: try RemoteLocation(handOver.url), options: options, pinned: handOver.pinned)
+        return try RemoteBundleSource(http: http, options: options)
+    }
+
+    /// `path` made absolute against the working directory (the daemon
+    /// works from "/"); the directory need not exist yet.
+    private static func absolute(_ path: [UInt8]) throws -> [UInt8] {
+        guard path.first != UInt8(ascii: "/") else { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { throw CommandError("cannot resolve path", path: path) }
+        let directory = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return directory + [UInt8(ascii: "/")] + path
+    }
+}

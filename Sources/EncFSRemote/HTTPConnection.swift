@@ -1,0 +1,179 @@
+internal import CCurl
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One libcurl easy handle: one kept-alive connection (HTTP/1.1, or a
+/// stream of a shared HTTP/2 connection when the server offers it) that
+/// fetches one byte range per request into the caller's buffer.
+///
+/// Not safe from two threads at once: ``HTTPByteSource`` lends each
+/// connection to one request at a time, handing it over through its
+/// pool's mutex, hence `@unchecked Sendable`.
+final class HTTPConnection: @unchecked Sendable {
+    /// What one request got.
+    struct Response {
+        /// libcurl's result: 0 when an HTTP answer arrived.
+        var curlCode: Int32
+        /// libcurl's text for ``curlCode`` (no address in it).
+        var curlMessage: String
+        /// The failure was the certificate's (not trusted, or the CA file
+        /// unusable), which no retry changes.
+        var certificateRefused: Bool {
+            [CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_ISSUER_ERROR]
+                .contains { Int32($0.rawValue) == curlCode }
+        }
+        var status: Int
+        /// Body bytes written to the buffer.
+        var bodyLength: Int
+        /// The body was longer than the buffer (a 200 to a range request).
+        var overflowed: Bool
+        /// Total size from `Content-Range: bytes a-b/TOTAL`.
+        var totalSize: UInt64?
+        /// First byte of the range the server sent.
+        var rangeStart: UInt64?
+        var etag: [UInt8]?
+        /// `Retry-After` in seconds.
+        var retryAfter: Int?
+    }
+
+    /// Bytes of response headers kept for parsing.
+    private static let headerCapacity = 16 << 10
+    private let curl: LibCurl
+    private let handle: UnsafeMutableRawPointer
+    private let sink: UnsafeMutablePointer<ccurl_sink>
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let headers: [[UInt8]]
+
+    /// Sets up a handle for `location` with the options every request
+    /// shares.
+    ///
+    /// - Parameters:
+    ///   - options: the extra request headers (secret: handed to libcurl
+    ///     only), the CA file, the deadline that sets the stall window.
+    ///   - ifMatch: the pinned ETag, sent as `If-Match` on every request.
+    /// - Throws: `RemoteError.setup` when libcurl refuses.
+    init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?) throws(RemoteError) {
+        let curl = try LibCurl.shared()
+        self.curl = curl
+        guard let handle = curl.easyInit() else { throw .setup("curl_easy_init failed") }
+        self.handle = handle
+        sink = .allocate(capacity: 1)
+        sink.initialize(to: ccurl_sink())
+        sink.pointee.headers = .allocate(capacity: Self.headerCapacity)
+        sink.pointee.headers_capacity = Self.headerCapacity
+        var ok = location.url.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_URL, $0) } == CURLE_OK
+        ok = ok && ccurl_set_sink(curl.setopt, handle, sink) == CURLE_OK
+        // No signals from libcurl in a multithreaded daemon; timeouts are
+        // set per request.
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_TCP_KEEPALIVE, 1) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK
+        // Bytes are compared to the header's sizes: no transfer encoding.
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_HTTP_CONTENT_DECODING, 0) == CURLE_OK
+        // A stall: less than 1 KiB/s for 10 s (a third of the read's
+        // deadline when that is shorter, at least 1 s) ends the attempt,
+        // which is then retried, so that one stalled connection does not
+        // use up the whole deadline.
+        let stallSeconds = options.netTimeout == 0 ? 10 : min(10, max(1, options.netTimeout / 3))
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_LOW_SPEED_LIMIT, 1024) == CURLE_OK
+        ok = ok && ccurl_setopt_long(curl.setopt, handle, CURLOPT_LOW_SPEED_TIME, stallSeconds) == CURLE_OK
+        if let caFile = options.caFile {
+            ok = ok && caFile.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_CAINFO, $0) } == CURLE_OK
+        }
+        headers = options.headers
+        ok = ok && (try? requireMatch(ifMatch)) != nil
+        guard ok else {
+            Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
+            throw .setup("libcurl refused an option")
+        }
+    }
+
+    /// Sends `If-Match: etag` with every request from now on (nothing
+    /// when nil), besides the extra headers.
+    ///
+    /// - Throws: `RemoteError.setup` when libcurl refuses.
+    func requireMatch(_ etag: [UInt8]?) throws(RemoteError) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in headers + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []) {
+            guard let longer = header.withCString({ curl.slistAppend(list, $0) }) else {
+                curl.slistFreeAll(list)
+                throw .setup("out of memory for request headers")
+            }
+            list = longer
+        }
+        guard ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
+            curl.slistFreeAll(list)
+            throw .setup("libcurl refused the request headers")
+        }
+        curl.slistFreeAll(headerList)
+        headerList = list
+    }
+
+    deinit { Self.release(curl: curl, handle: handle, sink: sink, list: headerList) }
+
+    private static func release(curl: LibCurl, handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
+                                list: UnsafeMutablePointer<curl_slist>?) {
+        curl.easyCleanup(handle)
+        curl.slistFreeAll(list)
+        sink.pointee.headers.deallocate()
+        sink.deinitialize(count: 1)
+        sink.deallocate()
+    }
+
+    /// GETs `count` bytes at `offset` into `buffer` (the body may not
+    /// exceed it).
+    ///
+    /// - Parameter timeoutMilliseconds: the whole request's limit; 0 none.
+    func get(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int) -> Response {
+        precondition(count >= 1 && count <= buffer.count, "internal error: range of \(count) bytes")
+        sink.pointee.body = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        sink.pointee.body_capacity = count
+        sink.pointee.body_length = 0
+        sink.pointee.body_overflow = 0
+        sink.pointee.headers_length = 0
+        let range = "\(offset)-\(offset + UInt64(count) - 1)"
+        _ = range.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_RANGE, $0) }
+        _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
+        _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_CONNECTTIMEOUT_MS,
+                              timeoutMilliseconds == 0 ? 10_000 : min(timeoutMilliseconds, 10_000))
+        let code = curl.easyPerform(handle)
+        var status = 0
+        _ = ccurl_getinfo_long(curl.getinfo, handle, CURLINFO_RESPONSE_CODE, &status)
+        var response = Response(curlCode: Int32(code.rawValue), curlMessage: curl.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)",
+                                status: status, bodyLength: sink.pointee.body_length,
+                                overflowed: sink.pointee.body_overflow != 0)
+        parseHeaders(into: &response)
+        sink.pointee.body = nil
+        return response
+    }
+
+    /// Content-Range, ETag and Retry-After from the captured header block.
+    private func parseHeaders(into response: inout Response) {
+        let length = min(sink.pointee.headers_length, Self.headerCapacity)
+        let block = Array(UnsafeRawBufferPointer(start: sink.pointee.headers, count: length))
+        for line in block.split(separator: 0x0A) {
+            var line = Array(line)
+            if line.last == 0x0D { line.removeLast() }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
+            let value = Array(line[(colon + 1)...].drop { $0 == 0x20 || $0 == 0x09 })
+            switch name {
+            case "content-range": Self.parseContentRange(value, into: &response)
+            case "etag": response.etag = value
+            case "retry-after": response.retryAfter = Int(String(decoding: value, as: UTF8.self))
+            default: break
+            }
+        }
+    }
+
+    /// `bytes a-b/TOTAL` (or `bytes */TOTAL` with a 416).
+    private static func parseContentRange(_ value: [UInt8], into response: inout Response) {
+        let text = String(decoding: value, as: UTF8.self)
+        guard text.hasPrefix("bytes "), let slash = text.lastIndex(of: "/") else { return }
+        response.totalSize = UInt64(text[text.index(after: slash)...])
+        let range = text[text.index(text.startIndex, offsetBy: 6)..<slash]
+        if let dash = range.firstIndex(of: "-") { response.rangeStart = UInt64(range[..<dash]) }
+    }
+}

@@ -1,0 +1,85 @@
+import EncFS
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `EncryptedBundle(url:unlock:options:)`: the shared fixture bundle served
+/// by a real nginx on 127.0.0.1 (ranges and ETags), read through the public
+/// API with no disk cache, and an error that names the address without
+/// its query string.
+final class RemoteBundleTests: XCTestCase {
+    /// nginx serving the directory of `file` on a free port; stopped by
+    /// the test's teardown.
+    private func serve(_ file: String) throws -> String {
+        guard access("/usr/sbin/nginx", X_OK) == 0 else { throw TestFailure("nginx is not installed (Scripts/install-deps.sh)") }
+        let directory = (file as NSString).deletingLastPathComponent
+        let prefix = NSTemporaryDirectory() + "encfs-nginx-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: prefix, withIntermediateDirectories: true)
+        for _ in 0..<5 {
+            let port = Int.random(in: 20000...60000)
+            let config = """
+            worker_processes 1; daemon off; master_process off; pid \(prefix)/pid; error_log \(prefix)/error.log;
+            events { worker_connections 64; }
+            http { access_log off; client_body_temp_path \(prefix)/b; proxy_temp_path \(prefix)/p;
+                   fastcgi_temp_path \(prefix)/f; uwsgi_temp_path \(prefix)/u; scgi_temp_path \(prefix)/s;
+                   server { listen 127.0.0.1:\(port); root \(directory); } }
+            """
+            try config.write(toFile: "\(prefix)/nginx.conf", atomically: true, encoding: .utf8)
+            let nginx = Process()
+            nginx.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
+            nginx.arguments = ["-p", prefix, "-c", "\(prefix)/nginx.conf"]
+            nginx.standardError = FileHandle.nullDevice
+            try nginx.run()
+            addTeardownBlock {
+                nginx.terminate()
+                nginx.waitUntilExit()
+                try? FileManager.default.removeItem(atPath: prefix)
+            }
+            for _ in 0..<100 where nginx.isRunning {
+                if Self.accepts(port) { return "http://127.0.0.1:\(port)/" }
+                usleep(50_000)
+            }
+        }
+        throw TestFailure("nginx did not start")
+    }
+
+    private static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    func testOpenURL_ReadsLikeTheFile() throws {
+        let fixture = try LibraryFixture.shared()
+        let base = try serve(fixture.appBundle)
+        let name = (fixture.appBundle as NSString).lastPathComponent
+        let remote = try EncryptedBundle(url: base + name + "?X-Amz-Signature=abc", unlock: .keyFile(fixture.keyFile))
+        let local = try EncryptedBundle(path: fixture.appBundle, unlock: .keyFile(fixture.keyFile))
+        XCTAssertEqual(try remote.subpathsOfDirectory(atBytePath: []), try local.subpathsOfDirectory(atBytePath: []))
+        XCTAssertEqual([UInt8](try remote.contents(atPath: "big.bin")), fixture.contents("big.bin"))
+        XCTAssertEqual([UInt8](try remote.contents(atPath: "docs/a.pdf")), fixture.contents("docs/a.pdf"))
+        XCTAssertEqual(remote.bundleID, local.bundleID)
+    }
+
+    func testOpenURL_MissingObjectNamesAddressWithoutQuery() throws {
+        let fixture = try LibraryFixture.shared()
+        let base = try serve(fixture.appBundle)
+        var options = RemoteOptions()
+        options.netTimeout = 2
+        XCTAssertThrowsError(try EncryptedBundle(url: base + "gone.bundle?sig=s3cr3t", unlock: .keyFile(fixture.keyFile),
+                                                 options: options)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("404"), text)
+            XCTAssertFalse(text.contains("s3cr3t"), text)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import XCTest
+
+/// docs/CLI.md's exit codes are a contract: the table lists exactly the
+/// codes each tool uses, and a representative case of each row returns it.
+final class ExitCodeTests: MountTestCase {
+    /// `command → codes` from the table in docs/CLI.md.
+    private func documentedCodes() throws -> [String: Set<Int32>] {
+        let text = try String(contentsOfFile: "\(Tools.repositoryRoot)/docs/CLI.md", encoding: .utf8)
+        var codes: [String: Set<Int32>] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("| encfs-") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 3, let code = Int32(cells[1]) else { continue }
+            codes[cells[0], default: []].insert(code)
+        }
+        return codes
+    }
+
+    func testDocumentedCodes_CoverEveryTool() throws {
+        let codes = try documentedCodes()
+        XCTAssertTrue(text(contains: "treat any other code as failure"))
+        guard let dir = Tools.binaryDirectory else { throw SubprocessError("no binaries") }
+        let tools = try FileManager.default.contentsOfDirectory(atPath: dir).filter {
+            $0.hasPrefix("encfs-") && !$0.contains(".") && !["encfs-fuzz", "encfs-embed-example"].contains($0)
+                && access("\(dir)/\($0)", X_OK) == 0
+        }
+        XCTAssertTrue(tools.contains("encfs-pack") && tools.contains("encfs-mount"), "\(tools)")
+        for tool in tools {
+            XCTAssertEqual(codes[tool], [0, 1, 2], "\(tool) in docs/CLI.md")
+            XCTAssertEqual(try run("\(dir)/\(tool)", ["--help"]).status, 0, tool)
+            XCTAssertEqual(try run("\(dir)/\(tool)", ["--version"]).status, 0, tool)
+            XCTAssertEqual(try run("\(dir)/\(tool)", ["--no-such-option"]).status, 2, tool)
+        }
+    }
+
+    private func text(contains phrase: String) -> Bool {
+        ((try? String(contentsOfFile: "\(Tools.repositoryRoot)/docs/CLI.md", encoding: .utf8)) ?? "").lowercased().contains(phrase)
+    }
+
+    func testRepresentativeCases_ReturnTheDocumentedCode() throws {
+        let source = try scratch.makeDirectory("src")
+        _ = try scratch.write("src/f", Array("data".utf8))
+        let key = try makeKeyFile()
+        let wrong = try makeKeyFile("wrong")
+        let bundle = scratch.url("b.encfs")
+        let mnt = try scratch.makeDirectory("mnt")
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mnt, foreground: nil) }
+        let cases: [(tool: String, arguments: [String], code: Int32)] = [
+            (try Tools.pack(), [source, bundle, "--key-file", key, "--quiet"], 0),
+            (try Tools.pack(), [scratch.url("missing"), scratch.url("x.encfs"), "--key-file", key], 1),
+            (try Tools.pack(), [source], 2),
+            (try Tools.inspect(), ["verify", bundle, "--key-file", key], 0),
+            (try Tools.inspect(), ["verify", bundle, "--key-file", wrong], 1),
+            (try Tools.inspect(), ["frobnicate", bundle], 2),
+            (try Tools.mount(), [bundle, mnt, "--key-file", wrong], 1),
+            (try Tools.mount(), [bundle, mnt, "-o", "passphrase=x"], 2),
+            (try Tools.mount(), [bundle, mnt, "--key-file", key], 0),
+            (try Tools.keygen(), ["--symmetric", "-o", key], 1),
+            (try Tools.keygen(), ["--symmetric", "-o", scratch.url("new.key")], 0),
+            (try Tools.keygen(), ["--symmetric", "--sign"], 2),
+        ]
+        let documented = try documentedCodes()
+        for (tool, arguments, code) in cases {
+            let name = URL(fileURLWithPath: tool).lastPathComponent
+            XCTAssertTrue(documented[name]?.contains(code) ?? false, "\(name) \(code) not in docs/CLI.md")
+            let result = try run(tool, arguments, timeout: 60)
+            XCTAssertEqual(result.status, code, result.summary)
+        }
+        XCTAssertTrue(MountTable.isServing(mnt))
+    }
+}
