@@ -8,6 +8,8 @@ extension PackCommand {
             ("symlinks", .number(summary.symlinks)), ("skipped", .number(summary.skipped)),
             ("excluded", .number(summary.excluded)), ("external_symlinks", .number(summary.externalSymlinks)),
             ("plaintext_bytes", .number(summary.plaintextBytes)), ("bundle_bytes", .number(summary.bundleBytes)),
+            ("format_version", .number(summary.formatVersion)), ("deduplicated_files", .number(summary.sharedFiles)),
+            ("deduplicated_bytes", .number(summary.sharedBytes)),
             ("milliseconds", .number(Int64((seconds * 1000).rounded()))),
             ("signer", summary.signerFingerprint.map { .string($0) } ?? .null),
         ])
