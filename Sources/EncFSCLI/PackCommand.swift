@@ -53,8 +53,9 @@ public enum PackCommand {
                                nothing written. Without it each is stored
                                with a warning, and encfs-mount refuses the
                                bundle unless given --allow-external-symlinks
-      -q, --quiet              no summary line, no progress (warnings and
-                               errors are still shown)
+      -q, --quiet              errors only: no summary line, no progress, no
+                               warnings (--strict turns the symlink warning
+                               into an error)
       --progress               draw progress on stderr even when it is not a
                                terminal (by default only on a terminal)
       --json                   the summary as one JSON document on stdout
@@ -133,7 +134,9 @@ public enum PackCommand {
             let summary: PackSummary
             do {
                 defer { display?.finish() }
+                let quiet = args.has("--quiet")
                 summary = try BundleWriter.pack(source: source, destination: destination, options: options) { message, path in
+                    if quiet { return }
                     guard let display else { return diagnostics.warning(message, path: path) }
                     display.interrupting { diagnostics.warning(message, path: path) }
                 }

@@ -38,7 +38,7 @@ final class ExternalSymlinkTests: MountTestCase {
     private func packEscaping() throws -> (source: String, bundle: String, result: ProcessResult) {
         let source = try makeSource("escaping", links: [("abs", "/etc/hostname"), ("sub/rel", "../../../../etc/hostname")])
         let bundle = scratch.url("escaping.encfs")
-        return (source, bundle, try pack(source, bundle, ["--key-file", key, "-q"]))
+        return (source, bundle, try pack(source, bundle, ["--key-file", key]))
     }
 
     /// Runs `encfs-mount` expecting a refusal; the mountpoint is unmounted

@@ -92,9 +92,14 @@ final class OutputEscapingTests: MountTestCase {
         // A FIFO (skipped with a warning) whose name holds a newline and ESC:
         // one warning line.
         guard mkfifo("\(source)/fifo\n\u{1B}[1Aname", 0o644) == 0 else { throw SubprocessError("mkfifo") }
-        let packed = try pack(source, scratch.url("warned.encfs"), ["--key-file", key, "-q"])
+        let packed = try pack(source, scratch.url("warned.encfs"), ["--key-file", key])
         XCTAssertEqual(packed.status, 0, packed.summary)
         XCTAssertEqual(packed.errorLines, ["encfs-pack: warning: skipping fifo, only regular files, directories and symlinks are packed ("
                                            + source + #"/fifo\x0a\x1b[1Aname)"#])
+        // --quiet: errors only, so the same pack prints nothing at all.
+        let quiet = try pack(source, scratch.url("quiet.encfs"), ["--key-file", key, "--quiet"])
+        XCTAssertEqual(quiet.status, 0, quiet.summary)
+        XCTAssertEqual(quiet.errorLines, [])
+        XCTAssertTrue(quiet.output.isEmpty, quiet.summary)
     }
 }
