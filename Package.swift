@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "encfs-mount", targets: ["encfs-mount"]),
         .executable(name: "encfs-inspect", targets: ["encfs-inspect"]),
         .executable(name: "encfs-keygen", targets: ["encfs-keygen"]),
+        .executable(name: "encfs-ctl", targets: ["encfs-ctl"]),
         .library(name: "EncFS", targets: ["EncFS"]),
     ],
     targets: [
@@ -55,6 +56,7 @@ let package = Package(
         .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-keygen", dependencies: ["EncFSCLI"]),
+        .executableTarget(name: "encfs-ctl", dependencies: ["EncFSCLI"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),

@@ -37,6 +37,9 @@ public enum MountCommand {
     them again itself):
     \(ReaderOptions.originHelp)
 
+    lock options (control a mount with encfs-ctl MOUNTPOINT status|lock|unlock):
+    \(LockOptions.help)
+
     options:
       -f, --foreground         stay in the foreground, log to stderr, unmount
                                cleanly on SIGINT or SIGTERM; with NOTIFY_SOCKET
@@ -94,7 +97,8 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
-    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions + RemoteCommandLine.parserOptions)
+    ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions + RemoteCommandLine.parserOptions
+        + LockOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
@@ -150,8 +154,20 @@ public enum MountCommand {
         }
         if let warning = AccessOptions.warning(for: configuration.access) { diagnostics.warning(warning) }
         if let remote {
+            if configuration.lock.startsLocked {
+                diagnostics.error("\(LockOptions.startLocked) is not supported for a remote bundle")
+                diagnostics.hint("see encfs-mount --help")
+                return ExitCode.usage
+            }
             return RemoteMount.run(url: remote.url, options: remote.options, configuration: configuration, args: args,
                                    openOptions: openOptions, diagnostics: diagnostics)
+        }
+        if configuration.lock.startsLocked {
+            // No key is used; secrets in the environment still must not
+            // reach the daemon's.
+            _ = KeySources.takeEnvironment(KeySources.keyVariable)
+            _ = KeySources.takeEnvironment(KeySources.passphraseVariable)
+            return mountLocked(configuration, foreground: args.has("--foreground"), options: openOptions, diagnostics: diagnostics)
         }
         let materials: [KeyMaterial]
         do {
@@ -167,8 +183,11 @@ public enum MountCommand {
         let opened: OpenedBundle
         do {
             if args.has("--foreground") {
-                opened = .reader(try BundleReader.open(path: configuration.bundlePath, materials: materials,
-                                                       indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions))
+                // Handed over, not kept: a lock must drop the last reference.
+                let source = try FileByteSource(path: configuration.bundlePath)
+                opened = .reader(ReaderHandoff(try BundleReader.open(source: source, materials: materials,
+                                                                     indexCacheBytes: configuration.indexCacheKB << 10,
+                                                                     options: openOptions)), source: source)
             } else {
                 let source = try FileByteSource(path: configuration.bundlePath)
                 opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials,
@@ -197,15 +216,48 @@ public enum MountCommand {
                 if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
                 return ExitCode.failure
             }
-        case .reader(let reader):
-            return serveInForeground(reader, configuration, diagnostics: diagnostics)
+        case .reader(let reader, let source):
+            return serveInForeground(reader, source: source, configuration, options: openOptions, diagnostics: diagnostics)
+        }
+    }
+
+    /// `--start-locked`: checks that the bundle is one (its header, which
+    /// needs no key) and mounts it locked, in the background or not.
+    private static func mountLocked(_ configuration: MountConfiguration, foreground: Bool, options: OpenOptions,
+                                    diagnostics: Diagnostics) -> Int32 {
+        let source: FileByteSource
+        var configuration = configuration
+        do {
+            source = try FileByteSource(path: configuration.bundlePath)
+            _ = try BundleReader.readHeader(source: source)
+        } catch {
+            diagnostics.report(error, path: configuration.bundlePath)
+            return ExitCode.failure
+        }
+        do {
+            try checkMountpoint(configuration.mountpoint)
+            configuration = try withAbsolutePaths(configuration)
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.failure
+        }
+        if foreground {
+            return serveInForeground(ReaderHandoff(nil), source: source, configuration, options: options, diagnostics: diagnostics)
+        }
+        do {
+            try MountDaemon.start(bundle: source.descriptor, contentKey: nil, arguments: daemonArguments(configuration),
+                                  mountpoint: configuration.mountpoint)
+            return ExitCode.success
+        } catch {
+            diagnostics.report(error, path: configuration.mountpoint)
+            return ExitCode.failure
         }
     }
 
     /// What the command opened: the whole bundle when it serves in the
     /// foreground, the unlocked file and keys when a daemon will serve.
     private enum OpenedBundle {
-        case reader(BundleReader)
+        case reader(ReaderHandoff, source: FileByteSource)
         case unlocked(source: FileByteSource, keys: BundleKeys)
     }
 
@@ -227,8 +279,8 @@ public enum MountCommand {
     }
 
     /// Serves until unmounted or signalled, logging to stderr or the log file.
-    static func serveInForeground(_ reader: BundleReader, _ configuration: MountConfiguration,
-                                          diagnostics: Diagnostics) -> Int32 {
+    static func serveInForeground(_ reader: ReaderHandoff, source: any ByteSource, _ configuration: MountConfiguration,
+                                  options: OpenOptions, diagnostics: Diagnostics) -> Int32 {
         let logger: MountLogger
         if let logFile = configuration.logFile {
             guard let fileLogger = MountLogger.appending(to: logFile) else {
@@ -241,9 +293,10 @@ public enum MountCommand {
         }
         logger.warnIfSecretsNotLocked()
         do {
-            let session = try MountSession(reader: reader, bundlePath: configuration.bundlePath,
-                                           mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
-                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames,
+            let session = try MountSession(reader: reader, source: source, options: options, lock: configuration.lock,
+                                           bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
+                                           extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
+                                           logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
                                            accessRules: configuration.access)
             // Type=notify: ready once mounted (requests queue until the
             // loop runs), stopping once the loop has ended.
@@ -305,6 +358,7 @@ public enum MountCommand {
            !configuration.fuseOptions.contains("allow_other") {
             configuration.fuseOptions.append("allow_other")
         }
+        configuration.lock = try LockOptions.settings(from: args)
         return configuration
     }
 
@@ -329,6 +383,7 @@ public enum MountCommand {
         add("--threads", Array(String(configuration.threads).utf8))
         out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         out += AccessOptions.daemonArguments(for: configuration.access)
+        out += LockOptions.daemonArguments(configuration.lock)
         add("--")
         return out + [configuration.bundlePath, configuration.mountpoint]
     }

@@ -44,9 +44,11 @@ enum RemoteMount {
             let location = try RemoteLocation(url)
             if args.has("--foreground") {
                 let source = try RemoteBundleSource(location: location, options: options)
-                let reader = try BundleReader.open(source: source, materials: materials,
-                                                   indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions)
-                return MountCommand.serveInForeground(reader, configuration, diagnostics: diagnostics)
+                // Handed over, not kept: a lock must drop the last reference.
+                let reader = ReaderHandoff(try BundleReader.open(source: source, materials: materials,
+                                                                 indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions))
+                return MountCommand.serveInForeground(reader, source: source, configuration, options: openOptions,
+                                                      diagnostics: diagnostics)
             }
             let http = try HTTPByteSource(location: location, options: options)
             let keys = try BundleReader.unlock(source: http, materials: materials, options: openOptions)

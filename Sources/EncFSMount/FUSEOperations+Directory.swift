@@ -21,7 +21,12 @@ extension FUSEOperations {
     /// ``DirectoryCursor`` for what offsets mean).
     private static func listDirectory(_ req: fuse_req_t?, inode: fuse_ino_t, size: Int, offset: off_t, plus: Bool) {
         guard let context = MountContext.of(req) else { return reply(req, errno: EIO) }
-        guard let directory = entry(req, context, inode: inode) else { return }
+        context.serve(req) { reader in listDirectory(req, context, reader, inode: inode, size: size, offset: offset, plus: plus) }
+    }
+
+    private static func listDirectory(_ req: fuse_req_t?, _ context: MountContext, _ reader: BundleReader, inode: fuse_ino_t,
+                                      size: Int, offset: off_t, plus: Bool) {
+        guard let directory = entry(req, context, reader, inode: inode) else { return }
         guard directory.kind == .directory else { return reply(req, errno: ENOTDIR) }
         guard var cursor = DirectoryCursor(offset: offset, childCount: directory.children.count) else {
             return reply(req, errno: EINVAL)
@@ -30,8 +35,7 @@ extension FUSEOperations {
         // wiped once libfuse has copied the reply: names are as secret as
         // contents. The kernel asks for a page or so at a time; a larger
         // request gets at most max_read bytes of names.
-        let scratch: WorkerScratch
-        do { scratch = try context.scratch() } catch { return context.reply(req, failure: error, inode: inode) }
+        let scratch = context.scratch()
         let capacity = min(max(size, 0), MountContext.maximumRead)
         var grown = false
         let buffer = UnsafeMutableRawBufferPointer(rebasing: scratch.buffer(size: capacity, grown: &grown).bytes[0..<capacity])
@@ -46,14 +50,14 @@ extension FUSEOperations {
         }
         do {
             while let slot = cursor.slot {
-                let entry = try listedEntry(slot, of: directory, index: context.reader.index, name: name)
+                let entry = try listedEntry(slot, of: directory, index: reader.index, name: name)
                 let remaining = capacity - used
                 let added: Int
                 if plus {
-                    var e = context.entryParameters(of: entry)
+                    var e = context.entryParameters(of: entry, in: reader)
                     added = fuse_add_direntry_plus(req, base + used, remaining, cname, &e, cursor.nextOffset)
                 } else {
-                    var st = context.attributes(of: entry)
+                    var st = context.attributes(of: entry, in: reader)
                     added = fuse_add_direntry(req, base + used, remaining, cname, &st, cursor.nextOffset)
                 }
                 if added > remaining { break }

@@ -12,6 +12,8 @@ import Glibc
 /// or the reader, and catches everything: an error becomes an errno and a
 /// log line in one place (``MountContext/reply(_:failure:inode:)``), and
 /// what a caller may open is decided in one place (``AccessPolicy``).
+/// Whatever needs a key or a name goes through ``MountContext/serve(_:_:)``,
+/// which answers ENOKEY while the mount is locked.
 ///
 /// By concern: this file holds the table and the helpers every operation
 /// uses; `+Init` the connection setup; `+Entries` lookup, attributes,
@@ -35,9 +37,11 @@ enum FUSEOperations {
         ops.readlink = { req, ino in FUSEOperations.readlink(req, inode: ino) }
         ops.open = { req, ino, fi in FUSEOperations.open(req, inode: ino, info: fi) }
         ops.opendir = { req, ino, fi in FUSEOperations.opendir(req, inode: ino, info: fi) }
-        ops.release = { req, _, _ in FUSEOperations.release(req) }
-        ops.releasedir = { req, _, _ in FUSEOperations.release(req) }
-        ops.read = { req, ino, size, offset, _ in FUSEOperations.read(req, inode: ino, size: size, offset: offset) }
+        ops.release = { req, _, fi in FUSEOperations.release(req, handle: fi?.pointee.fh ?? 0) }
+        ops.releasedir = { req, _, fi in FUSEOperations.release(req, handle: fi?.pointee.fh ?? 0) }
+        ops.read = { req, ino, size, offset, fi in
+            FUSEOperations.read(req, inode: ino, size: size, offset: offset, handle: fi?.pointee.fh ?? 0)
+        }
         ops.readdir = { req, ino, size, offset, _ in FUSEOperations.readdir(req, inode: ino, size: size, offset: offset) }
         ops.readdirplus = { req, ino, size, offset, _ in FUSEOperations.readdirplus(req, inode: ino, size: size, offset: offset) }
         ops.statfs = { req, _ in FUSEOperations.statfs(req) }
@@ -70,9 +74,9 @@ enum FUSEOperations {
 
     /// The entry of `inode`, or nil after answering ENOENT (no such inode)
     /// or the failure (through the context's one policy).
-    static func entry(_ req: fuse_req_t?, _ context: MountContext, inode: fuse_ino_t) -> IndexEntry? {
+    static func entry(_ req: fuse_req_t?, _ context: MountContext, _ reader: BundleReader, inode: fuse_ino_t) -> IndexEntry? {
         do {
-            if let entry = try context.reader.index.entry(inode: inode) { return entry }
+            if let entry = try reader.index.entry(inode: inode) { return entry }
             reply(req, errno: ENOENT)
         } catch {
             context.reply(req, failure: error, inode: inode)

@@ -15,7 +15,9 @@ import Glibc
 /// read (readahead, then the page itself) and programs retry too, and one
 /// damaged chunk must not flood the log.
 final class FailurePolicy: Sendable {
-    private let reader: BundleReader
+    /// Names entries for `--log-names`; read only from within a request
+    /// (``LockableBundle/readerWithinRequest``).
+    private let bundle: LockableBundle
     private let logger: MountLogger
     /// Whether log lines may carry the entry's path (`--log-names`).
     private let logNames: Bool
@@ -29,8 +31,8 @@ final class FailurePolicy: Sendable {
     /// The same bound for other failures, which differ far less.
     static let maximumRememberedMessages = 64
 
-    init(reader: BundleReader, logger: MountLogger, logNames: Bool) {
-        self.reader = reader
+    init(bundle: LockableBundle, logger: MountLogger, logNames: Bool) {
+        self.bundle = bundle
         self.logger = logger
         self.logNames = logNames
     }
@@ -69,9 +71,9 @@ final class FailurePolicy: Sendable {
     }
 
     /// The path of the entry at `position` when names may be logged
-    /// (also for ``DenialLog``); nil otherwise.
+    /// (also for ``DenialLog``); nil otherwise, and while locked.
     func loggableName(ofEntryAt position: Int) -> [UInt8]? {
-        guard logNames, position >= 0, position < reader.index.count else { return nil }
+        guard logNames, let reader = bundle.readerWithinRequest, position >= 0, position < reader.index.count else { return nil }
         // The root's path is empty; "/" reads better in a log line.
         // Built upwards only as far as a log line shows (a chain of nested
         // directories makes paths of any length).

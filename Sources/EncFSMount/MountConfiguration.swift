@@ -36,6 +36,9 @@ package struct MountConfiguration: Sendable, Equatable {
     /// Who may open, and whether reads are checked (`--allow-uid`,
     /// `--allow-gid`, `--allow-exe`, `--allow-cgroup`, `--enforce-reads`).
     package var access = AccessRules()
+    /// How the mount locks and where its control socket goes
+    /// (`--protection`, `--idle-lock`, `--start-locked`).
+    package var lock = LockSettings()
 
     package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
         self.bundlePath = bundlePath

@@ -8,12 +8,16 @@ import Glibc
 
 /// Everything the FUSE callbacks need, reached through `fuse_req_userdata`.
 ///
-/// Immutable apart from per-thread scratch (behind a thread-specific key)
-/// and the failure log's memory (behind a `Mutex`): callbacks run concurrently
-/// on libfuse's worker threads. No globals, so two mounts
-/// can live in one process.
+/// Immutable apart from per-thread scratch (behind a thread-specific key),
+/// the failure log's memory (behind a `Mutex`) and the bundle, which a lock
+/// takes away (``LockableBundle``): callbacks run concurrently on libfuse's
+/// worker threads. No globals, so two mounts can live in one process.
 final class MountContext: Sendable {
-    let reader: BundleReader
+    /// The bundle and its lock; requests reach the reader only through
+    /// ``serve(_:_:)``.
+    let bundle: LockableBundle
+    /// How this mount locks (`--protection`, `--idle-lock`, `--start-locked`).
+    let lockSettings: LockSettings
     let logger: MountLogger
     let uid: uid_t
     let gid: gid_t
@@ -48,19 +52,23 @@ final class MountContext: Sendable {
 
     /// Whether every open and opendir must be answered here, never with
     /// the ENOSYS that lets the kernel skip all later ones: the one place
-    /// that says so, for every feature that needs to see each open (today
-    /// the access policy's rules).
-    var answersEveryOpen: Bool { access.answersEveryOpen }
+    /// that says so, for every feature that needs to see each open (the
+    /// access policy's rules; a mount that may lock, which counts handles,
+    /// refuses opens while locked and keeps `unless-open` files' keys).
+    var answersEveryOpen: Bool { access.answersEveryOpen || lockSettings.needsEveryOpen }
 
     /// - Parameters:
-    ///   - reader: the opened bundle.
+    ///   - bundle: the bundle, unlocked or not.
+    ///   - lockSettings: how the mount locks.
     ///   - logger: where failures are logged.
     ///   - logNames: whether log lines may name entries (`--log-names`).
     ///   - accessRules: who may open (`--allow-*`, `--enforce-reads`).
-    init(reader: BundleReader, logger: MountLogger, logNames: Bool, accessRules: AccessRules = AccessRules()) {
-        self.reader = reader
+    init(bundle: LockableBundle, lockSettings: LockSettings, logger: MountLogger, logNames: Bool,
+         accessRules: AccessRules = AccessRules()) {
+        self.bundle = bundle
+        self.lockSettings = lockSettings
         self.logger = logger
-        failures = FailurePolicy(reader: reader, logger: logger, logNames: logNames)
+        failures = FailurePolicy(bundle: bundle, logger: logger, logNames: logNames)
         access = AccessPolicy(rules: accessRules, denials: DenialLog(logger: logger, failures: failures))
         uid = getuid()
         gid = getgid()
@@ -87,9 +95,49 @@ final class MountContext: Sendable {
     /// see ``MountSession/kernelOptions(bundlePath:extra:)``).
     static let unservedModeBits: mode_t = 0o6000
 
+    /// Runs `body` with the unlocked bundle's reader, holding its gate for
+    /// the whole request (the reply included: it is sent from the thread's
+    /// scratch, which a lock wipes); answers ENOKEY ("Required key not
+    /// available", as fscrypt does) when the mount is locked.
+    ///
+    /// Counts as use for `--idle-lock`. `body` must not call `serve` again.
+    ///
+    /// - Parameter whenLocked: answers instead while locked (still within
+    ///   the gate, so it may use the thread's scratch); by default ENOKEY.
+    func serve(_ req: fuse_req_t?, _ body: (BundleReader) -> Void, whenLocked: (() -> Void)? = nil) {
+        bundle.activity.touch()
+        bundle.withGate { reader in
+            if let reader { return body(reader) }
+            if let whenLocked { return whenLocked() }
+            _ = fuse_reply_err(req, ENOKEY)
+        }
+    }
+
+    /// The stat of the root while locked: an empty directory only its
+    /// owner may enter, so the mountpoint still answers `stat` (and
+    /// `encfs-ctl` finds it) without showing anything of the bundle.
+    var lockedRootAttributes: stat {
+        var st = stat()
+        st.st_ino = ino_t(FUSE_ROOT_ID)
+        st.st_uid = uid
+        st.st_gid = gid
+        st.st_blksize = 4096
+        st.st_mode = S_IFDIR | 0o500
+        st.st_nlink = 2
+        st.st_size = 4096
+        st.st_blocks = 8
+        return st
+    }
+
     /// The stat of `entry` as a read-only ext4 mounted `nosuid` would
     /// report it.
-    func attributes(of entry: IndexEntry) -> stat {
+    func attributes(of entry: IndexEntry, in reader: BundleReader) -> stat {
+        attributes(of: entry, subdirectoryCount: reader.index.subdirectoryCount(of: entry))
+    }
+
+    /// The stat of `entry`, a directory with `subdirectoryCount`
+    /// subdirectories or not a directory (0).
+    func attributes(of entry: IndexEntry, subdirectoryCount: Int) -> stat {
         var st = stat()
         st.st_ino = ino_t(entry.position + 1)
         st.st_uid = uid
@@ -99,7 +147,7 @@ final class MountContext: Sendable {
         switch entry.kind {
         case .directory:
             st.st_mode = S_IFDIR | perm
-            st.st_nlink = nlink_t(2 + reader.index.subdirectoryCount(of: entry))
+            st.st_nlink = nlink_t(2 + subdirectoryCount)
             st.st_size = 4096
             st.st_blocks = 8
         case .file:
@@ -121,12 +169,14 @@ final class MountContext: Sendable {
         return st
     }
 
-    /// The reply for a lookup of `entry`.
-    func entryParameters(of entry: IndexEntry) -> fuse_entry_param {
+    /// The reply for a lookup of `entry`; the kernel will cache it, so
+    /// the inode is recorded for invalidation at lock.
+    func entryParameters(of entry: IndexEntry, in reader: BundleReader) -> fuse_entry_param {
+        bundle.seen.insert(entry.position)
         var e = fuse_entry_param()
         e.ino = fuse_ino_t(entry.position + 1)
         e.generation = 1
-        e.attr = attributes(of: entry)
+        e.attr = attributes(of: entry, in: reader)
         e.attr_timeout = Self.cacheTimeout
         e.entry_timeout = Self.cacheTimeout
         return e
@@ -159,14 +209,14 @@ final class MountContext: Sendable {
     /// locked in memory, would cost RSS for nothing.
     static let bufferStep = 128 << 10
 
-    /// The calling worker thread's scratch, made on its first read.
-    ///
-    /// - Throws: `BundleError.crypto` when a cipher context cannot be made.
-    func scratch() throws -> WorkerScratch {
+    /// The calling worker thread's scratch, made on its first request and
+    /// registered with the bundle, whose lock wipes it.
+    func scratch() -> WorkerScratch {
         if let raw = pthread_getspecific(scratchKey) {
             return Unmanaged<WorkerScratch>.fromOpaque(raw).takeUnretainedValue()
         }
-        let scratch = WorkerScratch(workspace: try reader.makeWorkspace())
+        let scratch = WorkerScratch()
+        bundle.register(scratch)
         warnIfMemoryNotLocked()
         // Released by the key's destructor when the thread ends.
         guard pthread_setspecific(scratchKey, Unmanaged.passRetained(scratch).toOpaque()) == 0 else {

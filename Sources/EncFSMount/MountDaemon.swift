@@ -15,7 +15,8 @@ import Glibc
 /// its own session with stdio on /dev/null and gets, besides its argv (the
 /// settings, never a secret):
 ///
-///     fd 3  the content key, 32 bytes, then end of file
+///     fd 3  the content key, 32 bytes, then end of file (nothing when
+///           the mount starts locked: `--start-locked`)
 ///     fd 4  its verdict: "0" once mounted, or "1" MESSAGE [NUL PATH]
 ///     fd 5  the bundle the command opened and checked (the path in argv
 ///           is for messages: a file renamed over it later changes nothing);
@@ -46,13 +47,13 @@ package enum MountDaemon {
     ///
     /// - Parameters:
     ///   - bundle: the opened, checked bundle.
-    ///   - contentKey: the key it unlocked.
+    ///   - contentKey: the key it unlocked; nil to start locked.
     ///   - arguments: the daemon's settings (what follows ``flag``).
     ///   - mountpoint: absolute; checked for an answer once the daemon
     ///     reports the mount.
     /// - Throws: `MountError` when the daemon cannot start, take the key,
     ///   mount or serve.
-    package static func start(bundle: FileDescriptor, contentKey: SymmetricKey, arguments: [[UInt8]],
+    package static func start(bundle: FileDescriptor, contentKey: SymmetricKey?, arguments: [[UInt8]],
                               mountpoint: [UInt8]) throws(MountError) {
         signal(SIGPIPE, SIG_IGN)
         let (pid, verdict) = try spawnWithKey(bundle: bundle, contentKey: contentKey, arguments: arguments)
@@ -75,7 +76,7 @@ package enum MountDaemon {
     /// by locals), so the verdict pipe ends at the daemon's last close.
     ///
     /// - Returns: the daemon's pid and the read end of its verdict pipe.
-    private static func spawnWithKey(bundle: FileDescriptor, contentKey: SymmetricKey,
+    private static func spawnWithKey(bundle: FileDescriptor, contentKey: SymmetricKey?,
                                      arguments: [[UInt8]]) throws(MountError) -> (pid_t, FileDescriptor) {
         let key = try makePipe()
         let verdict = try makePipe()
@@ -85,7 +86,7 @@ package enum MountDaemon {
         do { bundleCopy = try bundle.duplicate(lowest: 10) } catch { throw .daemonNotStarted(errno: error.errno, operation: "hand over the bundle") }
         let pid = try spawn(arguments: arguments, key: key.read, verdict: verdict.write, bundle: bundleCopy)
         do {
-            try contentKey.withUnsafeBytes { (bytes) throws(BundleError) in try key.write.writeAll(bytes) }
+            try contentKey?.withUnsafeBytes { (bytes) throws(BundleError) in try key.write.writeAll(bytes) }
         } catch {
             kill(pid, SIGTERM)
             reap(pid)
@@ -192,29 +193,39 @@ package enum MountDaemon {
             guard let error = error as? BundleError else { return fail("\(error)", path: path) }
             return fail(error.message, path: error.path ?? path)
         }
-        let key: SymmetricKey
-        do { key = try receiveKey() } catch {
-            return fail("no key received from the parent process", path: nil)
+        var key: SymmetricKey?
+        if !configuration.lock.startsLocked {
+            do { key = try receiveKey() } catch {
+                return fail("no key received from the parent process", path: nil)
+            }
         }
         let logger = configuration.logFile.flatMap(MountLogger.appending(to:)) ?? MountLogger(sink: .syslog)
         logger.warnIfSecretsNotLocked()
         _ = chdir("/")
-        let reader: BundleReader
+        let reader: ReaderHandoff
+        let source: any ByteSource
+        // An unlock through the control socket opens the bundle again with
+        // these (the scrypt limit is the default one).
+        let options = OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks, origin: configuration.origin)
         do {
             // The command checked only the header; a damaged index is
             // reported from here, naming the bundle.
-            let source = try openSource(FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
+            source = try openSource(FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
             // The origin too: the daemon reads the index a signature covers.
-            reader = try BundleReader.open(source: source, contentKey: key, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           options: OpenOptions(allowsExternalSymlinks: configuration.allowsExternalSymlinks,
-                                                                origin: configuration.origin))
+            // The handoff is the only holder until the session takes it.
+            reader = ReaderHandoff(try key.map {
+                try BundleReader.open(source: source, contentKey: $0, indexCacheBytes: configuration.indexCacheKB << 10, options: options)
+            })
         } catch {
             return fail(error, path: configuration.bundlePath)
         }
+        // Only the reader holds the key from here on (a lock drops it).
+        key = nil
         do {
-            let session = try MountSession(reader: reader, bundlePath: configuration.bundlePath,
-                                           mountpoint: configuration.mountpoint, extraOptions: configuration.fuseOptions,
-                                           logger: logger, threads: configuration.threads, logNames: configuration.logNames,
+            let session = try MountSession(reader: reader, source: source, options: options, lock: configuration.lock,
+                                           bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
+                                           extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
+                                           logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
                                            accessRules: configuration.access)
             try session.serve(readaheadKB: configuration.readaheadKB) {
                 report([UInt8(ascii: "0")])

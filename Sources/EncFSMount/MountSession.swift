@@ -60,7 +60,7 @@ public final class MountSession {
         return (baseOptions + ["fsname=encfs:\(fsname)"] + kept).joined(separator: ",")
     }
 
-    /// Prepares a session.
+    /// Prepares a session that never locks and has no control socket.
     ///
     /// - Parameters:
     ///   - reader: the opened bundle.
@@ -74,12 +74,31 @@ public final class MountSession {
     ///   - accessRules: who may open (``AccessRules``); the caller adds
     ///     `allow_other` to `extraOptions` when they need it.
     /// - Throws: `BundleError.io` when libfuse rejects the options.
-    public init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
-                threads: Int = MountSession.defaultThreads, logNames: Bool = false,
-                accessRules: AccessRules = AccessRules()) throws {
+    public convenience init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String],
+                            logger: MountLogger, threads: Int = MountSession.defaultThreads, logNames: Bool = false,
+                            accessRules: AccessRules = AccessRules()) throws {
+        try self.init(reader: ReaderHandoff(reader), source: reader.source, options: OpenOptions(), lock: LockSettings(),
+                      bundlePath: bundlePath, mountpoint: mountpoint, extraOptions: extraOptions, logger: logger,
+                      threads: threads, logNames: logNames, accessRules: accessRules)
+    }
+
+    /// Prepares a session that may lock (``LockSettings``).
+    ///
+    /// - Parameters:
+    ///   - reader: the opened bundle (nil inside to start locked), taken
+    ///     out so that the mount holds the only reference.
+    ///   - source: the bundle's bytes, opened again at each unlock.
+    ///   - options: how an unlock opens it (origin, symlinks, scrypt).
+    ///   - lock: the protection class, idle lock and control directory.
+    ///   - The rest as in ``init(reader:bundlePath:mountpoint:extraOptions:logger:threads:logNames:accessRules:)``.
+    package init(reader: ReaderHandoff, source: any ByteSource, options: OpenOptions, lock: LockSettings, bundlePath: [UInt8],
+                 mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
+                 threads: Int = MountSession.defaultThreads, logNames: Bool = false,
+                 indexCacheBytes: Int = IndexPages.defaultCacheBytes, accessRules: AccessRules = AccessRules()) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
-        context = MountContext(reader: reader, logger: logger, logNames: logNames, accessRules: accessRules)
+        let bundle = LockableBundle(reader: reader.take(), source: source, options: options, indexCacheBytes: indexCacheBytes)
+        context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules)
         self.mountpoint = mountpoint
         ops = FUSEOperations.assignOperations()
         let argv = ["encfs-mount", "-o", Self.kernelOptions(bundlePath: bundlePath, extra: extraOptions)]
@@ -156,12 +175,24 @@ public final class MountSession {
     ///   - mounted: called once the mount is in place, before serving.
     /// - Throws: `BundleError.io` from ``mount()`` or ``run()``.
     package func serve(readaheadKB: Int?, mounted: () -> Void) throws {
+        // The socket before the mount, so that a socket problem fails the
+        // mount instead of leaving one nobody can unlock.
+        let control = try makeControlServer()
         try mount()
         if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {
             context.logger.log("warning", "read-ahead left at the kernel default: \(problem)")
         }
+        try control?.start()
+        defer { control?.stop() }
         mounted()
         try run()
+    }
+
+    /// The control socket's server when the settings name a directory.
+    private func makeControlServer() throws -> ControlServer? {
+        guard let session, let directory = context.lockSettings.controlDirectory else { return nil }
+        let controller = LockController(context: context, session: session, mountpoint: mountpoint)
+        return try ControlServer(controller: controller, directory: directory)
     }
 
     /// Sets the kernel read-ahead of this mount (the `read_ahead_kb` of its

@@ -11,9 +11,14 @@ import Glibc
 /// concurrent random readers on two cores (the lock spins while its holder
 /// waits for a core); per-thread scratch takes no lock at all. The thread's
 /// scratch is freed (buffers wiped) when libfuse ends the thread.
-/// `@unchecked Sendable`: only its own thread touches it.
+/// `@unchecked Sendable`: only its own thread touches it, within a request
+/// that holds the bundle's gate; a lock wipes it (``wipe()``) while it
+/// holds the gate for writing, so never at the same time.
 final class WorkerScratch: @unchecked Sendable {
-    let workspace: ChunkWorkspace
+    /// Made from the reader being served; nil before the first read and
+    /// after a lock (its cached file keys and decrypted chunk must go with
+    /// the reader: a workspace belongs to one reader).
+    private var currentWorkspace: ChunkWorkspace?
     /// Grows in ``MountContext/bufferStep`` steps to the largest read this
     /// thread has served.
     private var buffer: ReplyBuffer?
@@ -23,8 +28,26 @@ final class WorkerScratch: @unchecked Sendable {
     /// buffer, and wiped after every use and when freed.
     let name = ReplyBuffer(capacity: BundleFormat.maximumSymlinkLength + 1)
 
-    init(workspace: ChunkWorkspace) {
-        self.workspace = workspace
+    init() {}
+
+    /// The workspace for reads from `reader`, made on first use.
+    ///
+    /// - Throws: `BundleError.crypto` when a cipher context cannot be made.
+    func workspace(for reader: BundleReader) throws -> ChunkWorkspace {
+        if let currentWorkspace { return currentWorkspace }
+        let made = try reader.makeWorkspace()
+        currentWorkspace = made
+        return made
+    }
+
+    /// Wipes what this thread holds of the unlocked bundle: the workspace
+    /// (file keys, the last decrypted chunk; freed, which wipes it), the
+    /// reply buffer (the last plaintext or listing sent) and the name
+    /// buffer. Called at lock, with no request running.
+    func wipe() {
+        currentWorkspace = nil
+        if let buffer { SecureBytes.wipe(buffer.bytes) }
+        SecureBytes.wipe(name.bytes)
     }
 
     /// A buffer of at least `size` bytes (`size` ≤ ``MountContext/maximumRead``),

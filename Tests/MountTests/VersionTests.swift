@@ -3,11 +3,11 @@ import XCTest
 
 /// Every command accepts `--version`: `TOOL VERSION` on stdout, then the
 /// git commit, the OpenSSL and libfuse versions in use; exit 0, nothing on
-/// stderr, the same version for all four, and `--help` says so.
+/// stderr, the same version for all of them, and `--help` says so.
 final class VersionTests: XCTestCase {
     private let tools: [(name: String, path: () throws -> String)] = [
         ("encfs-pack", Tools.pack), ("encfs-mount", Tools.mount),
-        ("encfs-inspect", Tools.inspect), ("encfs-keygen", Tools.keygen),
+        ("encfs-inspect", Tools.inspect), ("encfs-keygen", Tools.keygen), ("encfs-ctl", Tools.ctl),
     ]
 
     func testVersion_PrintsToolAndVersion() throws {

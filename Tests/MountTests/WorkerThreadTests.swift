@@ -32,8 +32,13 @@ final class WorkerThreadTests: MountTestCase {
     print(counts[0], counts[1])
     """#
 
+    /// The daemon's threads but its control thread (the socket of
+    /// `encfs-ctl`, which every mount has when run as root).
     private func threadIDs(_ pid: pid_t) throws -> Set<String> {
-        Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))
+        Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").filter { task in
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
+            return name.trimmingCharacters(in: .whitespacesAndNewlines) != "encfs-control"
+        })
     }
 
     private func mountLoaded(threads: String?) throws -> (MountedBundle, pid_t, String) {

@@ -368,6 +368,18 @@ public final class BundleReader: Sendable {
         }
     }
 
+    /// One file of this bundle, readable without the bundle's keys (its
+    /// own key derived now): what a mount keeps of a file open at lock
+    /// under `--protection unless-open`. Nil for a file with a chunk table
+    /// (compressed, format 2): reading it needs the index, which a lock
+    /// wipes, so such a file stops reading at lock as under `complete`.
+    ///
+    /// - Throws: `BundleError.isADirectory` for non-files, `.crypto`.
+    package func detachedFile(_ entry: IndexEntry) throws -> DetachedFile? {
+        guard !entry.hasChunkTable else { return nil }
+        return DetachedFile(entry: entry, key: try fileKey(for: entry), header: header, source: source, chunksPerBatch: batchChunks)
+    }
+
     /// Copies the payload (chunk data and sealed index) byte for byte to
     /// `output` at `offset`, 1 MiB at a time.
     ///

@@ -37,8 +37,8 @@ package final class ChunkWorkspace: @unchecked Sendable {
     private var cachedKeys: [SymmetricKey?]
     /// The slot the next miss replaces (round robin).
     private var nextSlot = 0
-    /// Files cached per workspace. The mount has no per-open state (the
-    /// kernel skips open and release), so a read finds its file's entry and
+    /// Files cached per workspace. The mount's reads carry no per-open
+    /// state (the kernel usually skips open and release), so a read finds its file's entry and
     /// key here, without touching the index; a few slots cover a thread
     /// alternating between files.
     static let cachedKeyCount = 4

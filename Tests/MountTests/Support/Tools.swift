@@ -26,6 +26,8 @@ enum Tools {
     static func keygen() throws -> String { try binary("encfs-keygen") }
     /// `encfs-inspect`.
     static func inspect() throws -> String { try binary("encfs-inspect") }
+    /// `encfs-ctl`.
+    static func ctl() throws -> String { try binary("encfs-ctl") }
 
     /// This package's root directory (found from this file's path), for
     /// the scripts under `examples/`.

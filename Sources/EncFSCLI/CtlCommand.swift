@@ -1,0 +1,200 @@
+import EncFSCore
+import EncFSMount
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-ctl MOUNTPOINT status|lock|unlock`: talks to a mount's daemon
+/// over its control socket (`ControlProtocol`).
+public enum CtlCommand {
+    static let help = """
+    usage: encfs-ctl MOUNTPOINT status [--json]
+           encfs-ctl MOUNTPOINT lock [--force]
+           encfs-ctl MOUNTPOINT unlock [key options]
+
+    Controls a mount made by encfs-mount, through its control socket
+    (/run/encfs for root, $XDG_RUNTIME_DIR/encfs otherwise; only the user
+    who mounted, or root, may connect).
+
+    commands:
+      status                   locked or unlocked, protection class, open
+                               handles, idle lock; --json prints one object
+      lock                     wipes every key and decrypted byte the daemon
+                               holds and makes the kernel drop its cached
+                               pages and names; prints the handles still
+                               open. Under --protection until-unmount it
+                               needs --force
+      unlock                   opens the bundle again with the key options;
+                               a wrong key leaves the mount locked, and after
+                               five failures in a minute attempts are
+                               refused until the minute has passed
+
+    key options (for unlock; as encfs-mount, the key travels to the daemon
+    over the socket, never in argv or its environment):
+      --key-file FILE          a raw 256-bit key: 64 hex characters
+      --passphrase-file FILE   a passphrase (one trailing newline is ignored)
+      --identity FILE          a private key (PEM) for recipient slots
+    \(KeyOptions.custodyHelp)
+      environment: ENCFS_KEY, ENCFS_PASSPHRASE, ENCFS_IDENTITY; with none
+      and a terminal, a passphrase is asked for without echo
+
+    options:
+      --json                   status as one JSON object
+      --force                  lock even under --protection until-unmount
+      -h, --help               this text
+      --version                print the version and exit
+      --                       end of options
+
+    exit codes: 0 done, 1 runtime failure (no mount, refused, wrong key,
+    rate-limited), 2 usage error
+    """
+
+    static let parser = ArgumentParser(options: KeyOptions.parserOptions + [
+        .init(["--json"], takesValue: false),
+        .init(["--force"], takesValue: false),
+        .init(["--help", "-h"], takesValue: false),
+        VersionOption.option,
+    ])
+
+    /// What the command line asks for.
+    private enum Action: String {
+        case status, lock, unlock
+    }
+
+    /// Runs the command and returns its exit code.
+    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+        let diagnostics = Diagnostics(tool: "encfs-ctl")
+        let args: ArgumentParser.Result
+        let action: Action
+        do {
+            args = try parser.parse(arguments)
+            if args.has("--help") {
+                print(help)
+                return ExitCode.success
+            }
+            if VersionOption.handle(args, tool: "encfs-ctl") { return ExitCode.success }
+            guard args.positionals.count == 2 else {
+                throw UsageError(args.positionals.count < 2 ? "missing MOUNTPOINT or command" : "too many arguments")
+            }
+            guard let parsed = Action(rawValue: String(decoding: args.positionals[1], as: UTF8.self)) else {
+                throw UsageError("unknown command (use status, lock or unlock)")
+            }
+            action = parsed
+        } catch {
+            diagnostics.report(error)
+            diagnostics.hint("see encfs-ctl --help")
+            return ExitCode.usage
+        }
+        let mountpoint = args.positionals[0]
+        do {
+            let request: SecureBytes
+            switch action {
+            case .status: request = SecureBytes(copying: [ControlProtocol.Request.status.rawValue])
+            case .lock:
+                let code = args.has("--force") ? ControlProtocol.Request.forceLock : .lock
+                request = SecureBytes(copying: [code.rawValue])
+            case .unlock:
+                let materials = try KeyOptions.gather(from: args, confirm: false)
+                request = try ControlProtocol.unlockRequest(materials)
+            }
+            let canonical: [UInt8]
+            do { canonical = try FileIO.resolvedPath(mountpoint) } catch { throw CommandError("cannot resolve path", path: mountpoint) }
+            let reply = try exchange(request, mountpoint: canonical)
+            return report(reply, for: action, json: args.has("--json"), mountpoint: canonical, diagnostics: diagnostics)
+        } catch {
+            if error is KeyInputError || error is UsageError { diagnostics.report(error) } else { diagnostics.report(error, path: mountpoint) }
+            if let error = error as? CommandError, error.message.hasPrefix("no control socket") {
+                diagnostics.hint("is it mounted with encfs-mount by this user? (root finds root's mounts in /run/encfs)")
+            }
+            return ExitCode.code(for: error)
+        }
+    }
+
+    /// Sends `request` to the daemon of `canonical` (the mountpoint's
+    /// canonical path, which names its socket) and returns its reply.
+    ///
+    /// - Throws: `CommandError` when no daemon answers there.
+    private static func exchange(_ request: SecureBytes, mountpoint canonical: [UInt8]) throws -> [UInt8] {
+        let directories = ControlSocket.directories(forClient: getuid(), runtimeDirectory: LockOptions.runtimeDirectory())
+        var socket: FileDescriptor?
+        var lastError = ENOENT
+        for directory in directories where socket == nil {
+            do { socket = try ControlSocket.connect(to: ControlSocket.path(forMountpoint: canonical, in: directory)) } catch {
+                lastError = (error as? BundleError)?.errno ?? EIO
+            }
+        }
+        guard let socket else {
+            switch lastError {
+            case ENOENT: throw CommandError("no control socket for this mountpoint", path: canonical)
+            case ECONNREFUSED: throw CommandError("the mount's daemon does not answer (it was killed?)", path: canonical)
+            default: throw CommandError("cannot connect to the control socket: \(String(cString: strerror(lastError)))", path: canonical)
+            }
+        }
+        do {
+            try request.withUnsafeBytes { try ControlProtocol.send($0, to: socket) }
+            return try ControlProtocol.receive(from: socket).withUnsafeBytes { Array($0) }
+        } catch {
+            throw CommandError("the mount's daemon did not answer: \(String(cString: strerror((error as? BundleError)?.errno ?? EIO)))", path: canonical)
+        }
+    }
+
+    /// Prints a reply, or reports a refusal.
+    private static func report(_ reply: [UInt8], for action: Action, json: Bool, mountpoint: [UInt8],
+                               diagnostics: Diagnostics) -> Int32 {
+        let text = String(decoding: reply.dropFirst(), as: UTF8.self)
+        guard reply.first == ControlProtocol.Reply.ok.rawValue else {
+            diagnostics.error(text)
+            if action == .lock, text.contains("--force") { diagnostics.hint("encfs-ctl MOUNTPOINT lock --force") }
+            return ExitCode.failure
+        }
+        let out = OutputStream()
+        switch action {
+        case .status:
+            if json { out.write(statusJSON(fields(text), mountpoint: mountpoint).serialized) } else { out.line(statusText(fields(text))) }
+        case .lock:
+            out.line("locked; \(text) \(text == "1" ? "handle" : "handles") still open")
+        case .unlock:
+            out.line(text)
+        }
+        return ExitCode.success
+    }
+
+    /// The `key=value` lines of a status reply.
+    private static func fields(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
+    private static func statusText(_ fields: [String: String]) -> String {
+        typealias Field = ControlProtocol.StatusField
+        let idleLock = Int(fields[Field.idleLock] ?? "0") ?? 0
+        return [
+            "state:        \(fields[Field.state] ?? "unknown")",
+            "protection:   \(fields[Field.protection] ?? "unknown")",
+            "open handles: \(fields[Field.openHandles] ?? "unknown")",
+            "idle lock:    \(idleLock > 0 ? "after \(idleLock) s" : "off")",
+            "idle for:     \(fields[Field.idleSeconds] ?? "?") s",
+        ].joined(separator: "\n")
+    }
+
+    /// The status as one JSON object (docs/CLI.md; the mountpoint is the
+    /// path this command resolved, as a byte string).
+    private static func statusJSON(_ fields: [String: String], mountpoint: [UInt8]) -> JSONValue {
+        typealias Field = ControlProtocol.StatusField
+        let idleLock = Int64(fields[Field.idleLock] ?? "0") ?? 0
+        func number(_ name: String) -> JSONValue { Int64(fields[name] ?? "").map { .integer($0) } ?? .null }
+        return .object(JSONValue.byteString(mountpoint, key: "mountpoint") + [
+            ("state", .string(fields[Field.state] ?? "unknown")),
+            ("locked", .bool(fields[Field.state] == "locked")),
+            ("protection", .string(fields[Field.protection] ?? "unknown")),
+            ("open_handles", number(Field.openHandles)),
+            ("idle_lock_seconds", idleLock > 0 ? .integer(idleLock) : .null),
+            ("idle_seconds", number(Field.idleSeconds)),
+        ])
+    }
+}

@@ -1,0 +1,150 @@
+import EncFSCore
+import CryptCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `encfs-ctl` and a mount daemon say to each other over the control
+/// socket: one request, one reply, then the connection ends.
+///
+/// Every message is a frame: its length as 4 bytes big-endian, then that
+/// many bytes (at most ``maximumFrameLength``). A request's first byte is
+/// a ``Request`` code; an unlock request continues with the secrets, each
+/// as a ``SecretKind`` byte, a 4-byte big-endian length and the bytes
+/// (raw key: 32 bytes; passphrase: its bytes; identity: the private key
+/// as PKCS#8 PEM). A reply's first byte is a ``Reply`` code, then text:
+/// for `status`, `key=value` lines (``StatusField``); for `lock`, the
+/// number of handles still open; for a refusal, one lowercase message.
+/// docs/ARCHITECTURE.md shows the same table.
+package enum ControlProtocol {
+    /// Longest frame either side accepts (an RSA identity in PEM is a few
+    /// KiB; a passphrase file at most `KeyFiles`' limit).
+    package static let maximumFrameLength = 64 << 10
+    /// How long either side waits for the other's next bytes: a client
+    /// that stalls holds the control thread (never a FUSE worker) this long
+    /// at most.
+    package static let timeoutSeconds = 5
+
+    /// The first byte of a request.
+    package enum Request: UInt8, Sendable {
+        case status = 1
+        /// Lock; refused under `until-unmount`.
+        case lock = 2
+        /// Lock whatever the protection class (`encfs-ctl lock --force`).
+        case forceLock = 3
+        /// Unlock with the secrets that follow.
+        case unlock = 4
+    }
+
+    /// The first byte of a reply.
+    package enum Reply: UInt8, Sendable {
+        case ok = 0
+        case refused = 1
+    }
+
+    /// The kind byte of one secret in an unlock request.
+    package enum SecretKind: UInt8, Sendable {
+        case rawKey = 1
+        case passphrase = 2
+        case identity = 3
+    }
+
+    /// The names of the `status` reply's fields, in the order sent.
+    package enum StatusField {
+        /// `locked` or `unlocked`.
+        package static let state = "state"
+        /// A ``ProtectionClass`` raw value.
+        package static let protection = "protection"
+        /// Handles open now, or `unknown` when the kernel skips opens.
+        package static let openHandles = "open_handles"
+        /// `--idle-lock` in seconds, 0 when off.
+        package static let idleLock = "idle_lock_seconds"
+        /// Seconds since the last read, open, lookup or listing.
+        package static let idleSeconds = "idle_seconds"
+        /// The mountpoint served.
+        package static let mountpoint = "mountpoint"
+    }
+
+    /// Writes `body` as one frame to `socket`.
+    ///
+    /// - Throws: `BundleError.io` (EPIPE, a timeout as EAGAIN).
+    package static func send(_ body: UnsafeRawBufferPointer, to socket: FileDescriptor) throws {
+        var length = UInt32(body.count).bigEndian
+        try withUnsafeBytes(of: &length) { try socket.writeAll($0) }
+        try socket.writeAll(body)
+    }
+
+    /// Reads one frame from `socket` into wiping storage (an unlock
+    /// request carries secrets).
+    ///
+    /// - Throws: `BundleError.io` on a short read, a timeout or a frame
+    ///   longer than ``maximumFrameLength``.
+    package static func receive(from socket: FileDescriptor) throws -> SecureBytes {
+        var length: UInt32 = 0
+        try withUnsafeMutableBytes(of: &length) { try readExactly(socket, into: $0) }
+        let count = Int(UInt32(bigEndian: length))
+        guard count >= 1, count <= maximumFrameLength else { throw BundleError.io(errno: EPROTO, operation: "read control message", path: []) }
+        return try SecureBytes(count: count) { (out: UnsafeMutableRawBufferPointer) throws in try readExactly(socket, into: out) }
+    }
+
+    private static func readExactly(_ socket: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = try socket.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+            guard n > 0 else { throw BundleError.io(errno: EPROTO, operation: "read control message", path: []) }
+            done += n
+        }
+    }
+
+    /// The secrets of an unlock request (what follows its code).
+    ///
+    /// - Throws: `BundleError.io` (EPROTO) for a malformed list; what
+    ///   parsing a key or an identity throws.
+    package static func secrets(in body: UnsafeRawBufferPointer) throws -> [KeyMaterial] {
+        var materials: [KeyMaterial] = []
+        var at = 0
+        let malformed = BundleError.io(errno: EPROTO, operation: "read unlock request", path: [])
+        while at < body.count {
+            guard body.count - at >= 5, let kind = SecretKind(rawValue: body[at]) else { throw malformed }
+            let length = Int(body[at + 1]) << 24 | Int(body[at + 2]) << 16 | Int(body[at + 3]) << 8 | Int(body[at + 4])
+            at += 5
+            guard length <= body.count - at else { throw malformed }
+            let bytes = UnsafeRawBufferPointer(rebasing: body[at..<(at + length)])
+            at += length
+            switch kind {
+            case .rawKey: materials.append(.rawKey(try SymmetricKey(SecureBytes(copying: bytes))))
+            case .passphrase: materials.append(.passphrase(SecureBytes(copying: bytes)))
+            case .identity: materials.append(.identity(try PrivateKey(pem: bytes)))
+            }
+        }
+        guard !materials.isEmpty else { throw malformed }
+        return materials
+    }
+
+    /// An unlock request carrying `materials`, in wiping storage.
+    ///
+    /// - Throws: what exporting an identity throws.
+    package static func unlockRequest(_ materials: [KeyMaterial]) throws -> SecureBytes {
+        var parts: [(SecretKind, SecureBytes)] = []
+        for material in materials {
+            switch material {
+            case .rawKey(let key): parts.append((.rawKey, key.withUnsafeBytes { SecureBytes(copying: $0) }))
+            case .passphrase(let passphrase): parts.append((.passphrase, passphrase))
+            case .identity(let key): parts.append((.identity, try key.pemPKCS8()))
+            }
+        }
+        let count = 1 + parts.reduce(0) { $0 + 5 + $1.1.count }
+        return SecureBytes(count: count) { (out: UnsafeMutableRawBufferPointer) in
+            out[0] = Request.unlock.rawValue
+            var at = 1
+            for (kind, bytes) in parts {
+                out[at] = kind.rawValue
+                let length = UInt32(bytes.count)
+                for k in 0..<4 { out[at + 1 + k] = UInt8(truncatingIfNeeded: length >> UInt32(24 - 8 * k)) }
+                at += 5
+                bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + $0.count)]).copyMemory(from: $0) }
+                at += bytes.count
+            }
+        }
+    }
+}

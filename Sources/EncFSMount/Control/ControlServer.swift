@@ -1,0 +1,149 @@
+import EncFSCore
+import CryptCore
+import CFuse
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Serves a mount's control socket on a thread of its own, and runs the
+/// idle timer there.
+///
+/// One client at a time, each bounded by the protocol's timeouts: a slow
+/// or silent client delays the next client and the idle check by
+/// ``ControlProtocol/timeoutSeconds`` at most, and never a FUSE worker
+/// (they do not wait for this thread, except while a lock holds the
+/// bundle's gate, which involves no client I/O).
+final class ControlServer: @unchecked Sendable {
+    // @unchecked: `thread` is written by start and read by stop, both on
+    // the thread that serves the session; the rest is immutable.
+    private let controller: LockController
+    private let listener: FileDescriptor
+    let socketPath: [UInt8]
+    /// Written to by ``stop()`` to end the thread's poll.
+    private let wake: (read: FileDescriptor, write: FileDescriptor)
+    private var thread: pthread_t?
+
+    /// Binds the socket (see ``ControlSocket/listen(at:)``); the thread
+    /// starts with ``start()``.
+    ///
+    /// - Throws: `BundleError.io` naming the directory or socket.
+    init(controller: LockController, directory: [UInt8]) throws {
+        self.controller = controller
+        try ControlSocket.prepareDirectory(directory)
+        socketPath = ControlSocket.path(forMountpoint: controller.mountpoint, in: directory)
+        listener = try ControlSocket.listen(at: socketPath)
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw BundleError.io(errno: errno, operation: "create pipe", path: []) }
+        wake = (FileDescriptor(taking: fds[0]), FileDescriptor(taking: fds[1]))
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+    }
+
+    deinit {
+        _ = socketPath.withCString { unlink($0) }
+    }
+
+    /// The control thread's name (comm), told apart from the FUSE workers
+    /// in ps and /proc/PID/task.
+    package static let threadName = "encfs-control"
+
+    /// Starts serving on a new thread.
+    ///
+    /// - Throws: `BundleError.io` when the thread cannot be made.
+    ///
+    /// The thread starts with every signal blocked, as libfuse starts its
+    /// workers: SIGINT, SIGTERM and SIGHUP must reach the thread that runs
+    /// the session loop, whose handler ends it (delivered here, they would
+    /// only interrupt a poll and the mount would never end).
+    func start() throws {
+        var made = pthread_t()
+        var all = sigset_t()
+        var previous = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_BLOCK, &all, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        let retained = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&made, nil, { raw in
+            guard let raw else { return nil }
+            let server = Unmanaged<ControlServer>.fromOpaque(raw).takeRetainedValue()
+            // PR_SET_NAME names the calling thread only.
+            _ = cfuse_set_process_name(ControlServer.threadName)
+            server.loop()
+            return nil
+        }, retained)
+        guard rc == 0 else {
+            Unmanaged<ControlServer>.fromOpaque(retained).release()
+            throw BundleError.io(errno: rc, operation: "start control thread", path: [])
+        }
+        thread = made
+    }
+
+    /// Ends the thread (after the client it is serving, if any) and
+    /// removes the socket.
+    func stop() {
+        var byte: UInt8 = 1
+        _ = write(wake.write.rawValue, &byte, 1)
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+        _ = socketPath.withCString { unlink($0) }
+    }
+
+    private func loop() {
+        let idleTimer = controller.context.lockSettings.idleLockSeconds != nil
+        while true {
+            var fds = [pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wake.read.rawValue, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 2, idleTimer ? 1000 : -1)
+            if ready < 0, errno != EINTR { return }
+            if fds[1].revents != 0 { return }
+            if fds[0].revents & Int16(POLLIN) != 0 {
+                // accept4 is not imported; this process starts no programs
+                // but fusermount3 at unmount, after this thread has ended.
+                let fd = accept(listener.rawValue, nil, nil)
+                if fd >= 0 {
+                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                    serve(FileDescriptor(taking: fd))
+                }
+            }
+            controller.lockIfIdle()
+        }
+    }
+
+    /// Answers one client: checks who it is, reads its request, replies.
+    private func serve(_ client: FileDescriptor) {
+        ControlSocket.setTimeouts(client)
+        // Read first, so that a refused client gets the reply rather than
+        // a reset connection; nothing in it is used before the check.
+        guard let request = try? ControlProtocol.receive(from: client) else { return }
+        guard let uid = ControlSocket.peerUID(of: client), uid == 0 || uid == getuid() else {
+            // The 0600 socket in a 0700 directory stops others first; this
+            // covers a socket reached some other way (a passed descriptor,
+            // a mode changed by hand).
+            reply(.refused, "permission denied: only the user who mounted, or root, may control this mount", to: client)
+            return
+        }
+        request.withUnsafeBytes { body in
+            guard let code = body.first.flatMap(ControlProtocol.Request.init(rawValue:)) else {
+                return reply(.refused, "unknown request", to: client)
+            }
+            do {
+                switch code {
+                case .status:
+                    reply(.ok, controller.status, to: client)
+                case .lock, .forceLock:
+                    let open = try controller.lock(force: code == .forceLock, reason: "requested")
+                    reply(.ok, String(open), to: client)
+                case .unlock:
+                    reply(.ok, try controller.unlock(with: UnsafeRawBufferPointer(rebasing: body.dropFirst())), to: client)
+                }
+            } catch {
+                reply(.refused, (error as? LockController.Refusal)?.message ?? "\(error)", to: client)
+            }
+        }
+    }
+
+    private func reply(_ code: ControlProtocol.Reply, _ text: String, to client: FileDescriptor) {
+        let body = [code.rawValue] + Array(text.utf8)
+        _ = try? body.withUnsafeBytes { try ControlProtocol.send($0, to: client) }
+    }
+}

@@ -1,0 +1,116 @@
+import EncFSCore
+import CryptCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Locks and unlocks a mount and describes its state: what the control
+/// socket's requests and the idle timer do, on the control thread.
+final class LockController: Sendable {
+    let context: MountContext
+    /// The FUSE session, for invalidating the kernel's caches.
+    private let session: SessionPointer
+    let mountpoint: [UInt8]
+
+    /// A `fuse_session` pointer, which libfuse lets any thread send
+    /// notifications through.
+    struct SessionPointer: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    init(context: MountContext, session: OpaquePointer, mountpoint: [UInt8]) {
+        self.context = context
+        self.session = SessionPointer(pointer: session)
+        self.mountpoint = mountpoint
+    }
+
+    /// Why a request was refused: one lowercase line for the client.
+    struct Refusal: Error {
+        let message: String
+    }
+
+    /// Locks the mount: wipes every key, decrypted chunk, index page and
+    /// reply buffer, and makes the kernel drop its cached pages and names.
+    ///
+    /// - Parameters:
+    ///   - force: lock even under `until-unmount`.
+    ///   - reason: for the log line ("requested", "idle").
+    /// - Returns: the handles still open.
+    /// - Throws: ``Refusal`` under `until-unmount` without `force`.
+    func lock(force: Bool, reason: String) throws -> Int {
+        guard force || context.lockSettings.protection != .untilUnmount else {
+            throw Refusal(message: "the mount's protection is until-unmount: lock it with --force, or mount with --protection complete")
+        }
+        if let taken = context.bundle.takeReader() {
+            // The root's listing and attributes too, though it was never
+            // looked up.
+            let positions = [0] + context.bundle.seen.removeAll().filter { $0 != 0 }
+            KernelCacheInvalidation.invalidate(session.pointer, positions: positions, reader: taken)
+            // `taken` is the last reference: the reader, its keys and its
+            // index pages are wiped as it goes.
+            context.logger.log("info", "locked (\(reason)), \(openHandles.map(String.init) ?? "unknown") handles open",
+                               path: mountpoint)
+        }
+        return openHandles ?? 0
+    }
+
+    /// Unlocks with the secrets of an unlock request: the bundle is opened
+    /// again from its source and checked as at mount.
+    ///
+    /// At most five failures a minute (``UnlockRateLimit``): beyond that,
+    /// attempts are refused without trying the key.
+    ///
+    /// - Returns: what to tell the client.
+    /// - Throws: ``Refusal`` naming why.
+    func unlock(with secrets: UnsafeRawBufferPointer) throws -> String {
+        let bundle = context.bundle
+        let wait = bundle.unlockAttempts.withLock { $0.waitBeforeAttempt(now: ActivityClock.now()) }
+        guard wait == 0 else {
+            throw Refusal(message: "too many failed unlocks: try again in \(wait) s")
+        }
+        do {
+            let materials = try ControlProtocol.secrets(in: secrets)
+            guard try bundle.unlock(with: materials) else { return "already unlocked" }
+        } catch {
+            bundle.unlockAttempts.withLock { $0.recordFailure(now: ActivityClock.now()) }
+            let message = (error as? BundleError)?.message ?? "\(error)"
+            context.logger.log("warning", "unlock refused: \(message)", path: mountpoint)
+            throw Refusal(message: message)
+        }
+        bundle.activity.touch()
+        context.logger.log("info", "unlocked", path: mountpoint)
+        return "unlocked"
+    }
+
+    /// Handles open now; nil when the kernel skips opens (so none are
+    /// counted).
+    var openHandles: Int? {
+        let skipped = (context.kernelSkipsOpen.load(ordering: .relaxed) || context.kernelSkipsOpendir.load(ordering: .relaxed))
+            && !context.answersEveryOpen
+        return skipped ? nil : max(0, context.bundle.openHandles.load(ordering: .relaxed))
+    }
+
+    /// The `status` reply: ``ControlProtocol/StatusField`` lines.
+    var status: String {
+        let settings = context.lockSettings
+        let fields: [(String, String)] = [
+            (ControlProtocol.StatusField.state, context.bundle.isLocked ? "locked" : "unlocked"),
+            (ControlProtocol.StatusField.protection, settings.protection.rawValue),
+            (ControlProtocol.StatusField.openHandles, openHandles.map(String.init) ?? "unknown"),
+            (ControlProtocol.StatusField.idleLock, String(settings.idleLockSeconds ?? 0)),
+            (ControlProtocol.StatusField.idleSeconds, String(context.bundle.activity.idleSeconds)),
+            // One line per field: a newline in the path becomes "?".
+            (ControlProtocol.StatusField.mountpoint, String(decoding: mountpoint.map { $0 == 0x0A ? 0x3F : $0 }, as: UTF8.self)),
+        ]
+        return fields.map { "\($0.0)=\($0.1)\n" }.joined()
+    }
+
+    /// Locks when `--idle-lock` is set, the mount is unlocked and nothing
+    /// used it for that long. Called about once a second.
+    func lockIfIdle() {
+        guard let limit = context.lockSettings.idleLockSeconds, context.bundle.activity.idleSeconds >= limit,
+              !context.bundle.isLocked else { return }
+        _ = try? lock(force: true, reason: "idle for \(limit) s")
+    }
+}

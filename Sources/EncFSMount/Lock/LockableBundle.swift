@@ -1,0 +1,141 @@
+import EncFSCore
+import CryptCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The unlocked bundle a mount serves, and the lock that takes it away.
+///
+/// Every request that needs a key or a name holds the gate (a read lock)
+/// for as long as it uses the reader or its thread's scratch
+/// (``withReader(_:)``); locking takes the gate for writing, so it waits
+/// for the requests in flight, then drops the reader and wipes every
+/// worker's scratch while no request can touch them. Dropping the last
+/// reference to the reader wipes the content key, the derived keys, the
+/// index page cache and its pooled workspaces (each is self-wiping
+/// storage); the scratch holds the rest (file keys, decrypted chunks, the
+/// last reply), wiped by ``WorkerScratch/wipe()``.
+///
+/// The gate prefers writers, so a stream of reads cannot starve a lock; a
+/// request therefore never takes it twice (a waiting writer would
+/// deadlock it).
+///
+/// `@unchecked Sendable`: `reader` is guarded by the gate; the rest is
+/// immutable or behind its own `Mutex` or atomic.
+final class LockableBundle: @unchecked Sendable {
+    private let gate: UnsafeMutablePointer<pthread_rwlock_t>
+    /// Guarded by `gate`; nil while locked.
+    private var reader: BundleReader?
+    /// Where unlock re-reads the bundle from.
+    let source: any ByteSource
+    /// How unlock opens it again (origin, symlinks, scrypt memory).
+    let options: OpenOptions
+    let indexCacheBytes: Int
+    /// The scratch of every worker thread, wiped at lock.
+    private let scratches = Mutex<[WorkerScratch]>([])
+    /// Inodes handed to the kernel, invalidated at lock.
+    let seen = SeenInodes()
+    /// When a request last read, opened, looked up or listed.
+    let activity = ActivityClock()
+    /// Handles open now (files and directories), when opens are answered.
+    let openHandles = Atomic<Int>(0)
+    /// Failed unlocks of the last minute.
+    let unlockAttempts = Mutex(UnlockRateLimit())
+    /// Files that read on after a lock (`unless-open`).
+    let openFiles = OpenFileTable()
+
+    /// - Parameters:
+    ///   - reader: the opened bundle, or nil to start locked.
+    ///   - source: the bundle's bytes (the reader's own source when given).
+    init(reader: BundleReader?, source: any ByteSource, options: OpenOptions, indexCacheBytes: Int) {
+        self.reader = reader
+        self.source = source
+        self.options = options
+        self.indexCacheBytes = indexCacheBytes
+        gate = .allocate(capacity: 1)
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        defer { pthread_rwlockattr_destroy(&attributes) }
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        pthread_rwlock_init(gate, &attributes)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(gate)
+        gate.deallocate()
+    }
+
+    /// Whether the mount is locked now (for status; requests learn it from
+    /// ``withReader(_:)``).
+    var isLocked: Bool {
+        pthread_rwlock_rdlock(gate)
+        defer { pthread_rwlock_unlock(gate) }
+        return reader == nil
+    }
+
+    /// Runs `body` with the reader, holding the gate; nil without running
+    /// it when locked.
+    ///
+    /// `body` must not call back into this bundle's gate (see the type).
+    func withReader<R>(_ body: (BundleReader) throws -> R) rethrows -> R? {
+        try withGate { reader in try reader.map(body) }
+    }
+
+    /// Runs `body` holding the gate, with the reader or nil when locked
+    /// (a locked request may still use its thread's scratch meanwhile).
+    func withGate<R>(_ body: (BundleReader?) throws -> R) rethrows -> R {
+        pthread_rwlock_rdlock(gate)
+        defer { pthread_rwlock_unlock(gate) }
+        return try body(reader)
+    }
+
+    /// See ``readerWithinRequest``.
+    fileprivate var unsafeReader: BundleReader? { reader }
+
+    /// Registers a worker thread's scratch so that a lock wipes it.
+    func register(_ scratch: WorkerScratch) {
+        scratches.withLock { $0.append(scratch) }
+    }
+
+    /// Locks: waits for the requests in flight, takes the reader away and
+    /// wipes every worker's scratch.
+    ///
+    /// - Returns: the reader taken away, for the caller to invalidate the
+    ///   kernel's caches with (it needs the names) and then drop, which
+    ///   wipes it; nil when already locked.
+    func takeReader() -> BundleReader? {
+        pthread_rwlock_wrlock(gate)
+        defer { pthread_rwlock_unlock(gate) }
+        let taken = reader
+        reader = nil
+        scratches.withLock { all in all.forEach { $0.wipe() } }
+        return taken
+    }
+
+    /// Unlocks with `materials`: opens the bundle again from its source
+    /// (the header is authenticated, the index read and checked, the
+    /// origin checked, as at mount) and serves the new reader.
+    ///
+    /// - Returns: false when already unlocked (nothing is opened).
+    /// - Throws: what `BundleReader.open` throws (a wrong key is
+    ///   `BundleError.wrongKey`).
+    func unlock(with materials: [KeyMaterial]) throws -> Bool {
+        guard isLocked else { return false }
+        let opened = try BundleReader.open(source: source, materials: materials, indexCacheBytes: indexCacheBytes,
+                                           options: options)
+        pthread_rwlock_wrlock(gate)
+        defer { pthread_rwlock_unlock(gate) }
+        guard reader == nil else { return false }
+        reader = opened
+        return true
+    }
+}
+
+extension LockableBundle {
+    /// The reader, read without taking the gate: only for code that runs
+    /// inside ``withReader(_:)`` on this thread (the failure policy naming
+    /// an entry while answering a request), where the gate is already held
+    /// and taking it again could deadlock behind a waiting lock.
+    var readerWithinRequest: BundleReader? { unsafeReader }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The control socket: who may reach it, where it lives, what happens to
+/// it at unmount and after a killed daemon, and `status --json`.
+final class ControlSocketTests: LockTestCase {
+    /// Connects to `argv[1]` as whoever runs it, sends a status request
+    /// and prints `reply CODE TEXT…`, or the errno's name.
+    private static let rawStatus = """
+        import errno, socket, struct, sys
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(sys.argv[1])
+            s.sendall(struct.pack('>I', 1) + bytes([1]))
+            n = struct.unpack('>I', s.recv(4))[0]
+            body = b''
+            while len(body) < n: body += s.recv(n - len(body))
+            print('reply', body[0], body[1:].decode().split('\\n')[0])
+        except OSError as e: print(errno.errorcode.get(e.errno, e.errno))
+        """
+
+    func testSocket_OwnerOnly_RemovedAtUnmount() throws {
+        try requireRoot()
+        let mounted = try mount(bundle, keyFile: key)
+        let path = try socketPath(mounted)
+        var st = stat()
+        XCTAssertEqual(lstat(path, &st), 0, "no socket at \(path)")
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFSOCK)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        XCTAssertEqual(st.st_uid, 0)
+        XCTAssertEqual(lstat("/run/encfs", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o700)
+        XCTAssertEqual(try python(Self.rawStatus, [path]).output, "reply 0 state=unlocked\n")
+
+        unmount(mounted)
+        XCTAssertNotEqual(lstat(path, &st), 0, "the socket outlived the mount")
+    }
+
+    func testSocket_OtherUserCannotConnect() throws {
+        try requireRoot()
+        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "complete"])
+        let path = try socketPath(mounted)
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", Tools.python, "-c", Self.rawStatus, path]
+        // The 0700 directory stops another user first…
+        XCTAssertEqual(try run("setpriv", asNobody).output, "EACCES\n")
+        // …and with the directory and socket opened up by hand, the
+        // daemon's own peer check (SO_PEERCRED) still refuses.
+        XCTAssertEqual(chmod("/run/encfs", 0o711), 0)
+        defer { _ = chmod("/run/encfs", 0o700) }
+        XCTAssertEqual(chmod(path, 0o666), 0)
+        let refused = try run("setpriv", asNobody).output
+        XCTAssertEqual(refused, "reply 1 permission denied: only the user who mounted, or root, may control this mount\n")
+        XCTAssertEqual(try status(mounted)["state"], "\"unlocked\"")
+        // With the directory opened up, a new mount refuses to use it.
+        let other = try scratch.makeDirectory("mnt-other")
+        let result = try run(try Tools.mount(), [bundle, other, "--key-file", key])
+        XCTAssertEqual(result.status, 1, result.summary)
+        XCTAssertTrue(result.errorOutput.contains("it must be a 0700 directory of this user"), result.summary)
+        XCTAssertFalse(MountTable.isMounted(other))
+    }
+
+    func testStatusJSON_ParsesWithEveryField() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "unless-open", "--idle-lock", "15m"])
+        let fields = try status(mounted)
+        XCTAssertEqual(fields["mountpoint"], "\"\(mounted.mountpoint)\"")
+        XCTAssertEqual(fields["state"], "\"unlocked\"")
+        XCTAssertEqual(fields["locked"], "false")
+        XCTAssertEqual(fields["protection"], "\"unless-open\"")
+        XCTAssertEqual(fields["open_handles"], "0")
+        XCTAssertEqual(fields["idle_lock_seconds"], "900")
+        XCTAssertNotNil(fields["idle_seconds"].flatMap { Int($0) }, "\(fields)")
+
+        let text = try ctl(mounted, ["status"])
+        assertSuccess(text)
+        XCTAssertTrue(text.output.hasPrefix("state:        unlocked\nprotection:   unless-open\nopen handles: 0\nidle lock:    after 900 s\n"),
+                      text.output)
+    }
+
+    func testStaleSocket_FromKilledDaemon_IsReplaced() throws {
+        try requireRoot()
+        let mountpoint = try scratch.makeDirectory("mnt-stale")
+        let first = try mount(bundle, keyFile: key, at: mountpoint)
+        let path = try socketPath(first)
+        guard let pid = first.daemonPID else { throw SubprocessError("no daemon") }
+        kill(pid, SIGKILL)
+        XCTAssertTrue(Deadline.poll(seconds: 10) { !ProcessTable.isAlive(pid) })
+        _ = try run(Tools.fusermount, ["-uz", mountpoint])
+        var st = stat()
+        XCTAssertEqual(lstat(path, &st), 0, "the killed daemon's socket should still be there")
+        XCTAssertEqual(try python(Self.rawStatus, [path]).output, "ECONNREFUSED\n")
+
+        let second = try mount(bundle, keyFile: key, at: mountpoint)
+        XCTAssertEqual(try python(Self.rawStatus, [path]).output, "reply 0 state=unlocked\n")
+        XCTAssertEqual(try status(second)["state"], "\"unlocked\"")
+    }
+
+    /// A foreground mount with a control thread (polling once a second for
+    /// its idle timer) still ends cleanly on SIGTERM: the thread stops,
+    /// the mount goes and so does the socket.
+    func testForegroundMount_SIGTERM_EndsMountAndSocket() throws {
+        try requireRoot()
+        let mounted = try mount(bundle, keyFile: key, options: ["--idle-lock", "1h"], foreground: true)
+        let path = try socketPath(mounted)
+        XCTAssertEqual(try status(mounted)["state"], "\"unlocked\"")
+        guard let process = mounted.foreground else { throw SubprocessError("no foreground process") }
+        process.signal(SIGTERM)
+        let status = process.wait(deadline: Deadline(seconds: 30))
+        XCTAssertEqual(status?.code, 0, "the foreground mount did not end cleanly on SIGTERM")
+        XCTAssertFalse(MountTable.isMounted(mounted.mountpoint))
+        var st = stat()
+        XCTAssertNotEqual(lstat(path, &st), 0, "the socket outlived the mount")
+    }
+
+    func testCtl_NotAMount_OneClearLine() throws {
+        let plain = try scratch.makeDirectory("plain")
+        let result = try run(try Tools.ctl(), [plain, "status"])
+        XCTAssertEqual(result.status, 1, result.summary)
+        XCTAssertEqual(result.errorLines.first, "encfs-ctl: error: no control socket for this mountpoint (\(plain))")
+        XCTAssertEqual(result.output, "")
+    }
+
+    func testCtl_UsageErrors() throws {
+        let plain = try scratch.makeDirectory("plain")
+        for arguments in [[String](), [plain], [plain, "open"], [plain, "status", "extra"], [plain, "status", "--bogus"]] {
+            let result = try run(try Tools.ctl(), arguments)
+            XCTAssertEqual(result.status, 2, result.summary)
+            XCTAssertTrue(result.errorOutput.hasPrefix("encfs-ctl: error: "), result.summary)
+            XCTAssertEqual(result.errorLines.last, "hint: see encfs-ctl --help")
+        }
+        let help = try run(try Tools.ctl(), ["--help"])
+        assertSuccess(help)
+        XCTAssertTrue(help.output.hasPrefix("usage: encfs-ctl MOUNTPOINT status"))
+        let version = try run(try Tools.ctl(), ["--version"])
+        assertSuccess(version)
+        XCTAssertTrue(version.output.hasPrefix("encfs-ctl "))
+    }
+}

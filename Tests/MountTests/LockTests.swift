@@ -1,0 +1,175 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `encfs-ctl lock` and `unlock` on real mounts, for each protection
+/// class, `--idle-lock` and `--start-locked`.
+final class LockTests: LockTestCase {
+    /// The Python that opens `argv[1]`, reads 4 KiB, runs the command in
+    /// `argv[3:]` (encfs-ctl lock), then reads the whole file again from
+    /// the same handle: prints `locked: …` (the command's output) and
+    /// `then: ok SHA256` or the errno's name.
+    private static let readAcrossLock = """
+        import errno, hashlib, os, subprocess, sys
+        fd = os.open(sys.argv[1], os.O_RDONLY)
+        assert len(os.pread(fd, 4096, 0)) == 4096
+        print('locked:', subprocess.run(sys.argv[2:], capture_output=True, text=True).stdout.strip())
+        try:
+            data, off = b'', 0
+            while True:
+                piece = os.pread(fd, 65536, off)
+                if not piece: break
+                data, off = data + piece, off + len(piece)
+            print('then: ok', hashlib.sha256(data).hexdigest())
+        except OSError as e: print('then:', errno.errorcode.get(e.errno, e.errno))
+        os.close(fd)
+        """
+
+    private var largeDigest: String {
+        (try? python("import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())",
+                     ["\(source)/docs/large"]).output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? "?"
+    }
+
+    func testLock_FileReadBefore_OpenFailsWithENOKEY() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "complete"])
+        // Read twice: the second read comes from the kernel's page cache.
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ok \(Self.largeSize)")
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ok \(Self.largeSize)")
+        XCTAssertEqual(try tryList(mounted), "ok 2")
+
+        let lock = try ctl(mounted, ["lock"])
+        assertSuccess(lock)
+        XCTAssertEqual(lock.output, "locked; 0 handles still open\n")
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ENOKEY", "cached pages or names survived the lock")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        XCTAssertEqual(try tryList(mounted), "ENOKEY")
+        XCTAssertEqual(try tryList(mounted, "docs"), "ENOKEY")
+        // The root still answers stat (encfs-ctl finds the mount by it).
+        var st = stat()
+        XCTAssertEqual(stat(mounted.mountpoint, &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFDIR)
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+
+        assertSuccess(try ctl(mounted, ["unlock", "--key-file", key]))
+        XCTAssertEqual(try status(mounted)["state"], "\"unlocked\"")
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ok \(Self.largeSize)")
+        XCTAssertEqual(try python("import sys; print(open(sys.argv[1]).read(), end='')", [mounted.path("small")]).output,
+                       "small file\n")
+    }
+
+    func testLock_Complete_OpenHandleNextReadFails() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "complete"])
+        let result = try python(Self.readAcrossLock, [mounted.path("docs/large"), try Tools.ctl(), mounted.mountpoint, "lock"])
+        assertSuccess(result)
+        XCTAssertEqual(result.output, "locked: locked; 1 handle still open\nthen: ENOKEY\n")
+    }
+
+    func testLock_UnlessOpen_OpenHandleFinishes() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "unless-open"])
+        let result = try python(Self.readAcrossLock, [mounted.path("docs/large"), try Tools.ctl(), mounted.mountpoint, "lock"])
+        assertSuccess(result)
+        XCTAssertEqual(result.output, "locked: locked; 1 handle still open\nthen: ok \(largeDigest)\n")
+        // Only that handle: a new open, and other files, are refused.
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ENOKEY")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        XCTAssertEqual(try status(mounted)["open_handles"], "0", "the handle was not released")
+    }
+
+    func testLock_UntilUnmount_RefusedWithoutForce() throws {
+        let mounted = try mount(bundle, keyFile: key)
+        let refused = try ctl(mounted, ["lock"])
+        XCTAssertEqual(refused.status, 1, refused.summary)
+        XCTAssertTrue(refused.errorOutput.hasPrefix("encfs-ctl: error: the mount's protection is until-unmount"), refused.summary)
+        XCTAssertTrue(refused.errorOutput.contains("--force"), refused.summary)
+        XCTAssertEqual(try tryRead(mounted, "small"), "ok 11", "a refused lock locked")
+
+        assertSuccess(try ctl(mounted, ["lock", "--force"]))
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        XCTAssertEqual(try status(mounted)["protection"], "\"until-unmount\"")
+    }
+
+    func testIdleLock_LocksByItself() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--idle-lock", "2s"])
+        XCTAssertEqual(try tryRead(mounted, "small"), "ok 11")
+        let fields = try status(mounted)
+        XCTAssertEqual(fields["protection"], "\"complete\"", "--idle-lock alone implies complete")
+        XCTAssertEqual(fields["idle_lock_seconds"], "2")
+        // Generous: the machine is shared; the lock itself needs ~2 s.
+        let locked = Deadline.poll(seconds: 60, interval: 0.5) { (try? self.status(mounted)["state"]) == "\"locked\"" }
+        XCTAssertTrue(locked, "still unlocked after 60 s idle")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        XCTAssertTrue(mounted.logLines().contains { $0.contains("locked (idle for 2 s)") }, mounted.logLines().joined(separator: "\n"))
+    }
+
+    func testStartLocked_ServesNothingUntilUnlock() throws {
+        let mounted = try mount(bundle, keyArguments: [], options: ["--start-locked", "--protection", "complete"])
+        XCTAssertEqual(try tryList(mounted), "ENOKEY")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ENOKEY")
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+
+        let unlock = try ctl(mounted, ["unlock", "--key-file", key])
+        assertSuccess(unlock)
+        XCTAssertEqual(unlock.output, "unlocked\n")
+        XCTAssertEqual(try tryList(mounted), "ok 2")
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ok \(Self.largeSize)")
+    }
+
+    func testUnlock_WrongKey_RefusedAndStaysLocked() throws {
+        let mounted = try mount(bundle, keyArguments: [], options: ["--start-locked"])
+        let wrong = try makeKeyFile("wrong-key")
+        let refused = try ctl(mounted, ["unlock", "--key-file", wrong])
+        XCTAssertEqual(refused.status, 1, refused.summary)
+        XCTAssertEqual(refused.errorLines.first, "encfs-ctl: error: wrong key: no key slot opened (the bundle has raw-key slots)")
+        XCTAssertEqual(refused.output, "")
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        // The right passphrase-less key still works afterwards.
+        assertSuccess(try ctl(mounted, ["unlock", "--key-file", key]))
+        XCTAssertEqual(try tryRead(mounted, "small"), "ok 11")
+    }
+
+    func testUnlock_FiveFailuresInAMinute_RateLimited() throws {
+        let mounted = try mount(bundle, keyArguments: [], options: ["--start-locked"])
+        let wrong = try makeKeyFile("wrong-key")
+        for attempt in 1...5 {
+            let refused = try ctl(mounted, ["unlock", "--key-file", wrong])
+            XCTAssertEqual(refused.status, 1, refused.summary)
+            XCTAssertTrue(refused.errorOutput.contains("wrong key"), "attempt \(attempt): \(refused.summary)")
+        }
+        // The sixth is refused before any key is tried, even the right one.
+        let limited = try ctl(mounted, ["unlock", "--key-file", key])
+        XCTAssertEqual(limited.status, 1, limited.summary)
+        XCTAssertTrue(limited.errorOutput.hasPrefix("encfs-ctl: error: too many failed unlocks: try again in "), limited.summary)
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+    }
+
+    /// `unlock` takes every key option of encfs-mount: a passphrase (the
+    /// daemon runs scrypt), and a key from the kernel keyring.
+    func testUnlock_PassphraseAndKeyringKey() throws {
+        let passphrase = try scratch.write("passphrase", Array("correct horse \(randomHex(bytes: 6))\n".utf8), mode: 0o600)
+        let both = scratch.url("both.encfs")
+        try packOrThrow(source, both, keyFile: key, ["--passphrase-file", passphrase, "--scrypt-log-n", "14"])
+        let mounted = try mount(both, keyArguments: [], options: ["--start-locked", "--protection", "complete"])
+        let unlocked = try ctl(mounted, ["unlock", "--passphrase-file", passphrase])
+        assertSuccess(unlocked)
+        XCTAssertEqual(try tryRead(mounted, "small"), "ok 11")
+
+        assertSuccess(try ctl(mounted, ["lock"]))
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        let description = uniqueKeyDescription("ctl-unlock")
+        try addKeyringKey(description, payload: Array(try String(contentsOfFile: key, encoding: .utf8).utf8))
+        assertSuccess(try ctl(mounted, ["unlock", "--key-keyring", description]))
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ok \(Self.largeSize)")
+    }
+
+    func testMountOptions_BadValuesAreUsageErrors() throws {
+        try assertMountOptionRejected("--protection", values: ["", "always", "Complete"],
+                                      message: "encfs-mount: error: --protection must be complete, unless-open or until-unmount")
+        try assertMountOptionRejected("--idle-lock", values: ["", "0s", "15", "5x", "-1m", "8d", "99999999999999999h"],
+                                      message: "encfs-mount: error: --idle-lock must be a duration from 1s to 7d")
+    }
+}
