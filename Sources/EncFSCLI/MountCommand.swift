@@ -198,13 +198,8 @@ public enum MountCommand {
             if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.failure
         }
-        do {
-            try checkMountpoint(configuration.mountpoint)
-            configuration = try withAbsolutePaths(configuration)
-        } catch {
-            diagnostics.report(error)
-            return ExitCode.failure
-        }
+        guard let prepared = preparedForServing(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
+        configuration = prepared
         switch opened {
         case .unlocked(let source, let keys):
             do {
@@ -234,13 +229,8 @@ public enum MountCommand {
             diagnostics.report(error, path: configuration.bundlePath)
             return ExitCode.failure
         }
-        do {
-            try checkMountpoint(configuration.mountpoint)
-            configuration = try withAbsolutePaths(configuration)
-        } catch {
-            diagnostics.report(error)
-            return ExitCode.failure
-        }
+        guard let prepared = preparedForServing(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
+        configuration = prepared
         if foreground {
             return serveInForeground(ReaderHandoff(nil), source: source, configuration, options: options, diagnostics: diagnostics)
         }
@@ -417,6 +407,19 @@ public enum MountCommand {
             resolved.logFile = try absolute(logFile)
         }
         return resolved
+    }
+
+    /// `configuration` with its mountpoint checked and its paths made
+    /// absolute (`withAbsolutePaths`), or nil after reporting why not: the
+    /// last step before a mount is served, whichever way it is opened.
+    static func preparedForServing(_ configuration: MountConfiguration, diagnostics: Diagnostics) -> MountConfiguration? {
+        do {
+            try checkMountpoint(configuration.mountpoint)
+            return try withAbsolutePaths(configuration)
+        } catch {
+            diagnostics.report(error)
+            return nil
+        }
     }
 
     static func checkMountpoint(_ path: [UInt8]) throws {

@@ -31,9 +31,11 @@ enum RemoteMount {
             diagnostics.report(error)
             return ExitCode.code(for: error)
         }
+        guard let prepared = MountCommand.preparedForServing(configuration, diagnostics: diagnostics) else {
+            return ExitCode.failure
+        }
+        configuration = prepared
         do {
-            try MountCommand.checkMountpoint(configuration.mountpoint)
-            configuration = try MountCommand.withAbsolutePaths(configuration)
             options.cacheDirectory = try options.cacheDirectory.map(absolute)
             options.caFile = try options.caFile.map(absolute)
         } catch {
