@@ -224,6 +224,30 @@ final class CompressedBundleTests: XCTestCase {
         XCTAssertThrowsBundleError(.corruptIndex) { try self.open(path) }
     }
 
+    /// A version 2 index may repeat a body only field for field: a record
+    /// that starts where another body starts but claims another size, or
+    /// starts inside another body, is refused (each repeat is checked
+    /// against the body it names, not against every file's range).
+    func testOpen_Version2RepeatThatDiffersFromItsBody_Refused() throws {
+        let shared = text(9000, seed: 3)
+        let (path, _) = try pack(["a": shared, "b": shared, "c": text(7000, seed: 4)], compression: .none)
+        let original = try FileTree.readFile(path)
+        for edit in ["size", "start"] {
+            try FileTree.writeFile(path, original)
+            let before = try open(path)
+            XCTAssertTrue(before.header.features.allowsSharedBodies, edit)
+            let b = try before.entry(bytes("b"))
+            XCTAssertNoThrow(try self.open(path), edit)
+            try KeyHolderEdits.editIndex(path, reader: before) { plain in
+                let at = KeyHolderEdits.record(b.position) + (edit == "size" ? 32 : 40)
+                let value = plain[at..<(at + 8)].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+                let changed = edit == "size" ? value - 1 : value + 16
+                plain.replaceSubrange(at..<(at + 8), with: withUnsafeBytes(of: changed.littleEndian) { Array($0) })
+            }
+            XCTAssertThrowsBundleError(.corruptIndex, edit) { try self.open(path) }
+        }
+    }
+
     /// A signed compressed bundle with a shared body: the signature's chunk
     /// digest (taken by the packer over the payload it wrote, each body
     /// once) is what verify finds hashing each distinct body once.
