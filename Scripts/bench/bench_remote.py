@@ -2,8 +2,8 @@
 """Driver of Scripts/bench-remote.sh (read that file for what is measured).
 
 Every server and mount it starts is stopped in `finally`, also on Ctrl-C.
-Figures are single runs on a loaded 2-core machine: compare systems within
-one run, not across runs.
+Figures are single runs: compare systems within one run, not across runs;
+the load average printed with the table says how busy the machine was.
 """
 import argparse
 import json
@@ -235,7 +235,9 @@ def main():
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
-    print(f"file {ctx.size >> 20} MiB, {ctx.random_reads} random 4 KiB reads; one run, loaded 2-core machine\n")
+    load = os.getloadavg()[0]
+    print(f"file {ctx.size >> 20} MiB, {ctx.random_reads} random 4 KiB reads; one run, "
+          f"{os.cpu_count()} CPUs, load average (1 min) at the end {load:.2f}\n")
     print("| system | added latency, ms | mount, s | first byte, ms | cold seq, MiB/s | warm seq, MiB/s "
           "| 4K random cold, reads/s | 4K random warm, reads/s | bytes sent per byte read |")
     print("|---|---|---|---|---|---|---|---|---|")
