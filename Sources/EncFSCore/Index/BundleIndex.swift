@@ -488,37 +488,26 @@ extension BundleIndex {
     /// so sizes, offsets and tables are in range.
     fileprivate static func distinctBodyBytes(_ pages: IndexPages, count: Int, layout: ChunkLayout, features: BundleFeatures,
                                               tables: CheckedChunkTables) throws -> (stored: UInt64, plaintext: UInt64)? {
-        struct Body: Equatable {
-            var start: UInt64
-            var end: UInt64
-            var size: UInt64
-            var idLow: UInt64
-            var idHigh: UInt64
-            var flags: UInt8
-            var table: UInt32
-        }
-        var bodies: [Body] = []
+        // The record's body fields, and where its chunk data ends.
+        var bodies: [(record: BodyRecord, end: UInt64)] = []
         for position in 0..<count {
-            let body = try pages.withBytes(at: headerSize + position * IndexEntry.recordSize, count: IndexEntry.recordSize) { r in
-                r[4] == IndexEntry.Kind.file.rawValue
-                    ? Body(start: r.le64(at: 40), end: 0, size: r.le64(at: 32), idLow: r.loadUnaligned(fromByteOffset: 48, as: UInt64.self),
-                           idHigh: r.loadUnaligned(fromByteOffset: 56, as: UInt64.self), flags: r[5], table: r.le32(at: 28))
-                    : nil
+            let record = try pages.withBytes(at: headerSize + position * IndexEntry.recordSize, count: IndexEntry.recordSize) { r in
+                r[4] == IndexEntry.Kind.file.rawValue ? BodyRecord(r) : nil
             }
-            guard var body else { continue }
-            let length = body.flags != 0 ? tables.storedLength(ofTableAt: body.table) ?? 0 : layout.ciphertextSize(forPlaintextSize: body.size)
-            body.end = body.start + length
-            if length > 0 { bodies.append(body) }
+            guard let record else { continue }
+            let length = record.flags != 0 ? tables.storedLength(ofTableAt: record.table) ?? 0
+                                            : layout.ciphertextSize(forPlaintextSize: record.size)
+            if length > 0 { bodies.append((record, record.start + length)) }
         }
-        bodies.sort { $0.start < $1.start }
+        bodies.sort { $0.record.start < $1.record.start }
         var total: (stored: UInt64, plaintext: UInt64) = (0, 0)
         for i in bodies.indices {
             if i > 0 {
-                if bodies[i] == bodies[i - 1] && features.allowsSharedBodies { continue }
-                if bodies[i].start < bodies[i - 1].end { return nil }
+                if bodies[i].record == bodies[i - 1].record && features.allowsSharedBodies { continue }
+                if bodies[i].record.start < bodies[i - 1].end { return nil }
             }
-            total.stored &+= bodies[i].end - bodies[i].start
-            total.plaintext &+= bodies[i].size
+            total.stored &+= bodies[i].end - bodies[i].record.start
+            total.plaintext &+= bodies[i].record.size
         }
         return total
     }
