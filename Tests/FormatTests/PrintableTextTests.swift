@@ -20,6 +20,19 @@ final class PrintableTextTests: XCTestCase {
         XCTAssertEqual(shown([UInt8(ascii: "a"), 0xC2, 0x9B, 0xC2, 0x85, 0xC2, 0xA0]), "a\\xc2\\x9b\\xc2\\x85\u{A0}")
     }
 
+    func testEscaping_BidiAndLineSeparatorsEscaped() {
+        // "Trojan Source": U+202E (RLO) would show "txt.exe" as "exe.txt".
+        XCTAssertEqual(shown(bytes("a\u{202E}txt.exe")), #"a\xe2\x80\xaetxt.exe"#)
+        XCTAssertEqual(shown(bytes("\u{2066}x\u{2069}")), #"\xe2\x81\xa6x\xe2\x81\xa9"#)
+        XCTAssertEqual(shown(bytes("l\u{200E}r\u{200F}")), #"l\xe2\x80\x8er\xe2\x80\x8f"#)
+        XCTAssertEqual(shown(bytes("\u{061C}")), #"\xd8\x9c"#, "Arabic letter mark")
+        XCTAssertEqual(shown(bytes("one\u{2028}two\u{2029}")), #"one\xe2\x80\xa8two\xe2\x80\xa9"#)
+        // Neighbours that only look alike stay: dashes, quotes, the joiner
+        // that emoji need, the euro sign.
+        XCTAssertEqual(shown(bytes("\u{2014}\u{201C}\u{200D}\u{20AC}")), "\u{2014}\u{201C}\u{200D}\u{20AC}")
+        XCTAssertEqual(PrintableText.sanitizing("x\u{202E}y"), #"x\xe2\x80\xaey"#)
+    }
+
     func testEscaping_InvalidUTF8_EachByteAsHex() {
         XCTAssertEqual(shown(bytes("bad-") + [0xFF, 0xFE] + bytes("-utf8")), #"bad-\xff\xfe-utf8"#)
         XCTAssertEqual(shown([0xC0, 0x80]), #"\xc0\x80"#, "overlong NUL")

@@ -17,9 +17,14 @@ package enum PrintableText {
     /// `bytes` as printable text.
     ///
     /// Valid UTF-8 is kept as it is, except control characters — C0
-    /// (0x00–0x1F), DEL (0x7F) and C1 (U+0080–U+009F, which some terminals
-    /// obey as escape introducers) — and bytes that are not UTF-8: each of
-    /// their bytes becomes `\xNN` (lowercase hex). A backslash becomes `\\`,
+    /// (0x00–0x1F), DEL (0x7F), C1 (U+0080–U+009F, which some terminals
+    /// obey as escape introducers), the bidirectional formatting characters
+    /// (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069, which reorder
+    /// what follows them on screen: a name could make a listing or a log
+    /// line read differently from its bytes) and the line and paragraph
+    /// separators U+2028–U+2029 (a line break to some readers) — and bytes
+    /// that are not UTF-8: each of their bytes becomes `\xNN` (lowercase
+    /// hex). A backslash becomes `\\`,
     /// so the result reads back unambiguously.
     ///
     /// - Parameters:
@@ -51,9 +56,9 @@ package enum PrintableText {
         while i < input.count {
             let length = validSequenceLength(input, at: i)
             if length == 0 || isControl(input, at: i, length: length) {
-                units.append(escaped(input[i]))
-                // A C1 control is escaped byte by byte, like invalid UTF-8.
-                if length == 2 { units.append(escaped(input[i + 1])) }
+                // A control of several bytes (C1, bidi) is escaped byte by
+                // byte, like invalid UTF-8.
+                for k in i..<(i + max(length, 1)) { units.append(escaped(input[k])) }
                 i += max(length, 1)
             } else if input[i] == UInt8(ascii: "\\") {
                 units.append([UInt8(ascii: "\\"), UInt8(ascii: "\\")])
@@ -94,14 +99,28 @@ package enum PrintableText {
     // MARK: - Helpers
 
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || isLayoutControl(scalar.value)
     }
 
-    /// Whether the valid sequence at `i` is a C0, DEL or C1 control.
+    /// The bidirectional formatting characters and the line and paragraph
+    /// separators: invisible, yet they change how the text around them is
+    /// laid out.
+    private static func isLayoutControl(_ value: UInt32) -> Bool {
+        value == 0x061C || (0x200E...0x200F).contains(value) || (0x2028...0x202E).contains(value)
+            || (0x2066...0x2069).contains(value)
+    }
+
+    /// Whether the valid sequence at `i` is a C0, DEL, C1 or layout control.
     private static func isControl(_ bytes: [UInt8], at i: Int, length: Int) -> Bool {
         switch length {
         case 1: return bytes[i] < 0x20 || bytes[i] == 0x7F
-        case 2: return bytes[i] == 0xC2 && bytes[i + 1] <= 0x9F
+        case 2: return (bytes[i] == 0xC2 && bytes[i + 1] <= 0x9F) || (bytes[i] == 0xD8 && bytes[i + 1] == 0x9C)
+        case 3:
+            // U+2000–U+207F are E2 80 xx and E2 81 xx; the rest of the
+            // three-byte range holds no layout control.
+            guard bytes[i] == 0xE2, bytes[i + 1] == 0x80 || bytes[i + 1] == 0x81 else { return false }
+            let value = 0x2000 + (UInt32(bytes[i + 1] & 0x3F) << 6) + UInt32(bytes[i + 2] & 0x3F)
+            return isLayoutControl(value)
         default: return false
         }
     }
