@@ -257,7 +257,8 @@ public final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
     package func makeWorkspace() throws -> ChunkWorkspace {
-        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID, compressed: header.features.isCompressed)
+        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID, compressed: header.features.isCompressed,
+                           cachesInflatedChunks: true)
     }
 
     /// Fetches, opens and copies the chunks of one read; the read plan
@@ -282,6 +283,10 @@ public final class BundleReader: Sendable {
             let key = try givenKey ?? workspace.fileKey(for: entry, keys: keys)
             try entry.withFileID { fileID in
                 for batch in plan {
+                    // Part of a chunk this worker inflated lately: no fetch.
+                    if let cache = workspace.inflated, serveFromCache(batch, of: entry, cache: cache, into: buffer) {
+                        continue
+                    }
                     // A compressed file's batch lies where its chunk table
                     // says; the chunks are the same, so it fits the buffer.
                     let window = entry.hasChunkTable
@@ -321,13 +326,32 @@ public final class BundleReader: Sendable {
         return plan.byteCount
     }
 
+    /// Copies the bytes a batch of one partly wanted chunk gives the read
+    /// out of the workspace's cache of inflated chunks, when the chunk is
+    /// there.
+    ///
+    /// - Returns: false when the batch has more than one chunk, wants its
+    ///   chunk whole, or the chunk is not cached: fetch and open it.
+    @inline(__always)
+    private func serveFromCache(_ batch: ChunkReadPlan.Batch, of entry: IndexEntry, cache: InflatedChunkCache,
+                                into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        guard batch.chunks.count == 1 else { return false }
+        var slices = batch.makeIterator()
+        guard let slice = slices.next(), !slice.coversWholeChunk,
+              let plaintext = cache.cached(entry, chunk: slice.chunk) else { return false }
+        UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+            .copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
+        return true
+    }
+
     /// Opens one chunk of a fetched batch and puts the bytes its slice
     /// wants into `buffer`.
     ///
     /// Whole chunks go straight to the caller; a partly wanted one is
     /// opened aside, since nothing may be released before the whole chunk
-    /// authenticated. A zstd chunk is opened into the workspace's frame
-    /// buffer and inflated to exactly its plaintext length, never further.
+    /// authenticated: into the workspace's cache of inflated chunks for a
+    /// compressed bundle (the next read inside it copies from there), else
+    /// into its plaintext buffer.
     ///
     /// - Throws: `BundleError.corruptChunk` when the chunk does not
     ///   authenticate or does not inflate to its length, `.crypto`.
@@ -339,9 +363,34 @@ public final class BundleReader: Sendable {
         let sealedRange = window.map { layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
         let encoding = window.map { layout.storedEncoding(ofChunk: slice.chunk, in: $0) } ?? .raw
         let sealed = UnsafeRawBufferPointer(rebasing: fetched[sealedRange])
-        let whole = slice.coversWholeChunk
-        let target = whole ? UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
-                           : UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
+        func decode(into target: UnsafeMutableRawBufferPointer) throws {
+            try decodeChunk(slice, sealed: sealed, encoding: encoding, entry: entry, key: key, fileID: fileID,
+                            workspace: workspace, into: target)
+        }
+        let destination = UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+        if slice.coversWholeChunk {
+            try decode(into: destination)
+        } else if let cache = workspace.inflated {
+            let plaintext = try cache.fill(entry, chunk: slice.chunk, length: slice.chunkLength, open: decode)
+            destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
+        } else {
+            let target = UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
+            try decode(into: target)
+            destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
+        }
+    }
+
+    /// Authenticates one chunk's sealed bytes and puts its whole plaintext
+    /// into `target` (exactly the chunk's plaintext length). A zstd chunk
+    /// is opened into the workspace's frame buffer and inflated to exactly
+    /// its plaintext length, never further.
+    ///
+    /// - Throws: `BundleError.corruptChunk` (then `target` is wiped),
+    ///   `.crypto`.
+    @inline(__always)
+    private func decodeChunk(_ slice: ChunkReadPlan.Slice, sealed: UnsafeRawBufferPointer, encoding: StoredChunkEncoding,
+                             entry: IndexEntry, key: SymmetricKey, fileID: UnsafeRawBufferPointer,
+                             workspace: ChunkWorkspace, into target: UnsafeMutableRawBufferPointer) throws {
         switch encoding {
         case .raw:
             guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
@@ -361,10 +410,6 @@ public final class BundleReader: Sendable {
                 SecureBytes.wipe(target)
                 throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
             }
-        }
-        if !whole {
-            UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
-                .copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
         }
     }
 

@@ -2,7 +2,8 @@ import CryptCore
 
 /// Scratch space for reading one chunk: a cipher context, two buffers and
 /// the keys of the files it read last; for a compressed bundle also a zstd
-/// context, a buffer for one opened frame and one for chunk table entries.
+/// context, a buffer for one opened frame, one for chunk table entries and,
+/// for a reader, the chunks its partial reads inflated last.
 ///
 /// Workspaces are pooled by `BundleReader` so the read path allocates
 /// nothing once the pool has warmed up; the plaintext buffer is wiped when a
@@ -28,6 +29,10 @@ package final class ChunkWorkspace: @unchecked Sendable {
     private let frameLocked: Bool
     /// Holds the chunk table entries of one batch (``ChunkTableWindow``).
     let tableEntries: UnsafeMutableRawBufferPointer
+    /// The chunks a reader's partial reads inflated last (a reader's
+    /// workspace of a compressed bundle only; nil for passes that read
+    /// every chunk once).
+    let inflated: InflatedChunkCache?
     /// The files whose entries and keys are cached, by slot: index
     /// position, −1 while a slot is empty. A workspace belongs to one reader
     /// (one bundle), so a position names one file.
@@ -48,8 +53,12 @@ package final class ChunkWorkspace: @unchecked Sendable {
     ///   than the mount's reads.
     /// - Parameter compressed: the bundle's chunks are compressed
     ///   (``BundleFeatures/isCompressed``).
-    init(layout: ChunkLayout, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes, compressed: Bool = false) throws {
+    /// - Parameter cachesInflatedChunks: keep the chunks partial reads
+    ///   inflate (``InflatedChunkCache``; with `compressed` only).
+    init(layout: ChunkLayout, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes, compressed: Bool = false,
+         cachesInflatedChunks: Bool = false) throws {
         codec = try ChunkCodec(bundleID: bundleID, compressed: compressed)
+        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: Int(layout.chunkSize)) : nil
         decompressor = compressed ? try ChunkDecompressor() : nil
         // A frame is shorter than its chunk (else it is stored raw).
         frame = .allocate(byteCount: compressed ? Int(layout.chunkSize) : 0, alignment: 4096)
