@@ -13,10 +13,11 @@ public enum BundleFormat {
     public static let version2: UInt16 = 2
     /// The versions this build reads.
     public static let readableVersions: ClosedRange<UInt16> = 1...2
-    /// Default chunk size of compressed bundles (64 KiB): each chunk is
-    /// compressed on its own, and small chunks compress worse;
-    /// docs/PERFORMANCE.md has the measurements that chose it.
-    public static let defaultCompressedChunkSizeLog2: UInt8 = 16
+    /// Default chunk size of compressed bundles (32 KiB): each chunk is
+    /// compressed on its own, so small chunks compress worse, while a small
+    /// read inflates a whole chunk; docs/PERFORMANCE.md has the
+    /// measurements that chose it.
+    public static let defaultCompressedChunkSizeLog2: UInt8 = 15
     /// Size of the fixed part of the header, before the key slots.
     public static let fixedHeaderSize = 64
     /// Size of the header authentication code that ends the header.
