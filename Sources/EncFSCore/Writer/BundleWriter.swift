@@ -63,7 +63,9 @@ public struct PackSummary: Sendable {
 /// The bundle is written to an unnamed file and linked into place only when
 /// complete and synced (`AtomicFile`): on any failure nothing is left at the
 /// destination and an existing bundle stays as it was. Plaintext exists only
-/// in one chunk-sized buffer, wiped at the end.
+/// in one buffer of a few chunks (``FileEncryptor``), wiped at the end, and in
+/// the source files' own page cache, which ``SourcePrefetcher`` fills ahead
+/// of the reads.
 public enum BundleWriter {
     /// Packs `source` into `destination`.
     ///
@@ -130,8 +132,15 @@ public enum BundleWriter {
                                  hashing: options.signingKey != nil)
         let pipeline = options.compression == .zstd
             ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
-        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress)
+        // Files in the order they are read; the prefetcher keeps the disk
+        // busy ahead of them.
+        let files = tree.nodes.filter { $0.kind == .file }.map { SourcePrefetcher.File(relativePath: $0.relativePath, size: $0.size) }
+        let prefetcher = SourcePrefetcher(root: root, files: files)
+        defer { prefetcher.stop() }
+        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress,
+                                          prefetcher: prefetcher)
         var deduplicator = Deduplicator(tree.nodes)
+        var sequence = 0
         options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
                                 bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
         for position in tree.nodes.indices {
@@ -143,7 +152,9 @@ public enum BundleWriter {
             case .file:
                 let source = FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
                                                   displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
-                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode))
+                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode),
+                                                  sequence: sequence)
+                sequence += 1
                 let (snapshot, body, shared) = try deduplicator.store(source, size: tree.nodes[position].size,
                                                                       encryptor: encryptor, sink: sink)
                 bodies[position] = body
@@ -162,6 +173,7 @@ public enum BundleWriter {
         }
         // Every chunk in the sink, every body complete.
         try encryptor.finish()
+        prefetcher.stop()
         let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
         summary.formatVersion = features.formatVersion
