@@ -108,8 +108,6 @@ final class SourcePrefetcher: Sendable {
     private func run() {
         var file = 0
         var offset: UInt64 = 0
-        var open: (index: Int, fd: Int32)?
-        defer { if let open { close(open.fd) } }
         while file < files.count, !stopping.load(ordering: .acquiring) {
             let position = starts[file] &+ offset
             guard isWithinReach(position: position, file: file) else {
@@ -124,25 +122,23 @@ final class SourcePrefetcher: Sendable {
                 continue
             }
             let size = files[file].size
-            if size == 0 || offset >= size {
+            guard size > 0, offset < size else {
                 file += 1
                 offset = 0
                 continue
             }
-            if open?.index != file {
-                if let previous = open { close(previous.fd) }
-                let fd = files[file].relativePath.withCString { openat(root.rawValue, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-                guard fd >= 0 else {
-                    open = nil
-                    file += 1
-                    offset = 0
-                    continue
-                }
-                open = (file, fd)
+            // Opened for one hint and closed at once: no descriptor is held
+            // while this thread sleeps, and the packer's own is the only one
+            // that stays open on a file.
+            let fd = files[file].relativePath.withCString { openat(root.rawValue, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+            guard fd >= 0 else {
+                file += 1
+                offset = 0
+                continue
             }
-            guard let fd = open?.fd else { continue }
             let length = min(size - offset, step)
             _ = posix_fadvise(fd, off_t(clamping: offset), off_t(clamping: length), POSIX_FADV_WILLNEED)
+            close(fd)
             offset += length
         }
     }
