@@ -14,7 +14,8 @@ on a bundle of its own, so that two builds are compared in one run (the
 results then add a table of encfs / encfs-base ratios of medians).
 
 Each repetition runs every system in turn (interleaved, so that drift on a
-shared machine hits all of them alike):
+shared machine hits all of them alike; the order rotates by one each
+repetition, so none always follows the same system):
   pack      build the image from the data set, then `sync` (timed together:
             encfs-pack fsyncs its output, the others do not);
   round A   backing store warmed into the page cache (cat), fresh mount
@@ -32,6 +33,10 @@ duplicated directory), and the systems default to plain, squashfuse-zstd
 (mksquashfs -comp zstd -Xcompression-level 3, 128 KiB blocks, duplicates
 found), encfs (--compress none) and encfs-zstd (--compress zstd, level 3;
 BENCH_ENCFS_ZSTD_ARGS is appended to its encfs-pack command).
+During each fio run, placement.py samples the daemon's threads (how many,
+which CPU each last ran on, how much CPU each used), fio's threads, and the
+CPU time everything else on the machine used (results.json: details →
+fio_1/fio_4 → placement; a table in results.md). Nothing is pinned.
 Daemons' stderr goes to OUT/logs/SYSTEM.log. --read-ahead-kb sets every FUSE
 mount's bdi read_ahead_kb right after mounting (the kernel default is 128).
 """
@@ -48,6 +53,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from placement import Placement
 
 PROG = "bench"
 MiB = 1 << 20
@@ -706,17 +713,20 @@ class Bench:
             die(f"cannot parse dd output: {result.stderr.strip()}")
         return int(m.group(1)) / float(m.group(2)) / MiB
 
-    def fio(self, system, path, jobs):
-        """fio 4 KiB random reads, psync; O_DIRECT through FUSE so every read reaches the daemon."""
+    def fio(self, system, path, jobs, pid=None):
+        """fio 4 KiB random reads, psync; O_DIRECT through FUSE so every read reaches the daemon.
+        The daemon's threads, where they and fio ran, and the other load are sampled meanwhile."""
         direct = 1 if system.is_fuse else 0
-        result = run(["fio", "--name=rand4k", f"--filename={path}", "--readonly", "--rw=randread",
-                      "--bs=4k", "--ioengine=psync", f"--direct={direct}", f"--numjobs={jobs}",
-                      "--time_based", f"--runtime={self.fio_seconds}", "--group_reporting",
-                      "--randrepeat=1", "--invalidate=0", "--output-format=json"])
+        with Placement(pid) as placement:
+            result = run(["fio", "--name=rand4k", f"--filename={path}", "--readonly", "--rw=randread",
+                          "--bs=4k", "--ioengine=psync", f"--direct={direct}", f"--numjobs={jobs}",
+                          "--time_based", f"--runtime={self.fio_seconds}", "--group_reporting",
+                          "--randrepeat=1", "--invalidate=0", "--output-format=json"])
         report = json.loads(result.stdout[result.stdout.index("{"):])
         job = report["jobs"][0]["read"]
         return job["iops"], {"iops": job["iops"], "bw_kib": job["bw"], "lat_mean_us": job["lat_ns"]["mean"] / 1000,
-                             "lat_p99_us": job.get("clat_ns", {}).get("percentile", {}).get("99.000000", 0) / 1000}
+                             "lat_p99_us": job.get("clat_ns", {}).get("percentile", {}).get("99.000000", 0) / 1000,
+                             "placement": placement.summary()}
 
     def read_small_files(self, root):
         started = time.monotonic()
@@ -762,8 +772,9 @@ class Bench:
         warm = self.dd(big)
         self.record(system, "seq_cold_mibs", cold)
         self.record(system, "seq_warm_mibs", warm)
-        r1, d1 = self.fio(system, big, 1)
-        r4, d4 = self.fio(system, big, 4)
+        detail["loadavg_before_fio"] = self.load_averages()
+        r1, d1 = self.fio(system, big, 1, pid)
+        r4, d4 = self.fio(system, big, 4, pid)
         self.record(system, "rand4k_1_iops", r1)
         self.record(system, "rand4k_4_iops", r4)
         detail["loadavg_1min"] = self.load_average()
@@ -772,8 +783,10 @@ class Bench:
         if pid:
             detail["vmhwm_a_mib"] = self.vm_hwm_mib(pid)
             self.unmount(system.mountpoint, pid)
+        p1 = d1["placement"]
         log(f"  {system.name}: mount {'-' if mount_s is None else f'{mount_s:.3f} s'}, seq {cold:,.0f} MiB/s, "
-            f"warm {warm:,.0f} MiB/s, rand4k {r1:,.0f} / {r4:,.0f} IOPS")
+            f"warm {warm:,.0f} MiB/s, rand4k {r1:,.0f} / {r4:,.0f} IOPS; 1 job: {p1['daemon_threads'] or '-'} threads, "
+            f"same CPU {p1['same_cpu_fraction']}, other load {p1['other_load_cpus']} CPUs")
 
     def round_b(self, system, rep, detail):
         drop_caches()
@@ -795,6 +808,18 @@ class Bench:
     def load_average():
         with open("/proc/loadavg") as f:
             return float(f.read().split()[0])
+
+    @staticmethod
+    def load_averages():
+        """1, 5 and 15 minute load averages and the runnable/total task count, as /proc/loadavg says."""
+        with open("/proc/loadavg") as f:
+            one, five, fifteen, tasks = f.read().split()[:4]
+        return {"1min": float(one), "5min": float(five), "15min": float(fifteen), "runnable_tasks": tasks}
+
+    def in_turn(self, rep):
+        """The systems, rotated by one each repetition, so that none always runs after the same one."""
+        turn = rep % max(len(self.systems), 1)
+        return self.systems[turn:] + self.systems[:turn]
 
     def run(self):
         started = time.monotonic()
@@ -818,13 +843,13 @@ class Bench:
                 self.do_pack(s, rep)
         for rep in range(reps):
             log(f"round A (mount, sequential, random), repetition {rep + 1}/{reps}")
-            for s in self.systems:
+            for s in self.in_turn(rep):
                 detail = {"rep": rep}
                 self.details[s.name].append(detail)
                 self.round_a(s, rep, detail)
         for rep in range(reps):
             log(f"round B (small files after drop_caches), repetition {rep + 1}/{reps}")
-            for s in self.systems:
+            for s in self.in_turn(rep):
                 self.round_b(s, rep, self.details[s.name][rep])
         self.elapsed = time.monotonic() - started
         self.load_end = self.load_average()
@@ -920,6 +945,40 @@ class Bench:
             f.write(markdown)
         print(markdown)
 
+    def placement_table(self, names):
+        """Markdown lines: each system's threads, where they ran and the other load during the fio runs."""
+        def median(name, jobs, key):
+            values = [d[f"fio_{jobs}"]["placement"][key] for d in self.details[name]
+                      if d.get(f"fio_{jobs}") and d[f"fio_{jobs}"]["placement"].get(key) is not None]
+            return None if not values else statistics.median(values)
+
+        def cell(v, fmt="{:.2f}"):
+            return "–" if v is None else fmt.format(v)
+
+        lines = ["### Threads, CPU placement and other load during 4 KiB random reads\n",
+                 "Medians over the repetitions. Threads = the daemon's threads after the run (most seen); busy = "
+                 "threads that used CPU in the 1-job run; same CPU = share of 50 ms samples in which the busiest "
+                 "daemon thread last ran on the CPU of the busiest fio thread; other load = CPUs' worth of work by "
+                 "everything but the daemon, fio and the benchmark, averaged over the run (/proc/stat); steal = time "
+                 "the hypervisor took. Nothing is pinned.\n",
+                 "| system | threads | busy, 1 job | same CPU, 1 job | same CPU, 4 jobs | daemon CPU s, 1 job | "
+                 "other load, 1 job | other load, 4 jobs | steal, 1 job | load avg before |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+        for name in names:
+            if not any(d.get("fio_1") for d in self.details[name]):
+                continue
+            threads = median(name, 1, "daemon_threads")
+            most = median(name, 1, "daemon_threads_max")
+            loads = [d["loadavg_before_fio"]["1min"] for d in self.details[name] if d.get("loadavg_before_fio")]
+            lines.append(f"| {name} | {cell(threads, '{:.0f}')} ({cell(most, '{:.0f}')}) | "
+                         f"{cell(median(name, 1, 'daemon_threads_busy'), '{:.0f}')} | "
+                         f"{cell(median(name, 1, 'same_cpu_fraction'))} | {cell(median(name, 4, 'same_cpu_fraction'))} | "
+                         f"{cell(median(name, 1, 'daemon_cpu_s'))} | {cell(median(name, 1, 'other_load_cpus'))} | "
+                         f"{cell(median(name, 4, 'other_load_cpus'))} | {cell(median(name, 1, 'steal_cpus'))} | "
+                         f"{'–' if not loads else f'{min(loads):.2f}-{max(loads):.2f}'} |")
+        lines.append("")
+        return lines
+
     def markdown(self, machine, config, results):
         names = list(results)
         lines = []
@@ -993,6 +1052,8 @@ class Bench:
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
 
+        lines.extend(self.placement_table(names))
+
         if "encfs" in results and BASELINE in results:
             # One row per metric: the two builds side by side, each one's
             # spread, and whether their min-max ranges meet (if they do, the
@@ -1033,8 +1094,9 @@ class Bench:
                      " from the page cache for plain."
                      " Small files = `find small -type f | xargs cat` after `sync; echo 3 > drop_caches` and a"
                      " fresh mount. RSS = the daemon's VmHWM after round A or B, the larger."
+                     " Rounds A and B run the systems in turn, the order rotated by one each repetition."
                      + (f" {BASELINE} = the same encfs-pack and encfs-mount commands, with the binaries from"
-                        f" --baseline-bin and a bundle of its own; it runs right after encfs in rounds A and B."
+                        f" --baseline-bin and a bundle of its own; it runs right after encfs in rounds A and B (first when the rotation puts it there)."
                         if BASELINE in results else ""))
         lines.append(f"\nBenchmark time (measurements only, after the build): {self.elapsed / 60:.1f} min.")
         return "\n".join(lines) + "\n"

@@ -82,19 +82,24 @@ final class PackFaultTests: MountTestCase {
                                   acceptingEndOfFile: Bool = false) -> UInt64? {
         let deadline = Deadline(seconds: 60)
         while !deadline.hasPassed, pack.isRunning {
-            guard let fd = ProcessTable.descriptors(of: pack.pid).first(where: { $0.target == file })?.fd else {
+            guard ProcessTable.descriptors(of: pack.pid).contains(where: { $0.target == file }) else {
                 usleep(200)
                 continue
             }
             kill(pack.pid, SIGSTOP)
             guard Deadline.poll(seconds: 10, { ProcessTable.state(of: pack.pid) == "T" }) else { return nil }
-            let stillOpen = ProcessTable.descriptors(of: pack.pid).contains { $0.fd == fd && $0.target == file }
-            if stillOpen, let position = ProcessTable.position(of: pack.pid, fd: fd), position > 0,
+            // The packer's read-ahead thread opens files for a moment too,
+            // at position 0: the descriptor that has moved is the packer's.
+            let positions = ProcessTable.descriptors(of: pack.pid).filter { $0.target == file }
+                .compactMap { ProcessTable.position(of: pack.pid, fd: $0.fd) }
+            if let position = positions.max(), position > 0,
                position < size || (acceptingEndOfFile && position == size) {
                 return position
             }
             kill(pack.pid, SIGCONT)
-            if stillOpen, ProcessTable.position(of: pack.pid, fd: fd) == 0 {
+            if positions.max() ?? 0 == 0 {
+                // Not read yet (or the file closed between the two looks):
+                // once the packer is past the file it is never open again.
                 usleep(200)
                 continue
             }

@@ -1,6 +1,4 @@
 import CryptCore
-import Dispatch
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -63,7 +61,9 @@ public struct PackSummary: Sendable {
 /// The bundle is written to an unnamed file and linked into place only when
 /// complete and synced (`AtomicFile`): on any failure nothing is left at the
 /// destination and an existing bundle stays as it was. Plaintext exists only
-/// in one chunk-sized buffer, wiped at the end.
+/// in one buffer of a few chunks (``FileEncryptor``), wiped at the end, and in
+/// the source files' own page cache, which ``SourcePrefetcher`` fills ahead
+/// of the reads.
 public enum BundleWriter {
     /// Packs `source` into `destination`.
     ///
@@ -130,8 +130,15 @@ public enum BundleWriter {
                                  hashing: options.signingKey != nil)
         let pipeline = options.compression == .zstd
             ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
-        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress)
+        // Files in the order they are read; the prefetcher keeps the disk
+        // busy ahead of them.
+        let files = tree.nodes.filter { $0.kind == .file }.map { SourcePrefetcher.File(relativePath: $0.relativePath, size: $0.size) }
+        let prefetcher = SourcePrefetcher(root: root, files: files)
+        defer { prefetcher.stop() }
+        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress,
+                                          prefetcher: prefetcher)
         var deduplicator = Deduplicator(tree.nodes)
+        var sequence = 0
         options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
                                 bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
         for position in tree.nodes.indices {
@@ -143,7 +150,9 @@ public enum BundleWriter {
             case .file:
                 let source = FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
                                                   displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
-                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode))
+                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode),
+                                                  sequence: sequence)
+                sequence += 1
                 let (snapshot, body, shared) = try deduplicator.store(source, size: tree.nodes[position].size,
                                                                       encryptor: encryptor, sink: sink)
                 bodies[position] = body
@@ -162,6 +171,7 @@ public enum BundleWriter {
         }
         // Every chunk in the sink, every body complete.
         try encryptor.finish()
+        prefetcher.stop()
         let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
         summary.formatVersion = features.formatVersion
@@ -244,154 +254,3 @@ public enum BundleWriter {
         return tag
     }
 }
-
-/// Buffers sealed chunks and writes them on a second thread.
-///
-/// Two 4 MiB buffers: while one is written (`pwrite` on a serial dispatch
-/// queue), the packer reads and encrypts into the other, so reading,
-/// encryption and writing overlap. A write error is reported at the next
-/// hand-over or at ``finish()``. When hashing, the writer thread also
-/// hashes each buffer before writing it, up to ``dataDigest()``, so the
-/// signature's chunk digest costs the packer thread nothing.
-final class ChunkSink {
-    private let fd: Int32
-    private let path: [UInt8]
-    private let buffers: [WriteBuffer]
-    private var current = 0
-    private var used = 0
-    /// Payload bytes handed to the writer so far.
-    private var submitted: UInt64 = 0
-    private let start: UInt64
-    private let writer = DispatchQueue(label: "encfs-pack.writer")
-    /// Signalled when the write in flight has finished. Starts at 0 and is
-    /// back at 0 whenever nothing is in flight (libdispatch traps when a
-    /// semaphore is freed below its initial value).
-    private let idle = DispatchSemaphore(value: 0)
-    private var inFlight = false
-    private let failure = WriteFailure()
-    /// Hashes what is submitted while not nil.
-    private var hasher: SubmittedDataHasher?
-    static let capacity = 4 << 20
-
-    /// - Parameter hashing: hash the bytes written until ``dataDigest()``.
-    init(fd: Int32, startOffset: UInt64, path: [UInt8], hashing: Bool = false) throws {
-        self.fd = fd
-        self.path = path
-        start = startOffset
-        buffers = [WriteBuffer(capacity: Self.capacity), WriteBuffer(capacity: Self.capacity)]
-        hasher = hashing ? SubmittedDataHasher() : nil
-    }
-
-    deinit {
-        // Wait for a write still in flight before its buffer goes away.
-        waitForWrite()
-    }
-
-    private func waitForWrite() {
-        if inFlight {
-            idle.wait()
-            inFlight = false
-        }
-    }
-
-    /// Bytes of payload produced so far (buffered included).
-    var dataLength: UInt64 { submitted + UInt64(used) }
-
-    /// Hands out `count` bytes of buffer space for `body` to fill.
-    func withSpace(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
-        precondition(count <= Self.capacity, "internal error: chunk larger than the write buffer")
-        if count > Self.capacity - used { try submit() }
-        try body(UnsafeMutableRawBufferPointer(rebasing: buffers[current].bytes[used..<(used + count)]))
-        used += count
-    }
-
-    /// Appends bytes (the sealed index) after everything buffered.
-    func append(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let n = min(Self.capacity, bytes.count - offset)
-            try withSpace(n) { space in
-                bytes.withUnsafeBytes { space.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
-            }
-            offset += n
-        }
-    }
-
-    /// The SHA-256 of everything appended so far, when hashing (nil
-    /// otherwise); what is appended later is not hashed.
-    ///
-    /// - Throws: the first write error.
-    func dataDigest() throws -> [UInt8]? {
-        guard let hasher else { return nil }
-        try submit()
-        waitForWrite()
-        if let error = failure.value.withLock({ $0 }) { throw error }
-        self.hasher = nil
-        // The writer queue is idle: no other thread touches the hasher now.
-        return hasher.hasher.finalize()
-    }
-
-    /// Writes everything and waits for it; throws the first write error.
-    func finish() throws {
-        try submit()
-        waitForWrite()
-        if let error = failure.value.withLock({ $0 }) { throw error }
-    }
-
-    private func submit() throws {
-        guard used > 0 else { return }
-        // The other buffer's write must be done before it is filled again.
-        waitForWrite()
-        if let error = failure.value.withLock({ $0 }) { throw error }
-        let buffer = buffers[current]
-        let length = used
-        let offset = start + submitted
-        let (fd, path, idle, failure, hasher) = (self.fd, self.path, self.idle, self.failure, self.hasher)
-        writer.async {
-            hasher?.hasher.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<length]))
-            do {
-                try FileIO.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<length]), at: offset, path: path)
-                // Start writing these pages to disk now (Linux starts
-                // writeback for dirty pages on POSIX_FADV_DONTNEED, without
-                // waiting), so the disk works while the next buffers are
-                // read and encrypted, instead of all at the final fsync.
-                _ = posix_fadvise(fd, off_t(offset), off_t(length), POSIX_FADV_DONTNEED)
-            } catch let error as BundleError {
-                failure.value.withLock { if $0 == nil { $0 = error } }
-            } catch {
-                failure.value.withLock { if $0 == nil { $0 = .io(errno: EIO, operation: "write", path: path) } }
-            }
-            idle.signal()
-        }
-        inFlight = true
-        submitted += UInt64(length)
-        used = 0
-        current = 1 - current
-    }
-}
-
-/// The first write error of a ``ChunkSink``, shared with its writer queue.
-final class WriteFailure: Sendable {
-    let value = Mutex<BundleError?>(nil)
-}
-
-/// The hasher of a ``ChunkSink``'s data. `@unchecked Sendable`: only the
-/// sink's serial writer queue updates it, and the sink reads the digest
-/// only once that queue is idle.
-final class SubmittedDataHasher: @unchecked Sendable {
-    let hasher = SHA256.Hasher()
-}
-
-/// One write buffer of ``ChunkSink``; it holds ciphertext only.
-/// `@unchecked Sendable`: the sink hands it to the writer queue and does not
-/// touch it again until the write has signalled.
-final class WriteBuffer: @unchecked Sendable {
-    let bytes: UnsafeMutableRawBufferPointer
-
-    init(capacity: Int) {
-        bytes = .allocate(byteCount: capacity, alignment: 4096)
-    }
-
-    deinit { bytes.deallocate() }
-}
-
