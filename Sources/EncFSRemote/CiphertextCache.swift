@@ -25,12 +25,26 @@ final class CiphertextCache: Sendable {
     /// Held for the cache's life: the `flock` on `directory/lock`.
     private let lockFile: FileDescriptor
     private let state: Mutex<State>
+    /// Unit files kept open between reads.
+    private let openFiles = OpenUnitFiles(capacity: openFileLimit)
+    /// Most unit files kept open: more than the mount's worker threads,
+    /// so that each reader's current unit stays open.
+    static let openFileLimit = 32
+
+    private struct Unit {
+        /// The file's length.
+        var length: Int
+        var lastUse: UInt64
+        /// The file is in place (false while it is written: counted, not
+        /// readable, not evicted).
+        var ready: Bool
+        /// The clock when it was stored: tells this file from an earlier
+        /// one of the same unit (``OpenUnitFiles``).
+        var generation: UInt64
+    }
 
     private struct State {
-        /// Unit number → its file's length, last use, and whether the file
-        /// is in place (false while it is written: counted, not readable,
-        /// not evicted).
-        var units: [UInt64: (length: Int, lastUse: UInt64, ready: Bool)] = [:]
+        var units: [UInt64: Unit] = [:]
         var total: UInt64 = 0
         var clock: UInt64 = 0
     }
@@ -66,7 +80,7 @@ final class CiphertextCache: Sendable {
                 continue
             }
             initial.clock += 1
-            initial.units[unit] = (length, initial.clock, true)
+            initial.units[unit] = Unit(length: length, lastUse: initial.clock, ready: true, generation: initial.clock)
             initial.total += UInt64(length)
         }
         state = Mutex(initial)
@@ -85,26 +99,50 @@ final class CiphertextCache: Sendable {
     /// - Returns: false when the unit is missing or its file is not as
     ///   expected (then dropped).
     func read(unit: UInt64, length: Int, at offset: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        let known = state.withLock { state -> Bool in
-            guard let entry = state.units[unit], entry.ready else { return false }
-            state.clock += 1
-            state.units[unit] = (entry.length, state.clock, true)
-            return true
-        }
-        guard known else { return false }
-        let fd = withPath(of: unit) { open($0, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else {
-            forget(unit)
-            return false
-        }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_size == length,
-              (try? FileIO.preadFull(fd, into: buffer, at: UInt64(offset), path: [])) == buffer.count else {
+        guard let file = openFile(of: unit, length: length) else { return false }
+        guard (try? FileIO.preadFull(file.rawValue, into: buffer, at: UInt64(offset), path: [])) == buffer.count else {
             discard(unit)
             return false
         }
         return true
+    }
+
+    /// Asks the kernel to read unit `unit`'s whole file (`length` bytes)
+    /// into its page cache in the background: a sequential reader will want
+    /// it next, and the kernel's own read-ahead ends with each unit file.
+    /// Nothing when the unit is not stored; pages already cached cost a
+    /// lookup each.
+    func readAhead(unit: UInt64, length: Int) {
+        guard let file = openFile(of: unit, length: length) else { return }
+        _ = posix_fadvise(file.rawValue, 0, off_t(length), POSIX_FADV_WILLNEED)
+    }
+
+    /// The open file of stored unit `unit`: kept open from an earlier read,
+    /// or opened now and kept.
+    ///
+    /// - Returns: nil when the unit is not stored, or its file is missing
+    ///   or not `length` bytes long (then dropped).
+    private func openFile(of unit: UInt64, length: Int) -> FileDescriptor? {
+        let found = state.withLock { state -> UInt64? in
+            guard let entry = state.units[unit], entry.ready else { return nil }
+            state.clock += 1
+            state.units[unit]?.lastUse = state.clock
+            return entry.generation
+        }
+        guard let generation = found else { return nil }
+        if let file = openFiles.file(of: unit, generation: generation) { return file }
+        let fd = withPath(of: unit) { open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else {
+            forget(unit)
+            return nil
+        }
+        let file = FileDescriptor(taking: fd)
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size == length else {
+            discard(unit)
+            return nil
+        }
+        return openFiles.keep(file, of: unit, generation: generation)
     }
 
     /// Stores a fetched unit, evicting least-recently-used units first so
@@ -125,18 +163,19 @@ final class CiphertextCache: Sendable {
             // Reserved now, so concurrent stores count it; readable once
             // renamed into place.
             state.clock += 1
-            state.units[unit] = (bytes.count, state.clock, false)
+            state.units[unit] = Unit(length: bytes.count, lastUse: state.clock, ready: false, generation: state.clock)
             state.total += length
             return evicted
         }
-        for old in evicted { Self.remove(directory, old) }
+        for old in evicted {
+            openFiles.remove(old)
+            Self.remove(directory, old)
+        }
         guard Self.writeUnit(bytes, to: Self.path(directory, unit), directory: directory, unit: unit) else {
             forget(unit)
             return
         }
-        state.withLock { state in
-            if let entry = state.units[unit] { state.units[unit] = (entry.length, entry.lastUse, true) }
-        }
+        state.withLock { state in state.units[unit]?.ready = true }
     }
 
     /// Deletes unit `unit` (it failed authentication or was torn).
@@ -146,6 +185,7 @@ final class CiphertextCache: Sendable {
     }
 
     private func forget(_ unit: UInt64) {
+        openFiles.remove(unit)
         state.withLock { state in
             if let entry = state.units.removeValue(forKey: unit) { state.total -= UInt64(entry.length) }
         }

@@ -254,11 +254,17 @@ public final class RemoteBundleSource: ByteSource {
         for next in (unit + 1)...(unit + Self.readAheadUnits) { fetchInBackground(next) }
     }
 
-    /// Queues unit `unit` for a background fetch unless it is cached,
-    /// being fetched, or outside the units that are fetched.
+    /// Queues unit `unit` for a background fetch unless it is being
+    /// fetched or outside the units that are fetched; a cached unit is
+    /// read ahead from its file instead (``CiphertextCache/readAhead(unit:length:)``).
     private func fetchInBackground(_ unit: UInt64) {
-        guard let cache, !unitRange(unit).isEmpty, !cache.contains(unit) else { return }
-        background.async { [self] in fetchAhead(unit, into: cache) }
+        let range = unitRange(unit)
+        guard let cache, !range.isEmpty else { return }
+        if cache.contains(unit) {
+            background.async { cache.readAhead(unit: unit, length: Int(range.count)) }
+        } else {
+            background.async { [self] in fetchAhead(unit, into: cache) }
+        }
     }
 
     /// `--prefetch all`: every unit, in order, until the cache is full.
