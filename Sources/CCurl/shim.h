@@ -29,8 +29,11 @@ static inline CURLcode ccurl_getinfo_long(void *fn, CURL *handle, CURLINFO info,
 // The transfer's sinks, in C so that no Swift closure crosses into libcurl:
 // the body goes into the caller's buffer (a body longer than the buffer
 // stops the transfer: never more than was asked for is accepted), the
-// response headers into a block the caller parses afterwards.
+// response headers into a block the caller parses afterwards, and
+// libcurl's own text for a failure (CURLOPT_ERRORBUFFER: "SSL certificate
+// problem: …" says more than the error code's text).
 struct ccurl_sink {
+    char error[CURL_ERROR_SIZE];
     unsigned char *body;
     size_t body_capacity;
     size_t body_length;
@@ -70,7 +73,13 @@ static inline CURLcode ccurl_set_sink(void *setopt, CURL *handle, struct ccurl_s
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_WRITEDATA, (void *)sink);
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERFUNCTION, ccurl_write_header);
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERDATA, (void *)sink);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_ERRORBUFFER, sink->error);
     return rc;
+}
+
+// The failure text of the last transfer ("" when none).
+static inline const char *ccurl_sink_error(const struct ccurl_sink *sink) {
+    return sink->error;
 }
 
 #endif

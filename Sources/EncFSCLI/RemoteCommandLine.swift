@@ -95,7 +95,10 @@ enum RemoteCommandLine {
             }
             options.prefetch = value
         }
-        options.caFile = args.value(caFile)
+        if let path = args.value(caFile) {
+            try checkAuthorities(path)
+            options.caFile = path
+        }
         if let path = args.value(headerFile) {
             let text: SecureBytes
             do { text = try FileIO.readSecretFile(path, limit: maximumHeaderFile) } catch {
@@ -108,6 +111,28 @@ enum RemoteCommandLine {
             }
         }
         return options
+    }
+
+    /// Largest `--ca-file`.
+    static let maximumCAFile = 4 << 20
+
+    /// Refuses a `--ca-file` that cannot be read or holds no PEM
+    /// certificate here, with the option's name, rather than as a TLS
+    /// failure at the first request.
+    ///
+    /// - Throws: `CommandError` naming the file.
+    private static func checkAuthorities(_ path: [UInt8]) throws {
+        let text: SecureBytes
+        do { text = try FileIO.readSecretFile(path, limit: maximumCAFile) } catch {
+            throw CommandError("cannot read \(caFile)", path: path)
+        }
+        let marker = Array("-----BEGIN CERTIFICATE-----".utf8)
+        let found = text.withUnsafeBytes { bytes in
+            bytes.count >= marker.count && (0...(bytes.count - marker.count)).contains { at in
+                marker.indices.allSatisfy { bytes[at + $0] == marker[$0] }
+            }
+        }
+        guard found else { throw CommandError("\(caFile) holds no PEM certificate", path: path) }
     }
 
     private static func number(_ text: [UInt8]?, in range: ClosedRange<Int>, default value: Int, _ name: String) throws -> Int {

@@ -89,7 +89,7 @@ public final class HTTPByteSource: ByteSource {
         defer { buffer.deallocate() }
         let response = try policy.run { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<HTTPConnection.Response> in
             let response = first.get(offset: 0, count: buffer.count, into: buffer, timeoutMilliseconds: timeout)
-            if response.certificateRefused { throw .tls(response.curlMessage) }
+            if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
             if let transient = Self.transientFailure(response) { return .retry(transient, after: response.retryAfter) }
             switch response.status {
             case 206: break
@@ -149,7 +149,7 @@ public final class HTTPByteSource: ByteSource {
             let connection = try borrowConnection(until: deadline)
             defer { giveBack(connection) }
             let response = connection.get(offset: offset, count: count, into: buffer, timeoutMilliseconds: timeout)
-            if response.certificateRefused { throw .tls(response.curlMessage) }
+            if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
             if let transient = Self.transientFailure(response) { return .retry(transient, after: response.retryAfter) }
             switch response.status {
             case 206: break

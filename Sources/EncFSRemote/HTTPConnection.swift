@@ -17,6 +17,10 @@ final class HTTPConnection: @unchecked Sendable {
         var curlCode: Int32
         /// libcurl's text for ``curlCode`` (no address in it).
         var curlMessage: String
+        /// libcurl's own account of a failed transfer ("SSL certificate
+        /// problem: …"), empty when it gave none. Shown for certificate
+        /// failures only: other texts may name the host.
+        var curlDetail: String
         /// The failure was the certificate's (not trusted, or the CA file
         /// unusable), which no retry changes.
         var certificateRefused: Bool {
@@ -133,6 +137,7 @@ final class HTTPConnection: @unchecked Sendable {
         sink.pointee.body_length = 0
         sink.pointee.body_overflow = 0
         sink.pointee.headers_length = 0
+        sink.pointee.error.0 = 0
         let range = "\(offset)-\(offset + UInt64(count) - 1)"
         _ = range.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_RANGE, $0) }
         _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
@@ -142,6 +147,7 @@ final class HTTPConnection: @unchecked Sendable {
         var status = 0
         _ = ccurl_getinfo_long(curl.getinfo, handle, CURLINFO_RESPONSE_CODE, &status)
         var response = Response(curlCode: Int32(code.rawValue), curlMessage: curl.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)",
+                                curlDetail: String(cString: ccurl_sink_error(sink)),
                                 status: status, bodyLength: sink.pointee.body_length,
                                 overflowed: sink.pointee.body_overflow != 0)
         parseHeaders(into: &response)

@@ -11,87 +11,7 @@ import Glibc
 /// Every read is checked against the source: nothing wrong is ever
 /// returned, only the right bytes or EIO. Deadlines are short (2 s) and
 /// files small, so the class runs in well under three minutes.
-final class RemoteMountTests: MountTestCase {
-    // MARK: - Helpers
-
-    /// A source tree of random files of `sizes` (name → bytes) packed into
-    /// the server's directory as `bundle.encfs`.
-    private func publish(_ server: RemoteServer, _ sizes: [String: Int], chunkSize: String = "8K",
-                         name: String = "bundle.encfs") throws -> (source: String, key: String, bundle: String) {
-        let source = try scratch.makeDirectory(uniqueName("src"))
-        var generator = SeededGenerator(seed: UInt64(sizes.count * 7919 + chunkSize.count))
-        for (file, size) in sizes.sorted(by: { $0.key < $1.key }) {
-            if let slash = file.lastIndex(of: "/") {
-                try FileManager.default.createDirectory(atPath: "\(source)/\(file[..<slash])", withIntermediateDirectories: true)
-            }
-            try Data(generator.bytes(size)).write(to: URL(fileURLWithPath: "\(source)/\(file)"))
-        }
-        let key = try makeKeyFile(uniqueName("key"))
-        let bundle = "\(server.root)/\(name)"
-        try packOrThrow(source, bundle, keyFile: key, ["--chunk-size", chunkSize])
-        return (source, key, bundle)
-    }
-
-    /// Mounts `url` with a cache in scratch and short deadlines.
-    private func mountRemote(_ url: String, key: String, cache: String? = nil, _ options: [String] = []) throws -> MountedBundle {
-        let cacheDirectory = try cache ?? scratch.makeDirectory(uniqueName("cache"))
-        return try mount(url, keyArguments: ["--key-file", key],
-                         options: ["--cache-dir", cacheDirectory, "--net-timeout", "2", "--fetch-size", "256K"] + options)
-    }
-
-    /// `count` bytes at `offset` of `path` with one pread (read-ahead off:
-    /// one request to the daemon): the SHA-256 of what was read, or the
-    /// errno name, and how long it took.
-    private func pread(_ path: String, offset: Int, count: Int = 4096) throws -> (result: String, seconds: Double) {
-        let start = ContinuousClock.now
-        let out = try python("""
-            import hashlib, os, sys, errno
-            fd = os.open(sys.argv[1], os.O_RDONLY)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            try:
-                print(hashlib.sha256(os.pread(fd, int(sys.argv[3]), int(sys.argv[2]))).hexdigest())
-            except OSError as e:
-                print(errno.errorcode[e.errno])
-            """, [path, String(offset), String(count)], timeout: 60)
-        return (out.output.trimmingCharacters(in: .whitespacesAndNewlines), seconds(since: start))
-    }
-
-    /// The SHA-256 of `count` bytes at `offset` of a local file.
-    private func expected(_ path: String, offset: Int, count: Int = 4096) throws -> String {
-        try python("""
-            import hashlib, sys
-            with open(sys.argv[1], 'rb') as f:
-                f.seek(int(sys.argv[2])); print(hashlib.sha256(f.read(int(sys.argv[3]))).hexdigest())
-            """, [path, String(offset), String(count)]).output.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// SHA-256 of every file below `root`, by relative path.
-    private func digests(_ root: String) throws -> String {
-        try python("""
-            import hashlib, os, sys
-            root = sys.argv[1]
-            for d, _, files in sorted(os.walk(root)):
-                for f in sorted(files):
-                    p = os.path.join(d, f)
-                    print(os.path.relpath(p, root), hashlib.sha256(open(p, 'rb').read()).hexdigest())
-            """, [root], timeout: 120).output
-    }
-
-    /// SHA-256 of a whole file.
-    private func sha256(_ path: String) throws -> String {
-        String(try check("sha256sum", [path]).output.prefix(64))
-    }
-
-    private func dropKernelCaches() throws {
-        try sh("sync; echo 3 > /proc/sys/vm/drop_caches")
-    }
-
-    /// Bytes of unit files in a cache directory (every bundle under it).
-    private func cachedBytes(_ cache: String) throws -> Int {
-        Int(try sh("find \"$1\" -name 'unit-*' -type f -printf '%s\\n' | awk '{s+=$1} END {print s+0}'", [cache])
-            .output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-    }
-
+final class RemoteMountTests: RemoteTestCase {
     // MARK: - Content
 
     func testMount_ServesSourceExactly_SeveralChunkSizes() throws {
@@ -203,6 +123,68 @@ final class RemoteMountTests: MountTestCase {
         XCTAssertGreaterThan(refetched.bytes, 0, "damaged units must be fetched again")
         XCTAssertLessThanOrEqual(refetched.bytes, 2 * (256 << 10))
         XCTAssertFalse(mounted.logLines().contains { $0.contains("error") }, mounted.logLines().joined(separator: "\n"))
+        unmount(mounted)
+    }
+
+    /// A unit file damaged in place while the mount keeps it open: the
+    /// damaged bytes fail authentication, the unit is fetched again and
+    /// its new file is read, never the descriptor of the old one.
+    func testCache_UnitDamagedWhileOpen_IsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["f.bin": 1 << 20])
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
+        let digest = try sha256("\(published.source)/f.bin")
+        XCTAssertEqual(try sha256(mounted.path("f.bin")), digest)
+        let units = try sh("find \"$1\" -name 'unit-*' -type f | sort", [cache]).output.split(separator: "\n").map(String.init)
+        XCTAssertGreaterThanOrEqual(units.count, 3)
+        for unit in units { try BundleSurgery.flipByte(at: 100, in: unit) }
+        try dropKernelCaches()
+        try server.resetProxy()
+        XCTAssertEqual(try sha256(mounted.path("f.bin")), digest, "a damaged cache file was served")
+        XCTAssertGreaterThan(try server.proxyStats().bytes, 0, "damaged units must be fetched again")
+        // The fresh files are the ones read now: nothing more is fetched.
+        try dropKernelCaches()
+        try server.resetProxy()
+        XCTAssertEqual(try sha256(mounted.path("f.bin")), digest)
+        XCTAssertEqual(try server.proxyStats().bytes, 0)
+        unmount(mounted)
+    }
+
+    /// A sequential reader of cached data gets the next units' files read
+    /// ahead into the page cache (the kernel's own read-ahead ends with
+    /// each unit file); units far ahead are left alone.
+    func testCache_SequentialWarmReadReadsNextUnitFilesAhead() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        // One file: its ciphertext starts a few hundred bytes into the
+        // bundle, so plaintext offset ≈ bundle offset.
+        let published = try publish(server, ["big.bin": 4 << 20])
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
+        XCTAssertEqual(try sha256(mounted.path("big.bin")), try sha256("\(published.source)/big.bin"))
+        try dropKernelCaches()
+        // 1 MiB in 64 KiB preads, the kernel's read-ahead off: the last
+        // read lies in unit 4 (256 KiB units).
+        _ = try python("""
+            import os, sys
+            fd = os.open(sys.argv[1], os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            for offset in range(0, 1 << 20, 1 << 16):
+                os.pread(fd, 1 << 16, offset)
+            """, [mounted.path("big.bin")])
+        let directory = try XCTUnwrap(try sh("dirname \"$(find \"$1\" -name unit-1)\"", [cache]).output
+            .split(separator: "\n").first.map(String.init))
+        /// Bytes of unit `unit`'s file in the page cache, and its size.
+        func resident(_ unit: Int) throws -> (cached: Int, size: Int) {
+            let fields = try check("/usr/bin/fincore", ["--raw", "--bytes", "--noheadings", "--output", "RES,SIZE",
+                                                         "\(directory)/unit-\(String(unit, radix: 16))"])
+                .output.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+            return (fields.first ?? -1, fields.last ?? -1)
+        }
+        XCTAssertTrue(Deadline.poll(seconds: 10) { [5, 6].allSatisfy { (try? resident($0)).map { $0.cached == $0.size } ?? false } },
+                      "units 5 and 6: \((try? resident(5)).debugDescription), \((try? resident(6)).debugDescription)")
+        XCTAssertEqual(try resident(10).cached, 0, "unit 10 was read ahead too")
+        XCTAssertEqual(try resident(12).cached, 0, "unit 12 was read ahead too")
         unmount(mounted)
     }
 
@@ -344,25 +326,6 @@ final class RemoteMountTests: MountTestCase {
         XCTAssertEqual(lost.result, "EIO")
         XCTAssertLessThanOrEqual(lost.seconds, 2 + 1, "the read outlived --net-timeout + 1 s")
         unmount(mounted)
-    }
-
-    // MARK: - HTTPS
-
-    func testHTTPS_TrustsTheCAFileOnly() throws {
-        let server = try RemoteServer(test: self, withProxy: false, tls: true)
-        let published = try publish(server, ["t.bin": 200_000])
-        let certificate = try XCTUnwrap(server.certificate)
-        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--ca-file", certificate])
-        assertSuccess(try run("/usr/bin/diff", ["-r", published.source, mounted.mountpoint]))
-        unmount(mounted)
-        // Without it the self-signed certificate is refused at once, not
-        // retried until the deadline.
-        let mountpoint = try scratch.makeDirectory("mnt-untrusted")
-        let refused = try run(try Tools.mount(), [server.url("bundle.encfs"), mountpoint, "--key-file", published.key,
-                                                  "--net-timeout", "30"], timeout: 20)
-        XCTAssertEqual(refused.status, 1, refused.summary)
-        XCTAssertTrue(refused.errorOutput.contains("TLS:"), refused.errorOutput)
-        XCTAssertFalse(MountTable.isMounted(mountpoint))
     }
 
     // MARK: - Secrets

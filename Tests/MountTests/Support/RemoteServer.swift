@@ -17,16 +17,32 @@ final class RemoteServer: Sendable {
     private let proxy: SpawnedProcess?
     /// The proxy's port, when started with one.
     let proxyPort: Int?
-    /// With `tls`: the self-signed certificate nginx serves (PEM), which
-    /// clients must be told to trust.
+    /// With `tls`: the certificate of the authority that signed nginx's
+    /// (PEM), made for this server alone, which clients must be told to
+    /// trust (`--ca-file`).
     let certificate: String?
+    /// nginx's access log: one ``AccessLogLine`` per request.
+    let accessLogPath: String
+
+    /// How nginx serves.
+    enum Transport {
+        case http
+        /// TLS with a certificate signed by a scratch authority.
+        case https
+        /// The same, offering HTTP/2 (ALPN `h2`) besides HTTP/1.1.
+        case http2
+    }
 
     /// Starts nginx (and the proxy when `withProxy`) and waits until they
     /// accept connections.
     ///
     /// - Throws: `SubprocessError` when nginx is missing or does not start
     ///   within 10 s.
-    init(test: MountTestCase, withProxy: Bool, tls: Bool = false) throws {
+    convenience init(test: MountTestCase, withProxy: Bool, tls: Bool = false) throws {
+        try self.init(test: test, withProxy: withProxy, transport: tls ? .https : .http)
+    }
+
+    init(test: MountTestCase, withProxy: Bool, transport: Transport) throws {
         let scratch = test.scratch
         root = try scratch.makeDirectory(test.uniqueName("www"))
         let prefix = try scratch.makeDirectory(test.uniqueName("nginx"))
@@ -35,19 +51,26 @@ final class RemoteServer: Sendable {
         }
         var listen = ""
         var tlsDirectives = ""
-        if tls {
+        if transport != .http {
+            let authority = try Self.makeAuthority(test: test, name: "encfs test CA")
             let key = scratch.url(test.uniqueName("tls.key"))
+            let request = scratch.url(test.uniqueName("tls.csr"))
             let certificate = scratch.url(test.uniqueName("tls.pem"))
-            let made = try Subprocess.run("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                                                      "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1",
-                                                      "-addext", "subjectAltName=IP:127.0.0.1"])
-            guard made.status == 0 else { throw SubprocessError(made.summary) }
-            listen = " ssl"
+            let extensions = try scratch.write(test.uniqueName("tls.ext"), Array("subjectAltName=IP:127.0.0.1\n".utf8))
+            for arguments in [["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                               "-out", request, "-subj", "/CN=127.0.0.1"],
+                              ["x509", "-req", "-in", request, "-CA", authority.certificate, "-CAkey", authority.key,
+                               "-CAcreateserial", "-days", "1", "-extfile", extensions, "-out", certificate]] {
+                let made = try Subprocess.run("openssl", arguments)
+                guard made.status == 0 else { throw SubprocessError(made.summary) }
+            }
+            listen = transport == .http2 ? " ssl http2" : " ssl"
             tlsDirectives = "ssl_certificate \(certificate); ssl_certificate_key \(key);"
-            self.certificate = certificate
+            self.certificate = authority.certificate
         } else {
             certificate = nil
         }
+        accessLogPath = "\(prefix)/access.log"
         var started: (SpawnedProcess, Int)?
         // A free port: bind to 0, read it, close, hand it to nginx; retried
         // if another process took it meanwhile.
@@ -61,7 +84,8 @@ final class RemoteServer: Sendable {
             pid \(prefix)/nginx.pid;
             events { worker_connections 256; }
             http {
-              access_log \(prefix)/access.log;
+              log_format encfs '$server_protocol $status "$http_range" "$http_if_match" $body_bytes_sent';
+              access_log \(accessLogPath) encfs;
               client_body_temp_path \(prefix)/body;
               proxy_temp_path \(prefix)/proxy;
               fastcgi_temp_path \(prefix)/fastcgi;
@@ -156,6 +180,52 @@ final class RemoteServer: Sendable {
             throw SubprocessError("proxy control failed: \(result.summary)")
         }
         return json
+    }
+
+    // MARK: - TLS and the access log
+
+    /// A certificate authority made with openssl for one test (P-256,
+    /// valid one day): its certificate and key in scratch.
+    static func makeAuthority(test: MountTestCase, name: String) throws -> (certificate: String, key: String) {
+        let key = test.scratch.url(test.uniqueName("ca.key"))
+        let certificate = test.scratch.url(test.uniqueName("ca.pem"))
+        let made = try Subprocess.run("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                                                  "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=\(name)",
+                                                  "-addext", "basicConstraints=critical,CA:TRUE",
+                                                  "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        guard made.status == 0 else { throw SubprocessError(made.summary) }
+        return (certificate, key)
+    }
+
+    /// One request as nginx logged it.
+    struct AccessLogLine: Equatable {
+        /// `HTTP/1.1` or `HTTP/2.0`.
+        var protocolName: String
+        var status: Int
+        /// The `Range` header sent ("-" for none).
+        var range: String
+        /// The `If-Match` header sent ("-" for none).
+        var ifMatch: String
+        var bodyBytes: Int
+    }
+
+    /// The requests nginx has logged so far (it writes each line when the
+    /// response is done).
+    func accessLog() throws -> [AccessLogLine] {
+        let text = (try? String(contentsOfFile: accessLogPath, encoding: .utf8)) ?? ""
+        return try text.split(separator: "\n").map { line in
+            // PROTOCOL STATUS "RANGE" "IF-MATCH" BYTES; an ETag is quoted
+            // itself, which nginx logs as \x22.
+            let fields = line.split(separator: " ", maxSplits: 2)
+            guard fields.count == 3, let status = Int(fields[1]), let lastSpace = fields[2].lastIndex(of: " "),
+                  let bytes = Int(fields[2][fields[2].index(after: lastSpace)...]) else {
+                throw SubprocessError("unexpected access log line: \(line)")
+            }
+            let quoted = fields[2][..<lastSpace].split(separator: "\" \"", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).replacingOccurrences(of: "\\x22", with: "\"") }
+            guard quoted.count == 2 else { throw SubprocessError("unexpected access log line: \(line)") }
+            return AccessLogLine(protocolName: String(fields[0]), status: status, range: quoted[0], ifMatch: quoted[1], bodyBytes: bytes)
+        }
     }
 
     // MARK: - Ports
