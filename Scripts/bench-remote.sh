@@ -11,12 +11,20 @@
 # sequential MiB/s, 4 KiB random reads per second cold and warm, and bytes
 # the server sent per byte read (from nginx's access log).
 #
-#   Scripts/bench-remote.sh [--quick] [--out DIR] [--systems a,b,...]
+#   Scripts/bench-remote.sh [--quick] [--reps N] [--out DIR] [--systems a,b,...]
+#                           [--baseline-bin DIR]
 #
 #   --quick        a 64 MiB file instead of 512 MiB, 200 random reads
 #                  instead of 1000; a few minutes on 2 cores
+#   --reps N       measure every system N times, round by round, and report
+#                  medians with their ranges (default 1)
 #   --out DIR      work directory (default /var/tmp/encfs-bench-remote)
 #   --systems LIST a subset of encfs-local,encfs-http,rclone-http,rclone-crypt
+#                  (default all four), or encfs-http-base as well
+#   --baseline-bin DIR
+#                  encfs-http-base: encfs-mount URL with the encfs-mount in
+#                  DIR (Scripts/build-baseline.sh REV), to compare two
+#                  builds in one run
 #
 # Needs root (drop_caches, mounts); installs nginx and rclone when missing.
 # Leaves no mount or server behind, also on failure or Ctrl-C.
@@ -25,14 +33,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 quick=0
+reps=1
+baseline=
 out=/var/tmp/encfs-bench-remote
 systems=encfs-local,encfs-http,rclone-http,rclone-crypt
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
+    --reps) reps=${2:?--reps needs a number}; shift
+            [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --reps must be a positive number" >&2; exit 2; } ;;
     --out) out=${2:?--out needs a directory}; shift ;;
+    --baseline-bin) baseline=${2:?--baseline-bin needs a directory}; shift ;;
     --systems) systems=${2:?--systems needs a list}; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "bench-remote.sh: error: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -43,4 +56,5 @@ for p in nginx rclone fuse3; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | 
 if [ ${#missing[@]} -gt 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; fi
 swift build -c release -Xswiftc -warnings-as-errors >/dev/null
 bin=$(swift build -c release --show-bin-path)
-exec /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick"
+exec /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick" --reps "$reps" \
+  --baseline-bin "$baseline"

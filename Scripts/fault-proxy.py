@@ -15,6 +15,8 @@ bytes, then nothing), reset (after= bytes of the response, then close),
 short (full Content-Length, half the body, close), status (code=,
 retry_after=), full200 (drop the Range header: the server sends 200),
 flip (every=N: flip one bit of every Nth body byte: damage on the way),
+etag (value=V: the object looks replaced: responses carry ETag V, a request
+whose If-Match is not V gets 412), noetag (responses carry no ETag).
 Parameters combine: latency_ms= and bytes_per_second= apply to any mode.
 require_auth=VALUE answers 401 to requests without that Authorization.
 "bytes" counts response body bytes sent to clients (what a mount transfers).
@@ -133,7 +135,16 @@ async def handle(reader, writer, upstream):
                 writer.write(("HTTP/1.1 %d Fault\r\n%sContent-Length: 0\r\n\r\n" % (code, extra)).encode())
                 await writer.drain()
                 continue
+            if mode == "etag":
+                changed = params.get("value", '"changed"')
+                matched = [h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("if-match:")]
+                if matched and matched != [changed]:
+                    writer.write(b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n")
+                    await writer.drain()
+                    continue
             forwarded = [h for h in headers if not h.lower().startswith(("connection:", "keep-alive:"))]
+            if mode in ("etag", "noetag"):  # the server's own ETag would not match
+                forwarded = [h for h in forwarded if not h.lower().startswith("if-match:")]
             if mode == "full200":
                 forwarded = [h for h in forwarded if not h.lower().startswith(("range:", "if-match:"))]
             try:
@@ -149,6 +160,10 @@ async def handle(reader, writer, upstream):
                 upstream_reader.feed_data(body)
                 upstream_reader.feed_eof()
             kept = [h for h in response_headers if not h.lower().startswith(("connection:", "keep-alive:", "content-length:"))]
+            if mode in ("etag", "noetag"):
+                kept = [h for h in kept if not h.lower().startswith("etag:")]
+                if mode == "etag":
+                    kept.append("ETag: " + params.get("value", '"changed"'))
             head = status_line + "\r\n" + "".join(h + "\r\n" for h in kept) + "Content-Length: %d\r\n\r\n" % length
             writer.write(head.encode("latin-1"))
             rate = state["bytes_per_second"]

@@ -12,6 +12,7 @@ import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -109,8 +110,9 @@ def mount(system, ctx, base_url, mnt, cache):
     start = time.monotonic()
     if system == "encfs-local":
         sh(ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key)
-    elif system == "encfs-http":
-        sh(ctx.bin + "/encfs-mount", base_url + "/bundle.encfs", mnt, "--key-file", ctx.key, "--cache-dir", cache)
+    elif system in ("encfs-http", "encfs-http-base"):
+        binary = ctx.bin if system == "encfs-http" else ctx.baseline_bin
+        sh(binary + "/encfs-mount", base_url + "/bundle.encfs", mnt, "--key-file", ctx.key, "--cache-dir", cache)
     else:
         config = os.path.join(ctx.out, "rclone.conf")
         with open(config, "w") as f:
@@ -206,26 +208,83 @@ def prepare(ctx):
     return www
 
 
+METRICS = ("mount_s", "first_byte_ms", "cold_mibs", "warm_mibs", "cold_iops", "warm_iops", "bytes_per_byte")
+
+
+def summarize(results):
+    """Per (system, latency): the median of each metric over the repetitions
+    and its range, in the order the runs came."""
+    groups = {}
+    for r in results:
+        groups.setdefault((r["system"], r["latency"]), []).append(r)
+    rows = []
+    for (system, latency), runs in groups.items():
+        row = dict(system=system, latency=latency, runs=len(runs))
+        for m in METRICS:
+            values = sorted(r[m] for r in runs)
+            row[m] = statistics.median(values)
+            row[m + "_range"] = (values[0], values[-1])
+        rows.append(row)
+    return rows
+
+
+def print_table(rows, load_start, load_end, ctx):
+    print(f"file {ctx.size >> 20} MiB, {ctx.random_reads} random 4 KiB reads; one run, {ctx.reps} repetition(s) "
+          f"interleaved (medians below), {os.cpu_count()} CPUs, load average (1 min) {load_start:.2f} at the start, "
+          f"{load_end:.2f} at the end\n")
+    formats = dict(mount_s="{:.2f}", first_byte_ms="{:.1f}", cold_mibs="{:.0f}", warm_mibs="{:.0f}", cold_iops="{:.0f}",
+                   warm_iops="{:.0f}", bytes_per_byte="{:.3f}")
+
+    def cell(r, m, ranged):
+        value = r[m]
+        if value != value:  # NaN: not measured (the local bundle sends nothing)
+            return "-"
+        text = formats[m].format(value)
+        if ranged and r["runs"] > 1:
+            low, high = r[m + "_range"]
+            text += f" ({formats[m].format(low)}–{formats[m].format(high)})"
+        return text
+
+    header = ("| system | added latency, ms | mount, s | first byte, ms | cold seq, MiB/s | warm seq, MiB/s "
+              "| 4K random cold, reads/s | 4K random warm, reads/s | bytes sent per byte read |")
+    for ranged in ([False, True] if ctx.reps > 1 else [False]):
+        if ranged:
+            print("\nranges (lowest–highest of the repetitions):\n")
+        print(header)
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            latency = "-" if r["system"] == "encfs-local" else str(r["latency"])
+            print(f"| {r['system']} | {latency} | " + " | ".join(cell(r, m, ranged) for m in METRICS) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--systems", required=True)
     parser.add_argument("--quick", type=int, default=0)
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--baseline-bin", default="")
     ctx = parser.parse_args()
+    if "encfs-http-base" in ctx.systems.split(",") and not ctx.baseline_bin:
+        raise SystemExit("bench-remote: error: encfs-http-base needs --baseline-bin DIR")
     ctx.size = (64 if ctx.quick else 512) << 20
     ctx.random_reads = 200 if ctx.quick else 1000
     os.makedirs(ctx.out, exist_ok=True)
     results = []
+    load_start = os.getloadavg()[0]
     try:
         www = prepare(ctx)
         port, ctx.access_log = start_nginx(ctx.out, www)
         proxy = start_proxy(ctx.out, port, 20)
-        for system in ctx.systems.split(","):
-            for latency in ([0] if system == "encfs-local" else [0, 20]):
-                url = f"http://127.0.0.1:{port if latency == 0 else proxy}"
-                results.append(measure(system, latency, ctx, url))
-                print(json.dumps(results[-1]), file=sys.stderr)
+        # Repetitions outermost: every system is measured once per round,
+        # so a burst of load from elsewhere touches all of them alike.
+        for _ in range(ctx.reps):
+            for system in ctx.systems.split(","):
+                for latency in ([0] if system == "encfs-local" else [0, 20]):
+                    url = f"http://127.0.0.1:{port if latency == 0 else proxy}"
+                    results.append(measure(system, latency, ctx, url))
+                    print(json.dumps(results[-1]), file=sys.stderr)
     finally:
         for mnt in set(mounts):
             unmount(mnt)
@@ -235,17 +294,7 @@ def main():
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
-    load = os.getloadavg()[0]
-    print(f"file {ctx.size >> 20} MiB, {ctx.random_reads} random 4 KiB reads; one run, "
-          f"{os.cpu_count()} CPUs, load average (1 min) at the end {load:.2f}\n")
-    print("| system | added latency, ms | mount, s | first byte, ms | cold seq, MiB/s | warm seq, MiB/s "
-          "| 4K random cold, reads/s | 4K random warm, reads/s | bytes sent per byte read |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        latency = "-" if r["system"] == "encfs-local" else str(r["latency"])
-        per_byte = "-" if r["bytes_per_byte"] != r["bytes_per_byte"] else f"{r['bytes_per_byte']:.3f}"
-        print(f"| {r['system']} | {latency} | {r['mount_s']:.2f} | {r['first_byte_ms']:.1f} | {r['cold_mibs']:.0f} "
-              f"| {r['warm_mibs']:.0f} | {r['cold_iops']:.0f} | {r['warm_iops']:.0f} | {per_byte} |")
+    print_table(summarize(results), load_start, os.getloadavg()[0], ctx)
     with open(os.path.join(ctx.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 

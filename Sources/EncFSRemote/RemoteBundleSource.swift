@@ -37,6 +37,14 @@ public final class RemoteBundleSource: ByteSource {
     private let waiting = Atomic<Int>(0)
     private let maximumWaiting: Int
     private let lastUnit = Atomic<UInt64>(UInt64.max)
+    /// Where the last read ended, to tell a sequential reader from random
+    /// reads that happen to enter the next unit.
+    private let lastEnd = Atomic<UInt64>(UInt64.max)
+    /// How far a read may start from where the last one ended and still
+    /// count as sequential: the worker threads answer a sequential
+    /// reader's requests out of order, within the kernel's read-ahead
+    /// window (1 MiB for a mount).
+    static let sequentialWindow: UInt64 = 2 << 20
     /// Read-ahead runs here, units in parallel (each request still waits
     /// for one of the `--connections` connections): one unit at a time
     /// left cold sequential reads waiting on each round trip.
@@ -98,11 +106,14 @@ public final class RemoteBundleSource: ByteSource {
         let count = Int(min(UInt64(buffer.count), size - offset))
         // One deadline for the whole read, however many units it spans.
         let deadline = http.deadline()
+        let previousEnd = lastEnd.exchange(offset + UInt64(count), ordering: .relaxed)
+        let sequential = previousEnd != UInt64.max
+            && max(offset, previousEnd) - min(offset, previousEnd) <= Self.sequentialWindow
         var done = 0
         while done < count {
             let position = offset + UInt64(done)
             let target = UnsafeMutableRawBufferPointer(rebasing: buffer[done..<count])
-            done += try readPiece(at: position, into: target, deadline: deadline)
+            done += try readPiece(at: position, into: target, sequential: sequential, deadline: deadline)
         }
         return count
     }
@@ -111,7 +122,8 @@ public final class RemoteBundleSource: ByteSource {
     /// index, or one unit.
     ///
     /// - Returns: bytes read (at least 1).
-    private func readPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, deadline: DispatchTime) throws -> Int {
+    private func readPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, sequential: Bool,
+                           deadline: DispatchTime) throws -> Int {
         if position < headEnd {
             let n = Int(min(UInt64(buffer.count), headEnd - position))
             return try http.read(fromAbsoluteOffset: position, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]))
@@ -127,7 +139,7 @@ public final class RemoteBundleSource: ByteSource {
         let n = Int(min(UInt64(buffer.count), range.upperBound - position))
         let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
         try readUnit(unit, range: range, at: Int(position - range.lowerBound), into: piece, deadline: deadline)
-        noteRead(of: unit)
+        noteRead(of: unit, sequential: sequential)
         return n
     }
 
@@ -247,10 +259,13 @@ public final class RemoteBundleSource: ByteSource {
         try body()
     }
 
-    /// Starts read-ahead when `unit` follows the unit read before it.
-    private func noteRead(of unit: UInt64) {
+    /// Starts read-ahead when a `sequential` read enters `unit` from the
+    /// unit read before it (random reads that happen to land in the next
+    /// unit start none: each would cost two units of transfer, or of disk
+    /// reads for cached units).
+    private func noteRead(of unit: UInt64, sequential: Bool) {
         let previous = lastUnit.exchange(unit, ordering: .relaxed)
-        guard cache != nil, previous != unit, previous &+ 1 == unit else { return }
+        guard cache != nil, sequential, previous != unit, previous &+ 1 == unit else { return }
         for next in (unit + 1)...(unit + Self.readAheadUnits) { fetchInBackground(next) }
     }
 

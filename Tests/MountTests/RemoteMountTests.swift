@@ -96,6 +96,28 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(small)
     }
 
+    /// The issue's own figure: a 4 KiB piece of a cold 1 GiB file costs at
+    /// most one fetch unit (the default 4 MiB) once mounted.
+    func testTransfers_ColdPieceOfOneGiBFile() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let source = try scratch.makeDirectory("large-source")
+        // Sparse: zeros, packed at the speed of the cipher.
+        _ = try sh("truncate -s 1G \"$1\"/large.bin", [source])
+        let key = try makeKeyFile(uniqueName("key"))
+        try packOrThrow(source, "\(server.root)/large.encfs", keyFile: key)
+        let cache = try scratch.makeDirectory(uniqueName("cache"))
+        try server.resetProxy()
+        let mounted = try mount(server.url("large.encfs"), keyArguments: ["--key-file", key], options: ["--cache-dir", cache])
+        XCTAssertLessThanOrEqual(try server.proxyStats().requests, 2)
+        try server.resetProxy()
+        let read = try pread(mounted.path("large.bin"), offset: (700 << 20) + 12_345)
+        XCTAssertEqual(read.result, try expected("\(source)/large.bin", offset: (700 << 20) + 12_345))
+        let piece = try server.proxyStats()
+        XCTAssertGreaterThan(piece.bytes, 0)
+        XCTAssertLessThanOrEqual(piece.bytes, 4 << 20, "a cold 4 KiB read of a 1 GiB file transferred more than one fetch unit")
+        unmount(mounted)
+    }
+
     func testCache_DamagedUnitIsFetchedAgain_SecondDaemonRefused() throws {
         let server = try RemoteServer(test: self, withProxy: true)
         let published = try publish(server, ["f.bin": 1 << 20, "g.bin": 200_000])
@@ -151,29 +173,39 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
-    /// A sequential reader of cached data gets the next units' files read
-    /// ahead into the page cache (the kernel's own read-ahead ends with
-    /// each unit file); units far ahead are left alone.
-    func testCache_SequentialWarmReadReadsNextUnitFilesAhead() throws {
+    /// A sequential reader gets the next two units fetched ahead, and
+    /// once they are cached, their files read ahead into the page cache
+    /// (the kernel's own read-ahead ends with each unit file); units far
+    /// ahead are left alone.
+    func testCache_SequentialReadsReadNextUnitsAhead() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         // One file: its ciphertext starts a few hundred bytes into the
         // bundle, so plaintext offset ≈ bundle offset.
         let published = try publish(server, ["big.bin": 4 << 20])
         let cache = try scratch.makeDirectory("cache")
         let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
-        XCTAssertEqual(try sha256(mounted.path("big.bin")), try sha256("\(published.source)/big.bin"))
-        try dropKernelCaches()
         // 1 MiB in 64 KiB preads, the kernel's read-ahead off: the last
         // read lies in unit 4 (256 KiB units).
-        _ = try python("""
-            import os, sys
-            fd = os.open(sys.argv[1], os.O_RDONLY)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            for offset in range(0, 1 << 20, 1 << 16):
-                os.pread(fd, 1 << 16, offset)
-            """, [mounted.path("big.bin")])
+        func readFirstMiB() throws {
+            _ = try python("""
+                import os, sys
+                fd = os.open(sys.argv[1], os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                for offset in range(0, 1 << 20, 1 << 16):
+                    os.pread(fd, 1 << 16, offset)
+                """, [mounted.path("big.bin")])
+        }
+        // Cold: units 5 and 6 are fetched ahead, unit 10 is not.
+        try readFirstMiB()
         let directory = try XCTUnwrap(try sh("dirname \"$(find \"$1\" -name unit-1)\"", [cache]).output
             .split(separator: "\n").first.map(String.init))
+        XCTAssertTrue(Deadline.poll(seconds: 10) { access("\(directory)/unit-5", F_OK) == 0 && access("\(directory)/unit-6", F_OK) == 0 },
+                      (try? FileManager.default.contentsOfDirectory(atPath: directory).sorted())?.joined(separator: " ") ?? "")
+        XCTAssertNotEqual(access("\(directory)/unit-a", F_OK), 0, "unit 10 was fetched ahead too")
+        // Warm: everything cached, the page cache dropped.
+        XCTAssertEqual(try sha256(mounted.path("big.bin")), try sha256("\(published.source)/big.bin"))
+        try dropKernelCaches()
+        try readFirstMiB()
         /// Bytes of unit `unit`'s file in the page cache, and its size.
         func resident(_ unit: Int) throws -> (cached: Int, size: Int) {
             let fields = try check("/usr/bin/fincore", ["--raw", "--bytes", "--noheadings", "--output", "RES,SIZE",
@@ -185,6 +217,23 @@ final class RemoteMountTests: RemoteTestCase {
                       "units 5 and 6: \((try? resident(5)).debugDescription), \((try? resident(6)).debugDescription)")
         XCTAssertEqual(try resident(10).cached, 0, "unit 10 was read ahead too")
         XCTAssertEqual(try resident(12).cached, 0, "unit 12 was read ahead too")
+        unmount(mounted)
+    }
+
+    /// Random reads that happen to land in the unit after the last one
+    /// start no read-ahead: each would cost two more units.
+    func testRandomReadsIntoTheNextUnit_StartNoReadAhead() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["big.bin": 16 << 20])
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--fetch-size", "4M"])
+        try server.resetProxy()
+        // Unit 1, then unit 2 seven MiB further on.
+        for offset in [(4 << 20) + 100_000, 11 << 20] {
+            XCTAssertEqual(try pread(mounted.path("big.bin"), offset: offset).result,
+                           try expected("\(published.source)/big.bin", offset: offset))
+        }
+        XCTAssertFalse(Deadline.poll(seconds: 2) { (try? server.proxyStats().requests) != 2 },
+                       "requests: \((try? server.proxyStats().requests) ?? -1), expected the two reads' units only")
         unmount(mounted)
     }
 
@@ -286,6 +335,13 @@ final class RemoteMountTests: RemoteTestCase {
             XCTAssertTrue(result.errorOutput.contains(message), "\(mode): \(result.errorOutput)")
             XCTAssertFalse(MountTable.isMounted(mountpoint))
         }
+        // An object longer than its header says: not this bundle either.
+        let longer = "\(server.root)/longer.encfs"
+        _ = try sh("cp \"$1\" \"$2\" && printf x >> \"$2\"", [published.bundle, longer])
+        let extended = try run(try Tools.mount(), [server.url("longer.encfs"), mountpoint, "--key-file", published.key])
+        XCTAssertEqual(extended.status, 1, extended.summary)
+        XCTAssertTrue(extended.errorOutput.contains("but its header records"), extended.errorOutput)
+        XCTAssertFalse(MountTable.isMounted(mountpoint))
         let missing = try run(try Tools.mount(), [server.url("nothing.encfs"), mountpoint, "--key-file", published.key])
         XCTAssertEqual(missing.status, 1, missing.summary)
         XCTAssertTrue(missing.errorOutput.contains("404"), missing.errorOutput)
@@ -310,6 +366,108 @@ final class RemoteMountTests: RemoteTestCase {
         XCTAssertEqual(try pread(mounted.path("later.bin"), offset: 100_000).result, "EIO")
         XCTAssertEqual(mounted.logLines().filter { $0.contains("replaced") }.count, 1, mounted.logLines().joined(separator: "\n"))
         unmount(mounted)
+    }
+
+    /// The other signs of a replaced object: its ETag changed (the proxy
+    /// answers 412 to the pinned If-Match, as the server then would), the
+    /// object is gone (404), and, from a server that sends no ETag, another
+    /// size. Each time: uncached reads EIO with one log line, cached ones
+    /// served.
+    func testReplacedBundle_ETagChangedGoneOrResized() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["early.bin": 300_000, "gap.bin": 1 << 20, "late.bin": 300_000])
+        let early = try sha256("\(published.source)/early.bin")
+        let replacement = try scratch.makeDirectory("replacement")
+        _ = try scratch.write("replacement/other", Array(repeating: 7, count: 1000))
+        let resized = "\(scratch.url("resized.encfs"))"
+        try packOrThrow(replacement, resized, keyFile: published.key)
+        let aside = scratch.url("aside.encfs")
+        let changes: [(String, setUp: () throws -> Void, change: () throws -> Void, undo: () throws -> Void)] = [
+            ("ETag changed", {}, { try server.setFault("etag", ["value": "\"other-1\""]) }, { try server.resetProxy() }),
+            ("gone", {}, { XCTAssertEqual(rename(published.bundle, aside), 0) }, { XCTAssertEqual(rename(aside, published.bundle), 0) }),
+            ("resized without an ETag", { try server.setFault("noetag") }, { _ = try self.sh("cp \"$1\" \"$2\"", [resized, published.bundle]) }, {}),
+        ]
+        for (what, setUp, change, undo) in changes {
+            try setUp()
+            let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--fetch-size", "64K"])
+            XCTAssertEqual(try sha256(mounted.path("early.bin")), early, what)
+            try change()
+            try dropKernelCaches()
+            XCTAssertEqual(try sha256(mounted.path("early.bin")), early, "\(what): cached data")
+            XCTAssertEqual(try pread(mounted.path("late.bin"), offset: 100_000).result, "EIO", what)
+            XCTAssertEqual(try pread(mounted.path("late.bin"), offset: 200_000).result, "EIO", what)
+            XCTAssertEqual(mounted.logLines().filter { $0.contains("replaced") }.count, 1, "\(what): \(mounted.logLines())")
+            unmount(mounted)
+            try undo()
+        }
+    }
+
+    /// Readers stuck on a stalled server take at most all but two worker
+    /// threads: more are refused at once (EIO, logged), and listing and
+    /// cached reads go on meanwhile.
+    func testStall_ReadsBeyondTheWaitingLimitAreRefused() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let names = (0..<6).map { "u\($0).bin" }
+        let published = try publish(server, Dictionary(uniqueKeysWithValues: (names + ["cached.bin"]).map { ($0, 200_000) }))
+        // 4 workers: at most 2 reads wait for the network.
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key,
+                                      ["--threads", "4", "--net-timeout", "10", "--fetch-size", "64K"])
+        let cached = try sha256("\(published.source)/cached.bin")
+        XCTAssertEqual(try sha256(mounted.path("cached.bin")), cached)
+        try server.setFault("stall", ["after": "10"])
+        let readers = try names.map { name in
+            try SpawnedProcess(Tools.python, ["-c", """
+                import errno, os, sys
+                fd = os.open(sys.argv[1], os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                try:
+                    os.pread(fd, 4096, 100000); print("read")
+                except OSError as e:
+                    print(errno.errorcode[e.errno])
+                """, mounted.path(name)])
+        }
+        XCTAssertTrue(Deadline.poll(seconds: 10) { mounted.logLines().contains { $0.contains("too many reads are waiting") } },
+                      mounted.logLines().joined(separator: "\n"))
+        XCTAssertTrue(try check("/bin/ls", ["-R", mounted.mountpoint]).output.contains("u5.bin"))
+        try dropKernelCaches()
+        XCTAssertEqual(try sha256(mounted.path("cached.bin")), cached)
+        try server.resetProxy()
+        // Nothing wrong was returned: each reader read or got EIO.
+        for reader in readers {
+            let out = reader.drain(deadline: Deadline(seconds: 30))
+            XCTAssertFalse(out.timedOut)
+            XCTAssertTrue(["read\n", "EIO\n"].contains(String(decoding: out.stdout, as: UTF8.self)), String(decoding: out.stdout, as: UTF8.self))
+        }
+        unmount(mounted)
+    }
+
+    /// Without --cache-dir: /var/cache/encfs for root; for anyone else
+    /// $XDG_CACHE_HOME/encfs, else ~/.cache/encfs; one directory per
+    /// bundle id, owner only.
+    func testCacheDirectory_Defaults() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        _ = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        let info = try check(try Tools.inspect(), ["info", url])
+        let id = try XCTUnwrap(info.output.split(separator: "\n").first { $0.hasPrefix("bundle id:") }?
+            .split(separator: " ").last.map(String.init))
+        let rootCache = "/var/cache/encfs/\(id)"
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: rootCache) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: "\(rootCache)/lock"), rootCache)
+        // mkdtemp made the scratch directory 0700: let the other user reach
+        // its home in it.
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let home = try scratch.makeDirectory(uniqueName("home"))
+        XCTAssertEqual(chown(home, 65534, 65534), 0)
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        for (environment, expected) in [(["XDG_CACHE_HOME": "\(home)/xdg", "HOME": home], "\(home)/xdg/encfs/\(id)"),
+                                        (["XDG_CACHE_HOME": nil, "HOME": home], "\(home)/.cache/encfs/\(id)")] {
+            assertSuccess(try run("setpriv", asNobody + [try Tools.inspect(), "info", url], environment: environment))
+            var st = stat()
+            XCTAssertEqual(stat(expected, &st), 0, expected)
+            XCTAssertEqual(st.st_uid, 65534, expected)
+            XCTAssertEqual(st.st_mode & 0o777, 0o700, expected)
+        }
     }
 
     func testServerKilled_UncachedFailsWithinDeadline_CachedServes() throws {

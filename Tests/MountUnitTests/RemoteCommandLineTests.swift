@@ -2,6 +2,7 @@ import EncFSCore
 @testable import EncFSCLI
 import EncFSMount
 import EncFSRemote
+import Foundation
 import XCTest
 
 /// The pure parts of remote bundles: how an address is shown, header
@@ -66,7 +67,8 @@ final class RemoteCommandLineTests: XCTestCase {
         options.prefetch = .all
         options.netTimeout = 0
         options.retries = 3
-        options.caFile = Array("/etc/ca.pem".utf8)
+        let authority = try temporaryFile("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+        options.caFile = Array(authority.utf8)
         options.headers = [Array("Authorization: Bearer s3cr3t".utf8)]
         let configuration = MountConfiguration(bundlePath: try RemoteLocation(Array("https://h/b?sig=s3cr3t".utf8)).displayName,
                                                mountpoint: Array("/m".utf8), indexCacheKB: 4096, threads: 16)
@@ -78,6 +80,29 @@ final class RemoteCommandLineTests: XCTestCase {
         var parsed = try RemoteCommandLine.options(from: args)
         parsed.headers = options.headers
         XCTAssertEqual(parsed, options)
+    }
+
+    /// A file in a fresh temporary directory, removed by the teardown.
+    private func temporaryFile(_ contents: String) throws -> String {
+        let directory = NSTemporaryDirectory() + "encfs-remote-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/file"
+        try contents.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// `--ca-file` is checked when the options are read, not at the first
+    /// request: a missing file, and one without a PEM certificate.
+    func testCAFile_MissingOrWithoutCertificateRefused() throws {
+        let notPEM = try temporaryFile("just text\n")
+        for (path, message) in [(notPEM + ".missing", "cannot read --ca-file"), (notPEM, "--ca-file holds no PEM certificate")] {
+            let args = try MountCommand.parser.parse([Array("https://h/b".utf8), Array("/m".utf8), Array("--ca-file".utf8), Array(path.utf8)])
+            XCTAssertThrowsError(try RemoteCommandLine.options(from: args)) { error in
+                XCTAssertEqual((error as? CommandError)?.message, message, "\(error)")
+                XCTAssertEqual((error as? CommandError)?.path, Array(path.utf8))
+            }
+        }
     }
 
     func testOptions_RefuseValuesOutOfRange() throws {
