@@ -257,6 +257,36 @@ def print_table(rows, load_start, load_end, ctx):
             print(f"| {r['system']} | {latency} | " + " | ".join(cell(r, m, ranged) for m in METRICS) + " |")
 
 
+def print_ratios(results):
+    """The issue's targets as ratios within each round (a system against
+    the reference measured minutes apart, not across the whole run)."""
+    def find(system, latency, rep):
+        return next((r for r in results if r["system"] == system and r["latency"] == latency and r["rep"] == rep), None)
+
+    lines = []
+    for system in ("encfs-http", "encfs-http-base"):
+        for metric, reference, label in (("cold_mibs", "encfs-local", "cold seq / encfs-local"),
+                                         ("warm_mibs", "encfs-local", "warm seq / encfs-local"),
+                                         ("cold_mibs", "rclone-crypt", "cold seq / rclone-crypt")):
+            for latency in (0, 20):
+                ratios = []
+                for r in results:
+                    if r["system"] != system or r["latency"] != latency:
+                        continue
+                    other = find(reference, 0 if reference == "encfs-local" else latency, r["rep"])
+                    if other and other[metric] > 0:
+                        ratios.append(r[metric] / other[metric])
+                if ratios:
+                    ratios.sort()
+                    lines.append(f"| {system} | {latency} | {label} | {statistics.median(ratios):.2f} "
+                                 f"| {ratios[0]:.2f}–{ratios[-1]:.2f} | {len(ratios)} |")
+    if lines:
+        print("\nratios within each round:\n")
+        print("| system | added latency, ms | ratio | median | range | rounds |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(lines))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
@@ -279,11 +309,11 @@ def main():
         proxy = start_proxy(ctx.out, port, 20)
         # Repetitions outermost: every system is measured once per round,
         # so a burst of load from elsewhere touches all of them alike.
-        for _ in range(ctx.reps):
+        for rep in range(ctx.reps):
             for system in ctx.systems.split(","):
                 for latency in ([0] if system == "encfs-local" else [0, 20]):
                     url = f"http://127.0.0.1:{port if latency == 0 else proxy}"
-                    results.append(measure(system, latency, ctx, url))
+                    results.append(dict(measure(system, latency, ctx, url), rep=rep))
                     print(json.dumps(results[-1]), file=sys.stderr)
     finally:
         for mnt in set(mounts):
@@ -295,6 +325,7 @@ def main():
             except subprocess.TimeoutExpired:
                 child.kill()
     print_table(summarize(results), load_start, os.getloadavg()[0], ctx)
+    print_ratios(results)
     with open(os.path.join(ctx.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 
