@@ -288,6 +288,51 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// Connections refused (nothing listens yet, or any more) are retried
+    /// until the deadline: at mount, and for a read.
+    func testFaults_RefusedConnectionsAreRetried() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["a.bin": 100_000, "b.bin": 300_000])
+        let port = try RemoteServer.freePort()
+        var proxy: SpawnedProcess?
+        /// The fault proxy on `port`, in front of nginx.
+        func startProxy() throws {
+            let portFile = scratch.url(uniqueName("proxy.port"))
+            let started = try SpawnedProcess(Tools.python, ["\(Tools.repositoryRoot)/Scripts/fault-proxy.py", String(port),
+                                                            String(server.port), portFile])
+            addTeardownBlock {
+                started.signal(SIGKILL)
+                _ = started.wait(deadline: Deadline(seconds: 10))
+            }
+            XCTAssertTrue(Deadline.poll(seconds: 10) { access(portFile, F_OK) == 0 })
+            proxy = started
+        }
+        let mountpoint = try scratch.makeDirectory("mnt")
+        addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        let mounting = try SpawnedProcess(try Tools.mount(), ["http://127.0.0.1:\(port)/bundle.encfs", mountpoint, "--key-file", published.key,
+                                                              "--cache-dir", try scratch.makeDirectory("cache"), "--net-timeout", "20",
+                                                              "--fetch-size", "64K"])
+        usleep(1_000_000)
+        XCTAssertTrue(mounting.isRunning, "the mount gave up on a refused connection instead of retrying")
+        try startProxy()
+        XCTAssertEqual(mounting.wait(deadline: Deadline(seconds: 30))?.code, 0)
+        XCTAssertTrue(Deadline.poll(seconds: 15) { MountTable.isServing(mountpoint) })
+        XCTAssertEqual(try sha256("\(mountpoint)/a.bin"), try sha256("\(published.source)/a.bin"))
+        // The server goes away mid-mount and comes back while a read waits.
+        proxy?.signal(SIGKILL)
+        _ = proxy?.wait(deadline: Deadline(seconds: 10))
+        let reader = try SpawnedProcess(Tools.python, ["-c", "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())",
+                                                       "\(mountpoint)/b.bin"])
+        usleep(1_000_000)
+        XCTAssertTrue(reader.isRunning, "the read gave up on a refused connection instead of retrying")
+        try startProxy()
+        let out = reader.drain(deadline: Deadline(seconds: 30))
+        XCTAssertFalse(out.timedOut)
+        XCTAssertEqual(String(decoding: out.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
+                       try sha256("\(published.source)/b.bin"))
+        _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: nil)
+    }
+
     func testFaults_PersistentOnesFailWithinTheDeadline_StallKeepsCachedPartsAndUnmount() throws {
         let server = try RemoteServer(test: self, withProxy: true)
         let published = try publish(server, ["cached.bin": 100_000, "dir/x.txt": 10, "a.bin": 2 << 20])

@@ -230,7 +230,7 @@ final class RemoteServer: Sendable {
 
     // MARK: - Ports
 
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SubprocessError("socket failed") }
         defer { close(fd) }
