@@ -34,8 +34,13 @@ public final class RemoteBundleSource: ByteSource {
     /// pages of a failed read-ahead right away, and the reader waiting
     /// for them must not wait a second deadline.
     static let failFastNanoseconds: UInt64 = 1_000_000_000
-    private let waiting = Atomic<Int>(0)
-    private let maximumWaiting: Int
+    /// Counts the reads that may still wait for the network
+    /// (``RemoteOptions/maximumWaitingReads``).
+    private let waitingSlots: DispatchSemaphore
+    /// How long a read waits for one of those before it is refused: a
+    /// busy server frees one within milliseconds, a stalled one not at
+    /// all, and the workers must stay free for listings and cached data.
+    static let waitingGrace: DispatchTimeInterval = .seconds(2)
     private let lastUnit = Atomic<UInt64>(UInt64.max)
     /// Where the last read ended, to tell a sequential reader from random
     /// reads that happen to enter the next unit.
@@ -88,7 +93,7 @@ public final class RemoteBundleSource: ByteSource {
             pinned = []
         }
         unitSize = UInt64(max(options.fetchSize, 4096))
-        maximumWaiting = max(1, options.maximumWaitingReads)
+        waitingSlots = DispatchSemaphore(value: max(1, options.maximumWaitingReads))
         if let root = options.cacheDirectory, options.cacheSize > 0 {
             let version = Array("\(http.size)\n".utf8) + (http.etag ?? [])
             cache = try CiphertextCache(root: root, bundleID: header.bundleID, version: version, limit: options.cacheSize)
@@ -156,14 +161,14 @@ public final class RemoteBundleSource: ByteSource {
     private func readUnit(_ unit: UInt64, range: Range<UInt64>, at offset: Int,
                           into buffer: UnsafeMutableRawBufferPointer, deadline: DispatchTime) throws {
         guard let cache else {
-            try waitingForNetwork { () throws(RemoteError) in
+            try waitingForNetwork(until: deadline) { () throws(RemoteError) in
                 try http.fetch(offset: range.lowerBound + UInt64(offset), count: buffer.count, into: buffer, deadline: deadline)
             }
             return
         }
         let length = Int(range.count)
         if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
-        try waitingForNetwork { () throws(RemoteError) in
+        try waitingForNetwork(until: deadline) { () throws(RemoteError) in
             try failIfRecentlyFailed(unit)
             var fetching = claim(unit)
             if case .waitFor(let running) = fetching {
@@ -248,14 +253,15 @@ public final class RemoteBundleSource: ByteSource {
         if let recent { throw recent }
     }
 
-    /// Runs `body` as one of at most ``maximumWaiting`` reads waiting for
-    /// the network.
+    /// Runs `body` as one of at most ``RemoteOptions/maximumWaitingReads``
+    /// reads waiting for the network, waiting ``waitingGrace`` (at most
+    /// until `deadline`) for a turn.
     ///
-    /// - Throws: ``RemoteError/busy`` when that many already wait.
-    private func waitingForNetwork(_ body: () throws(RemoteError) -> Void) throws(RemoteError) {
-        let before = waiting.add(1, ordering: .relaxed).oldValue
-        defer { waiting.subtract(1, ordering: .relaxed) }
-        guard before < maximumWaiting else { throw .busy }
+    /// - Throws: ``RemoteError/busy`` when no turn came: the reads already
+    ///   waiting are stuck on a stalled server.
+    private func waitingForNetwork(until deadline: DispatchTime, _ body: () throws(RemoteError) -> Void) throws(RemoteError) {
+        guard waitingSlots.wait(timeout: min(.now() + Self.waitingGrace, deadline)) == .success else { throw .busy }
+        defer { waitingSlots.signal() }
         try body()
     }
 

@@ -25,8 +25,9 @@ public enum RemoteError: Error, Sendable, CustomStringConvertible {
     /// Transient failures went on until the read's deadline or the retry
     /// budget ran out; `last` says what the last attempt saw.
     case gaveUp(last: String)
-    /// Too many reads already wait for the network: this one is refused
-    /// rather than taking the last free worker thread.
+    /// Too many reads already wait for the network, and none finished
+    /// within 2 s: this one is refused rather than taking the last free
+    /// worker thread.
     case busy
     /// libcurl could not be set up (out of memory, a bad option).
     case setup(String)

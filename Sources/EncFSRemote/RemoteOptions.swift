@@ -38,9 +38,11 @@ public struct RemoteOptions: Sendable, Equatable {
     public var caFile: [UInt8]?
     /// Extra request headers, `Name: value` each (`--header-file`): secret.
     public var headers: [[UInt8]] = []
-    /// Most reads that may wait for the network at once; more are refused
-    /// with EIO so that worker threads stay free for cached data (the
-    /// mount sets it below its thread count).
+    /// Most reads that may wait for the network at once; one more waits
+    /// up to 2 s for a turn (a busy server frees one in milliseconds), then
+    /// is refused with EIO (a stalled one frees none), so that worker
+    /// threads stay free for cached data (the mount sets it below its
+    /// thread count).
     public var maximumWaitingReads: Int = 64
 
     public init() {}

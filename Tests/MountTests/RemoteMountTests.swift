@@ -486,6 +486,21 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// A slow server is not a stalled one: with few workers, the kernel's
+    /// parallel read-ahead requests of one sequential reader all wait for
+    /// the network, and none is refused.
+    func testSlowServer_FewWorkers_SequentialReadIsNeverRefused() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 2 << 20])
+        // 4 workers: at most 2 reads wait for the network at once.
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key,
+                                      ["--threads", "4", "--fetch-size", "64K", "--net-timeout", "30"])
+        try server.setFault("pass", ["latency_ms": "300"])
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        XCTAssertFalse(mounted.logLines().contains { $0.contains("error") }, mounted.logLines().joined(separator: "\n"))
+        unmount(mounted)
+    }
+
     /// Without --cache-dir: /var/cache/encfs for root; for anyone else
     /// $XDG_CACHE_HOME/encfs, else ~/.cache/encfs; one directory per
     /// bundle id, owner only.
