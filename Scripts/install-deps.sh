@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(libfuse3-dev fuse3 libssl-dev libzstd-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd
-  scdoc man-db bash-completion dpkg-dev lintian)
+  scdoc man-db bash-completion dpkg-dev lintian openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
