@@ -72,6 +72,14 @@ public enum MountCommand {
                                sits on slow storage and reads wait for it
                                (default for a URL: 16, so that reads waiting
                                for the server leave workers free)
+      --transport uring|classic
+                               how requests reach the daemon: uring (FUSE
+                               over io_uring, per-CPU queues; Linux 6.14+,
+                               and as root the fuse module's enable_uring
+                               parameter is turned on when off) or classic
+                               (/dev/fuse). Default: uring where available,
+                               else classic with one log line saying why;
+                               uring asked for and unavailable is an error
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
@@ -94,6 +102,7 @@ public enum MountCommand {
         .init(["--readahead"], takesValue: true),
         .init(["--index-cache"], takesValue: true),
         .init(["--threads"], takesValue: true),
+        .init(["--transport"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
@@ -287,7 +296,7 @@ public enum MountCommand {
                                            bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
                                            extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                                            logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access)
+                                           accessRules: configuration.access, transport: configuration.transport)
             // Type=notify: ready once mounted (requests queue until the
             // loop runs), stopping once the loop has ended.
             let notifier = ServiceNotifier.fromEnvironment()
@@ -341,6 +350,12 @@ public enum MountCommand {
             configuration.threads = try number(text, in: 1...MountSession.maximumThreads,
                                                "--threads must be a number from 1 to \(MountSession.maximumThreads)")
         }
+        if let text = args.value("--transport") {
+            guard let choice = TransportChoice(rawValue: String(decoding: text, as: UTF8.self)) else {
+                throw UsageError("--transport must be uring or classic")
+            }
+            configuration.transport = .required(choice)
+        }
         configuration.access = try AccessOptions.rules(from: args)
         // Without allow_other the kernel turns every other user away
         // before the policy is asked.
@@ -371,6 +386,7 @@ public enum MountCommand {
         if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
+        if case .required(let choice) = configuration.transport { add("--transport", Array(choice.rawValue.utf8)) }
         out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         out += AccessOptions.daemonArguments(for: configuration.access)
         out += LockOptions.daemonArguments(configuration.lock)

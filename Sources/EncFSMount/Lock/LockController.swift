@@ -102,6 +102,8 @@ final class LockController: Sendable {
             (ControlProtocol.StatusField.idleSeconds, String(context.bundle.activity.idleSeconds)),
             // One line per field: a newline in the path becomes "?".
             (ControlProtocol.StatusField.mountpoint, String(decoding: mountpoint.map { $0 == 0x0A ? 0x3F : $0 }, as: UTF8.self)),
+            (ControlProtocol.StatusField.transport, context.transport.name),
+            (ControlProtocol.StatusField.ringRequests, String(context.transport.ringRequests)),
         ]
         return fields.map { "\($0.0)=\($0.1)\n" }.joined()
     }

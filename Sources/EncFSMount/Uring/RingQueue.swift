@@ -1,0 +1,206 @@
+import CryptCore
+import CFuse
+import CUring
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One FUSE ring queue and the thread that serves it: the kernel sends it
+/// the requests issued on CPU `qid`, so the thread is pinned there.
+///
+/// The thread registers its entries, then loops: wait for completions;
+/// each completed entry holds a request, which is rebuilt as the classic
+/// request buffer (in header, the opcode's argument, the payload) and
+/// given to `fuse_session_process_buf`, so every operation takes the same
+/// path as on /dev/fuse (access policy, lock, errors); the reply hook
+/// (``FUSETransport``) puts the reply in the entry, and a
+/// COMMIT_AND_FETCH hands it back with the next fetch in one submission.
+/// A read is decrypted straight into the entry's payload buffer.
+///
+/// It stops when every entry is gone (the kernel ends them with ENOTCONN
+/// at unmount) or when the stop eventfd becomes readable.
+final class RingQueue: @unchecked Sendable {
+    // @unchecked: the ring, entries and request buffer belong to the
+    // queue's thread from start() on; others read only `served`.
+    let qid: Int
+    private var ring = curing_ring()
+    private let entries: [RingEntry]
+    /// One rebuilt request at a time: header, argument and payload.
+    private let request: UnsafeMutableRawBufferPointer
+    /// Requests this queue served (``FUSETransport/ringRequests``).
+    let served = Atomic<Int>(0)
+    private var thread: pthread_t?
+
+    /// The user data of the stop eventfd's poll (entries use 0 …).
+    private static let stopToken = UInt64.max
+
+    /// Opens the ring and maps the entries' buffers; no thread yet.
+    ///
+    /// - Throws: `RingSetupError` when io_uring or memory refuses.
+    init(qid: Int, depth: Int, payloadBytes: Int) throws(RingSetupError) {
+        self.qid = qid
+        var made: [RingEntry] = []
+        for index in 0..<depth {
+            guard let entry = RingEntry(index: index, payloadBytes: payloadBytes) else { throw RingSetupError.noMemory }
+            made.append(entry)
+        }
+        entries = made
+        request = .allocate(byteCount: payloadBytes + MemoryLayout<curing_req_header>.size, alignment: 4096)
+        // One SQE per entry plus the stop poll.
+        let rc = curing_ring_open(&ring, UInt32(depth + 1))
+        guard rc == 0 else {
+            request.deallocate()
+            throw RingSetupError.ioUring(errno: -rc)
+        }
+    }
+
+    deinit {
+        curing_ring_close(&ring)
+        SecureBytes.wipe(request)
+        request.deallocate()
+    }
+
+    /// Starts the queue's thread.
+    ///
+    /// - Parameters:
+    ///   - transport: where replies are routed and failures logged.
+    ///   - session: the libfuse session the requests go to.
+    ///   - fuseFD: /dev/fuse of the mount.
+    ///   - stopFD: an eventfd that, once readable, ends the thread.
+    func start(transport: FUSETransport, session: OpaquePointer, fuseFD: Int32, stopFD: Int32) -> Bool {
+        let work = RingWork(queue: self, transport: transport, session: session, fuseFD: fuseFD, stopFD: stopFD)
+        var created = pthread_t()
+        let rc = pthread_create(&created, nil, { raw in
+            guard let raw else { return nil }
+            let work = Unmanaged<RingWork>.fromOpaque(raw).takeRetainedValue()
+            work.queue.serve(work)
+            return nil
+        }, Unmanaged.passRetained(work).toOpaque())
+        guard rc == 0 else {
+            Unmanaged.passUnretained(work).release()
+            return false
+        }
+        thread = created
+        return true
+    }
+
+    /// Waits for the thread to end.
+    func join() {
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    /// The thread's body: pin, register, serve until the entries are gone
+    /// or stop is asked.
+    private func serve(_ work: RingWork) {
+        if curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
+        for entry in entries {
+            guard let sqe = curing_get_sqe(&ring) else { break }
+            curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_REGISTER, UInt16(qid), 0, entry.vectors, UInt64(entry.index))
+        }
+        if let sqe = curing_get_sqe(&ring) { curing_prep_poll_readable(sqe, work.stopFD, Self.stopToken) }
+        var alive = entries.count
+        var registered = false
+        var stopping = false
+        while alive > 0 && !stopping {
+            let rc = curing_submit_and_wait(&ring, 1)
+            if rc == -EINTR { continue }
+            guard rc >= 0 else {
+                work.transport.queueFailed(qid: qid, reason: "io_uring_enter: \(String(cString: strerror(-rc)))")
+                break
+            }
+            while let cqe = curing_peek_cqe(&ring) {
+                let token = cqe.pointee.user_data
+                let result = cqe.pointee.res
+                curing_cqe_seen(&ring)
+                if token == Self.stopToken { stopping = true; continue }
+                guard token < UInt64(entries.count) else { continue }
+                let entry = entries[Int(token)]
+                guard result == 0 else {
+                    alive -= 1
+                    // ENOTCONN / ECANCELED: unmounted; anything else before
+                    // a first request: the kernel refused the registration.
+                    if !registered && result != -ENOTCONN && result != -ECANCELED {
+                        work.transport.queueFailed(qid: qid, reason: "registration refused: \(String(cString: strerror(-result)))")
+                    }
+                    continue
+                }
+                registered = true
+                answer(entry, work)
+            }
+        }
+        // Closing the ring cancels the commands still registered, which
+        // lets the kernel release /dev/fuse.
+        curing_ring_close(&ring)
+    }
+
+    /// Serves the request in `entry` and queues its commit (sent with the
+    /// next wait).
+    private func answer(_ entry: RingEntry, _ work: RingWork) {
+        let headers = entry.headers
+        let inHeaderSize = MemoryLayout<fuse_in_header>.size
+        let commitID = headers.pointee.ring_ent_in_out.commit_id
+        let payloadSize = Int(headers.pointee.ring_ent_in_out.payload_sz)
+        // in_out starts the header buffer. The kernel counts the header,
+        // the opcode's argument (copied to op_in) and the payload in `len`.
+        let total = Int(UnsafeRawPointer(headers).loadUnaligned(as: fuse_in_header.self).len)
+        let argumentSize = total - inHeaderSize - payloadSize
+        entry.replied = false
+        let opIn = UnsafeRawPointer(headers) + MemoryLayout.size(ofValue: headers.pointee.in_out)
+        if argumentSize >= 0, argumentSize <= MemoryLayout.size(ofValue: headers.pointee.op_in),
+           payloadSize <= entry.payload.count, total <= request.count, let base = request.baseAddress,
+           let payload = entry.payload.baseAddress {
+            base.copyMemory(from: UnsafeRawPointer(headers), byteCount: inHeaderSize)
+            (base + inHeaderSize).copyMemory(from: opIn, byteCount: argumentSize)
+            (base + inHeaderSize + argumentSize).copyMemory(from: payload, byteCount: payloadSize)
+            var buffer = fuse_buf(size: total, flags: fuse_buf_flags(rawValue: 0), mem: base, fd: -1, pos: 0)
+            work.transport.serving(entry) {
+                fuse_session_process_buf(work.session, &buffer)
+            }
+            served.add(1, ordering: .relaxed)
+        }
+        if !entry.replied {
+            // A request libfuse did not answer (or one too large to
+            // rebuild): the kernel still needs the entry back.
+            UnsafeMutableRawPointer(headers).storeBytes(
+                of: fuse_out_header(len: UInt32(MemoryLayout<fuse_out_header>.size), error: -EIO, unique: commitID),
+                as: fuse_out_header.self)
+            headers.pointee.ring_ent_in_out.payload_sz = 0
+        }
+        guard let sqe = curing_get_sqe(&ring) else {
+            preconditionFailure("internal error: ring \(qid) has no free submission slot")
+        }
+        curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_COMMIT_AND_FETCH, UInt16(qid), commitID, nil, UInt64(entry.index))
+    }
+}
+
+/// What a queue's thread needs, handed over through pthread_create.
+private final class RingWork: @unchecked Sendable {
+    let queue: RingQueue
+    let transport: FUSETransport
+    let session: OpaquePointer
+    let fuseFD: Int32
+    let stopFD: Int32
+
+    init(queue: RingQueue, transport: FUSETransport, session: OpaquePointer, fuseFD: Int32, stopFD: Int32) {
+        self.queue = queue
+        self.transport = transport
+        self.session = session
+        self.fuseFD = fuseFD
+        self.stopFD = stopFD
+    }
+}
+
+/// Why a ring could not be set up.
+enum RingSetupError: Error {
+    case noMemory
+    case ioUring(errno: Int32)
+
+    var message: String {
+        switch self {
+        case .noMemory: return "cannot map ring buffers"
+        case .ioUring(let code): return "io_uring_setup: \(String(cString: strerror(code)))"
+        }
+    }
+}
