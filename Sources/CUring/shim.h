@@ -8,16 +8,12 @@
 // POLL_ADD submissions, a completion queue to drain), so the whole ring
 // lives in the static inline helpers below and no library is linked.
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE // sched_setaffinity and the CPU_* macros
-#endif
 #include <linux/io_uring.h>
 #include <linux/fuse.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
-#include <sched.h>
 #include <poll.h>
 #include <errno.h>
 #include <stdint.h>
@@ -193,18 +189,23 @@ static inline void curing_prep_poll_readable(struct io_uring_sqe *sqe, int fd, u
     sqe->user_data = user_data;
 }
 
-// cpu_set_t is manipulated through macros.
+// CPU affinity through the system calls: glibc's wrappers and CPU_*
+// macros need _GNU_SOURCE, which would make this module's view of the C
+// library differ from the other modules'. A mask of 1024 CPUs.
+#define CURING_CPU_WORDS (1024 / (8 * sizeof(unsigned long)))
 static inline int curing_pin_to_cpu(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set);
+    unsigned long mask[CURING_CPU_WORDS];
+    if (cpu < 0 || cpu >= 1024) return -1;
+    memset(mask, 0, sizeof(mask));
+    mask[cpu / (8 * sizeof(unsigned long))] = 1UL << (cpu % (8 * sizeof(unsigned long)));
+    return (int)syscall(__NR_sched_setaffinity, 0, sizeof(mask), mask);
 }
 static inline int curing_cpu_allowed(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
-    return CPU_ISSET(cpu, &set) ? 1 : 0;
+    unsigned long mask[CURING_CPU_WORDS];
+    if (cpu < 0 || cpu >= 1024) return 0;
+    memset(mask, 0, sizeof(mask));
+    if (syscall(__NR_sched_getaffinity, 0, sizeof(mask), mask) < 0) return 0;
+    return (mask[cpu / (8 * sizeof(unsigned long))] >> (cpu % (8 * sizeof(unsigned long)))) & 1UL ? 1 : 0;
 }
 static inline int curing_eventfd(void) { return eventfd(0, EFD_CLOEXEC); }
 

@@ -6,8 +6,13 @@ import Synchronization
 import Glibc
 #endif
 
-/// One FUSE ring queue and the thread that serves it: the kernel sends it
-/// the requests issued on CPU `qid`, so the thread is pinned there.
+/// One FUSE ring and the thread that serves it, for the kernel's queue
+/// `qid`: the kernel puts the requests issued on CPU `qid` there and gives
+/// each to the first free entry registered for that queue, whichever ring
+/// registered it. A queue's home thread is pinned to its CPU; a helper
+/// thread (not pinned) registers entries for the same queue, so that while
+/// the home thread decrypts, the next request (read-ahead sends several at
+/// once, all from the reader's CPU) is decrypted on another core.
 ///
 /// The thread registers its entries, then loops: wait for completions;
 /// each completed entry holds a request, which is rebuilt as the classic
@@ -24,6 +29,9 @@ final class RingQueue: @unchecked Sendable {
     // @unchecked: the ring, entries and request buffer belong to the
     // queue's thread from start() on; others read only `served`.
     let qid: Int
+    /// Whether the thread runs on CPU `qid` only (the queue's home
+    /// thread) or wherever the scheduler puts it (a helper).
+    let pinned: Bool
     private var ring = curing_ring()
     private let entries: [RingEntry]
     /// One rebuilt request at a time: header, argument and payload.
@@ -38,8 +46,9 @@ final class RingQueue: @unchecked Sendable {
     /// Opens the ring and maps the entries' buffers; no thread yet.
     ///
     /// - Throws: `RingSetupError` when io_uring or memory refuses.
-    init(qid: Int, depth: Int, payloadBytes: Int) throws(RingSetupError) {
+    init(qid: Int, pinned: Bool, depth: Int, payloadBytes: Int) throws(RingSetupError) {
         self.qid = qid
+        self.pinned = pinned
         var made: [RingEntry] = []
         for index in 0..<depth {
             guard let entry = RingEntry(index: index, payloadBytes: payloadBytes) else { throw RingSetupError.noMemory }
@@ -94,7 +103,7 @@ final class RingQueue: @unchecked Sendable {
     /// The thread's body: pin, register, serve until the entries are gone
     /// or stop is asked.
     private func serve(_ work: RingWork) {
-        if curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
+        if pinned && curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
         for entry in entries {
             guard let sqe = curing_get_sqe(&ring) else { break }
             curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_REGISTER, UInt16(qid), 0, entry.vectors, UInt64(entry.index))
