@@ -16,7 +16,7 @@ import Glibc
 /// mount is up, or prints the daemon's error.
 public enum MountCommand {
     static let help = """
-    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
+    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic]
            encfs-mount URL MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
