@@ -88,14 +88,20 @@ static inline void curing_ring_close(struct curing_ring *r) {
 }
 
 // A ring of `entries` 128-byte SQEs (what FUSE's commands need) and twice
-// as many CQEs. 0, or -errno (ENOSYS: no io_uring; EPERM: forbidden by
-// kernel.io_uring_disabled or a seccomp filter; EINVAL: no SQE128).
+// as many CQEs, created disabled: the thread that will use it enables it
+// (curing_ring_enable) and becomes its only submitter. Its task work is
+// deferred (DEFER_TASKRUN): the kernel writes requests into registered
+// buffers only inside that thread's io_uring_enter, never between two
+// instructions of it, so the thread may wipe an idle entry's buffer
+// safely. 0, or -errno (ENOSYS: no io_uring; EPERM: forbidden by
+// kernel.io_uring_disabled or a seccomp filter; EINVAL: a flag unknown).
 static inline int curing_ring_open(struct curing_ring *r, unsigned entries) {
     struct io_uring_params p;
     memset(&p, 0, sizeof(p));
     memset(r, 0, sizeof(*r));
     r->fd = -1;
-    p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+    p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED
+        | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     p.cq_entries = entries * 2;
     int fd = curing_sys_setup(entries, &p);
     if (fd < 0) return -errno;
@@ -129,6 +135,13 @@ static inline int curing_ring_open(struct curing_ring *r, unsigned entries) {
     return 0;
 }
 
+// Enables a ring made by curing_ring_open; the calling thread becomes its
+// only submitter. 0 or -errno.
+static inline int curing_ring_enable(struct curing_ring *r) {
+    int rc = (int)syscall(__NR_io_uring_register, r->fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+    return rc < 0 ? -errno : 0;
+}
+
 // The next free SQE, zeroed, or NULL when the submission queue is full.
 static inline struct io_uring_sqe *curing_get_sqe(struct curing_ring *r) {
     unsigned head = __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE);
@@ -151,6 +164,16 @@ static inline int curing_submit_and_wait(struct curing_ring *r, unsigned wait) {
     if (pending == 0 && wait == 0) return 0;
     int rc = curing_sys_enter(r->fd, pending, wait, wait ? IORING_ENTER_GETEVENTS : 0);
     return rc < 0 ? -errno : rc;
+}
+
+// Whether an unseen completion carries `user_data` (a look, nothing
+// consumed).
+static inline int curing_has_cqe_for(struct curing_ring *r, uint64_t user_data) {
+    unsigned tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
+    for (unsigned head = *r->cq_head; head != tail; head++) {
+        if (r->cqes[head & *r->cq_mask].user_data == user_data) return 1;
+    }
+    return 0;
 }
 
 // The oldest unseen completion, or NULL.

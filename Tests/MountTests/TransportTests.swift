@@ -190,6 +190,44 @@ final class TransportTests: LockTestCase {
         try assertLargeFileReads(mounted)
     }
 
+    /// Whether `needle` is anywhere in the readable memory of `pid`.
+    private func memory(of pid: pid_t, contains needle: [UInt8]) throws -> Bool {
+        let result = try python("""
+            import sys
+            needle = bytes.fromhex(sys.argv[2])
+            found = False
+            with open(f'/proc/{sys.argv[1]}/maps') as maps, open(f'/proc/{sys.argv[1]}/mem', 'rb', 0) as mem:
+                for line in maps:
+                    fields = line.split()
+                    lo, hi = (int(x, 16) for x in fields[0].split('-'))
+                    if 'r' not in fields[1] or (len(fields) > 5 and fields[5] in ('[vvar]', '[vvar_vclock]', '[vsyscall]')):
+                        continue
+                    try:
+                        mem.seek(lo)
+                        found = found or needle in mem.read(hi - lo)
+                    except OSError:
+                        continue
+            print('found' if found else 'absent')
+            """, [String(pid), needle.map { String(format: "%02x", $0) }.joined()], timeout: 300)
+        guard result.status == 0 else { throw SubprocessError(result.summary) }
+        return result.output == "found\n"
+    }
+
+    /// Reads decrypt into the ring entries' buffers; a lock wipes them
+    /// there too, like the classic reply buffers.
+    func testLock_WipesPlaintextFromRingEntries() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring", "--protection", "complete"])
+        let pid = try XCTUnwrap(mounted.daemonPID)
+        let plaintext = try XCTUnwrap(FileManager.default.contents(atPath: "\(source)/docs/large"))
+        let needle = Array(plaintext[1000..<1096])
+        try assertLargeFileReads(mounted)
+        XCTAssertGreaterThan(try ringRequests(mounted), 0)
+        // The control: the reply is in the daemon's memory while unlocked.
+        XCTAssertTrue(try memory(of: pid, contains: needle), "the search does not find the plaintext while unlocked")
+        XCTAssertEqual(try ctl(mounted, ["lock"]).status, 0)
+        XCTAssertFalse(try memory(of: pid, contains: needle), "plaintext left in the daemon's memory after lock")
+    }
+
     /// Four readers hammer the mount through the rings; a lazy unmount
     /// detaches it, the readers finish, and the daemon (its ring threads
     /// included) exits cleanly once the last file is closed.

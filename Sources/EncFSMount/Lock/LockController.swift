@@ -47,6 +47,8 @@ final class LockController: Sendable {
             // looked up.
             let positions = [0] + context.bundle.seen.removeAll().filter { $0 != 0 }
             KernelCacheInvalidation.invalidate(session.pointer, positions: positions, reader: taken)
+            // Replies decrypted into FUSE ring entries (uring transport).
+            context.transport.wipeRingBuffers()
             // `taken` is the last reference: the reader, its keys and its
             // index pages are wiped as it goes.
             context.logger.log("info", "locked (\(reason)), \(openHandles.map(String.init) ?? "unknown") handles open",

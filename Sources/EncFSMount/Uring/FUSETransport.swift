@@ -143,6 +143,26 @@ final class FUSETransport: @unchecked Sendable {
         ringsServe.store(false, ordering: .relaxed)
     }
 
+    /// Has every ring thread wipe what read replies left in its entries,
+    /// waiting at most 2 s (a thread finishes the request it is serving
+    /// first). Called at lock, after the reader is gone: the classic
+    /// path's reply buffers are wiped with the worker scratch.
+    func wipeRingBuffers() {
+        let all = queues.withLock { $0 }
+        let asked = all.map { ($0, $0.requestWipe()) }
+        _ = Self.poll(seconds: 2) { asked.allSatisfy { $0.0.wipeFinished($0.1) } }
+    }
+
+    /// Polls `condition` every millisecond until it holds or `seconds` pass.
+    private static func poll(seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(1000)
+        }
+        return true
+    }
+
     // MARK: - The hooks
 
     /// Read hook: notes the FUSE_INIT request and what it offers.

@@ -42,6 +42,13 @@ final class RingEntry: @unchecked Sendable {
         locked = SecureMemory.lock(replyPart)
     }
 
+    /// Wipes the reply part of the payload from `start` on (what a read
+    /// reply left; a request the kernel just put there ends before `start`).
+    func wipeReplyPart(from start: Int) {
+        guard start < replyPart.count else { return }
+        SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: replyPart[max(0, start)...]))
+    }
+
     deinit {
         // Wiped first: the payload held plaintext replies.
         SecureMemory.release(replyPart, locked: locked)

@@ -39,9 +39,18 @@ final class RingQueue: @unchecked Sendable {
     /// Requests this queue served (``FUSETransport/ringRequests``).
     let served = Atomic<Int>(0)
     private var thread: pthread_t?
+    /// Readable when a lock asks the thread to wipe its entries' replies.
+    private let wipeFD: Int32
+    /// Wipes asked for (``requestWipe()``) and wipes done by the thread.
+    private let wipesRequested = Atomic<Int>(0)
+    private let wipesDone = Atomic<Int>(0)
+    /// Set when the thread has ended.
+    private let finished = Atomic<Bool>(false)
 
     /// The user data of the stop eventfd's poll (entries use 0 …).
     private static let stopToken = UInt64.max
+    /// The user data of the wipe eventfd's poll.
+    private static let wipeToken = UInt64.max - 1
 
     /// Opens the ring and maps the entries' buffers; no thread yet.
     ///
@@ -56,16 +65,19 @@ final class RingQueue: @unchecked Sendable {
         }
         entries = made
         request = .allocate(byteCount: payloadBytes + MemoryLayout<curing_req_header>.size, alignment: 4096)
-        // One SQE per entry plus the stop poll.
-        let rc = curing_ring_open(&ring, UInt32(depth + 1))
+        wipeFD = curing_eventfd()
+        // One SQE per entry, the stop poll and the wipe poll.
+        let rc = wipeFD < 0 ? -errno : curing_ring_open(&ring, UInt32(depth + 2))
         guard rc == 0 else {
             request.deallocate()
+            if wipeFD >= 0 { close(wipeFD) }
             throw RingSetupError.ioUring(errno: -rc)
         }
     }
 
     deinit {
         curing_ring_close(&ring)
+        close(wipeFD)
         SecureBytes.wipe(request)
         request.deallocate()
     }
@@ -94,6 +106,22 @@ final class RingQueue: @unchecked Sendable {
         return true
     }
 
+    /// Asks the thread to wipe what read replies left in its entries (at
+    /// lock); ``wipeFinished(_:)`` says when it has.
+    ///
+    /// - Returns: the request's number, for ``wipeFinished(_:)``.
+    func requestWipe() -> Int {
+        let number = wipesRequested.add(1, ordering: .acquiringAndReleasing).newValue
+        var one: UInt64 = 1
+        _ = write(wipeFD, &one, MemoryLayout<UInt64>.size)
+        return number
+    }
+
+    /// Whether wipe request `number` is done (or the thread has ended).
+    func wipeFinished(_ number: Int) -> Bool {
+        wipesDone.load(ordering: .acquiring) >= number || finished.load(ordering: .acquiring)
+    }
+
     /// Waits for the thread to end.
     func join() {
         if let thread { pthread_join(thread, nil) }
@@ -103,15 +131,23 @@ final class RingQueue: @unchecked Sendable {
     /// The thread's body: pin, register, serve until the entries are gone
     /// or stop is asked.
     private func serve(_ work: RingWork) {
+        defer { finished.store(true, ordering: .releasing) }
         if pinned && curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
+        let enabled = curing_ring_enable(&ring)
+        guard enabled == 0 else {
+            work.transport.queueFailed(qid: qid, reason: "cannot enable the ring: \(String(cString: strerror(-enabled)))")
+            return
+        }
         for entry in entries {
             guard let sqe = curing_get_sqe(&ring) else { break }
             curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_REGISTER, UInt16(qid), 0, entry.vectors, UInt64(entry.index))
         }
         if let sqe = curing_get_sqe(&ring) { curing_prep_poll_readable(sqe, work.stopFD, Self.stopToken) }
+        armWipePoll()
         var alive = entries.count
         var registered = false
         var stopping = false
+        var wipeDue = false
         while alive > 0 && !stopping {
             let rc = curing_submit_and_wait(&ring, 1)
             if rc == -EINTR { continue }
@@ -124,6 +160,7 @@ final class RingQueue: @unchecked Sendable {
                 let result = cqe.pointee.res
                 curing_cqe_seen(&ring)
                 if token == Self.stopToken { stopping = true; continue }
+                if token == Self.wipeToken { wipeDue = true; continue }
                 guard token < UInt64(entries.count) else { continue }
                 let entry = entries[Int(token)]
                 guard result == 0 else {
@@ -138,10 +175,39 @@ final class RingQueue: @unchecked Sendable {
                 registered = true
                 answer(entry, work)
             }
+            if wipeDue {
+                wipeDue = false
+                wipeReplies()
+            }
         }
         // Closing the ring cancels the commands still registered, which
         // lets the kernel release /dev/fuse.
         curing_ring_close(&ring)
+    }
+
+    private func armWipePoll() {
+        if let sqe = curing_get_sqe(&ring) { curing_prep_poll_readable(sqe, wipeFD, Self.wipeToken) }
+    }
+
+    /// Wipes the read replies the entries still hold: submits the pending
+    /// commits first (the kernel copies the replies out within that call),
+    /// then wipes each entry, sparing the payload of a request the kernel
+    /// handed over meanwhile (its completion is waiting). Race-free
+    /// because the ring defers task work: the kernel writes into these
+    /// buffers only inside this thread's io_uring_enter.
+    private func wipeReplies() {
+        // Drained before the count is read: a request counted later writes
+        // the eventfd again, and the next round covers it.
+        var drained: UInt64 = 0
+        _ = read(wipeFD, &drained, MemoryLayout<UInt64>.size)
+        let number = wipesRequested.load(ordering: .acquiring)
+        _ = curing_submit_and_wait(&ring, 0)
+        for entry in entries {
+            let pending = curing_has_cqe_for(&ring, UInt64(entry.index)) == 1
+            entry.wipeReplyPart(from: pending ? Int(entry.headers.pointee.ring_ent_in_out.payload_sz) : 0)
+        }
+        armWipePoll()
+        wipesDone.store(number, ordering: .releasing)
     }
 
     /// Serves the request in `entry` and queues its commit (sent with the

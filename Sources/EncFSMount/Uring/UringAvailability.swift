@@ -41,11 +41,14 @@ enum UringAvailability {
             enabled = true
         }
         var ring = curing_ring()
-        let rc = curing_ring_open(&ring, 2)
+        var rc = curing_ring_open(&ring, 2)
+        if rc == 0 {
+            rc = curing_ring_enable(&ring)
+            curing_ring_close(&ring)
+        }
         guard rc == 0 else {
             return .unavailable("io_uring refused: \(String(cString: strerror(-rc)))")
         }
-        curing_ring_close(&ring)
         return .available(enabledParameter: enabled)
     }
 
