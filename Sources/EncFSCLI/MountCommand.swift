@@ -71,7 +71,9 @@ public enum MountCommand {
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
                                (default for a URL: 16, so that reads waiting
-                               for the server leave workers free)
+                               for the server leave workers free); these are
+                               the classic loop's: beside the io_uring queues
+                               it keeps two at most
       --transport uring|classic
                                how requests reach the daemon: uring (FUSE
                                over io_uring, per-CPU queues; Linux 6.14+,

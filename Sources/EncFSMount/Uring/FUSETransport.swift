@@ -49,10 +49,6 @@ final class FUSETransport: @unchecked Sendable {
     /// more entries let the kernel hand it the next one with the commit
     /// of the last instead of queueing it, so a few are enough.
     static let entriesPerQueue = 4
-    /// Unpinned helper rings per queue: with one, read-ahead requests
-    /// (several at once, all queued on the reader's CPU) decrypt on two
-    /// cores, as they do on the classic loop's workers.
-    static let helpersPerQueue = 1
     /// Classic loop threads while the rings serve: INIT, FORGET,
     /// INTERRUPT and anything sent before the rings were ready.
     static let classicThreadsBesideRings = 2
@@ -265,16 +261,12 @@ final class FUSETransport: @unchecked Sendable {
         return sent
     }
 
-    /// Opens the rings: for each possible CPU (the kernel makes one queue
-    /// per possible CPU and waits for all of them before using any) a home
-    /// ring pinned to it and ``helpersPerQueue`` helpers.
+    /// Opens one ring per possible CPU (the kernel makes one queue per
+    /// possible CPU and waits for all of them before using any).
     private func openQueues(payloadBytes: Int) throws(RingSetupError) {
         var opened: [RingQueue] = []
         for qid in 0..<Self.possibleCPUs() {
-            opened.append(try RingQueue(qid: qid, pinned: true, depth: Self.entriesPerQueue, payloadBytes: payloadBytes))
-            for _ in 0..<Self.helpersPerQueue {
-                opened.append(try RingQueue(qid: qid, pinned: false, depth: Self.entriesPerQueue, payloadBytes: payloadBytes))
-            }
+            opened.append(try RingQueue(qid: qid, depth: Self.entriesPerQueue, payloadBytes: payloadBytes))
         }
         queues.withLock { $0 = opened }
     }
@@ -285,8 +277,7 @@ final class FUSETransport: @unchecked Sendable {
         var started = 0
         for queue in all where queue.start(transport: self, session: session, fuseFD: fuseFD, stopFD: stopFD) { started += 1 }
         ringsServe.store(started == all.count, ordering: .relaxed)
-        logger.log("info", "serving through FUSE over io_uring: \(all.count / (1 + Self.helpersPerQueue)) queues, "
-                   + "\(all.count) rings of \(Self.entriesPerQueue) entries")
+        logger.log("info", "serving through FUSE over io_uring: \(all.count) queues of \(Self.entriesPerQueue) entries")
     }
 
     /// A queue thread's failure: the kernel falls back to /dev/fuse for

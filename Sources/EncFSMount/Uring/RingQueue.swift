@@ -6,13 +6,11 @@ import Synchronization
 import Glibc
 #endif
 
-/// One FUSE ring and the thread that serves it, for the kernel's queue
-/// `qid`: the kernel puts the requests issued on CPU `qid` there and gives
-/// each to the first free entry registered for that queue, whichever ring
-/// registered it. A queue's home thread is pinned to its CPU; a helper
-/// thread (not pinned) registers entries for the same queue, so that while
-/// the home thread decrypts, the next request (read-ahead sends several at
-/// once, all from the reader's CPU) is decrypted on another core.
+/// One FUSE ring queue and the thread that serves it: the kernel sends it
+/// the requests issued on CPU `qid`, so the thread is pinned there (a
+/// request is then served on the CPU that issued it: no cross-CPU wake-up,
+/// the dearest part of a small read on these machines). Several requests
+/// completed in one wait are shared with a helper thread (``RingHelper``).
 ///
 /// The thread registers its entries, then loops: wait for completions;
 /// each completed entry holds a request, which is rebuilt as the classic
@@ -29,9 +27,6 @@ final class RingQueue: @unchecked Sendable {
     // @unchecked: the ring, entries and request buffer belong to the
     // queue's thread from start() on; others read only `served`.
     let qid: Int
-    /// Whether the thread runs on CPU `qid` only (the queue's home
-    /// thread) or wherever the scheduler puts it (a helper).
-    let pinned: Bool
     private var ring = curing_ring()
     private let entries: [RingEntry]
     /// One rebuilt request at a time: header, argument and payload.
@@ -55,9 +50,8 @@ final class RingQueue: @unchecked Sendable {
     /// Opens the ring and maps the entries' buffers; no thread yet.
     ///
     /// - Throws: `RingSetupError` when io_uring or memory refuses.
-    init(qid: Int, pinned: Bool, depth: Int, payloadBytes: Int) throws(RingSetupError) {
+    init(qid: Int, depth: Int, payloadBytes: Int) throws(RingSetupError) {
         self.qid = qid
-        self.pinned = pinned
         var made: [RingEntry] = []
         for index in 0..<depth {
             guard let entry = RingEntry(index: index, payloadBytes: payloadBytes) else { throw RingSetupError.noMemory }
@@ -122,6 +116,10 @@ final class RingQueue: @unchecked Sendable {
         wipesDone.load(ordering: .acquiring) >= number || finished.load(ordering: .acquiring)
     }
 
+    /// Entry `index` (for the helper thread, which serves entries the
+    /// queue's thread gave it).
+    func entry(_ index: Int) -> RingEntry { entries[index] }
+
     /// Waits for the thread to end.
     func join() {
         if let thread { pthread_join(thread, nil) }
@@ -132,7 +130,9 @@ final class RingQueue: @unchecked Sendable {
     /// or stop is asked.
     private func serve(_ work: RingWork) {
         defer { finished.store(true, ordering: .releasing) }
-        if pinned && curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
+        // ps -L and /proc/PID/task show which threads are the rings'.
+        _ = cfuse_set_process_name("encfs-ring")
+        if curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
         let enabled = curing_ring_enable(&ring)
         guard enabled == 0 else {
             work.transport.queueFailed(qid: qid, reason: "cannot enable the ring: \(String(cString: strerror(-enabled)))")
@@ -148,6 +148,12 @@ final class RingQueue: @unchecked Sendable {
         var registered = false
         var stopping = false
         var wipeDue = false
+        // The entries that completed in one wait: at most one each.
+        let ready = UnsafeMutableBufferPointer<Int>.allocate(capacity: entries.count)
+        defer { ready.deallocate() }
+        var readyCount = 0
+        let helper = RingHelper(queue: self, work: work, requestBytes: request.count)
+        defer { helper?.stop() }
         while alive > 0 && !stopping {
             let rc = curing_submit_and_wait(&ring, 1)
             if rc == -EINTR { continue }
@@ -173,8 +179,11 @@ final class RingQueue: @unchecked Sendable {
                     continue
                 }
                 registered = true
-                answer(entry, work)
+                ready[readyCount] = entry.index
+                readyCount += 1
             }
+            answer(UnsafeBufferPointer(rebasing: ready[0..<readyCount]), work, helper: helper)
+            readyCount = 0
             if wipeDue {
                 wipeDue = false
                 wipeReplies()
@@ -210,12 +219,26 @@ final class RingQueue: @unchecked Sendable {
         wipesDone.store(number, ordering: .releasing)
     }
 
-    /// Serves the request in `entry` and queues its commit (sent with the
-    /// next wait).
-    private func answer(_ entry: RingEntry, _ work: RingWork) {
+    /// Serves the requests of one wait, then queues their commits (sent
+    /// with the next wait). Two or more (read-ahead sends several at
+    /// once, all on the reader's CPU): every other one goes to the helper
+    /// thread, so that they decrypt on two cores, as on the classic loop.
+    private func answer(_ ready: UnsafeBufferPointer<Int>, _ work: RingWork, helper: RingHelper?) {
+        if ready.count >= 2, let helper {
+            helper.start(ready, every: 2, from: 1)
+            for i in stride(from: 0, to: ready.count, by: 2) { serveRequest(in: entries[ready[i]], work, rebuildingIn: request) }
+            helper.wait()
+        } else {
+            for index in ready { serveRequest(in: entries[index], work, rebuildingIn: request) }
+        }
+        for index in ready { queueCommit(of: entries[index], work) }
+    }
+
+    /// Rebuilds the request in `entry` as a classic request buffer in
+    /// `buffer` and has libfuse dispatch it; the reply lands in the entry.
+    func serveRequest(in entry: RingEntry, _ work: RingWork, rebuildingIn buffer: UnsafeMutableRawBufferPointer) {
         let headers = entry.headers
         let inHeaderSize = MemoryLayout<fuse_in_header>.size
-        let commitID = headers.pointee.ring_ent_in_out.commit_id
         let payloadSize = Int(headers.pointee.ring_ent_in_out.payload_sz)
         // in_out starts the header buffer. The kernel counts the header,
         // the opcode's argument (copied to op_in) and the payload in `len`.
@@ -224,14 +247,14 @@ final class RingQueue: @unchecked Sendable {
         entry.replied = false
         let opIn = UnsafeRawPointer(headers) + MemoryLayout.size(ofValue: headers.pointee.in_out)
         if argumentSize >= 0, argumentSize <= MemoryLayout.size(ofValue: headers.pointee.op_in),
-           payloadSize <= entry.payload.count, total <= request.count, let base = request.baseAddress,
+           payloadSize <= entry.payload.count, total <= buffer.count, let base = buffer.baseAddress,
            let payload = entry.payload.baseAddress {
             base.copyMemory(from: UnsafeRawPointer(headers), byteCount: inHeaderSize)
             (base + inHeaderSize).copyMemory(from: opIn, byteCount: argumentSize)
             (base + inHeaderSize + argumentSize).copyMemory(from: payload, byteCount: payloadSize)
-            var buffer = fuse_buf(size: total, flags: fuse_buf_flags(rawValue: 0), mem: base, fd: -1, pos: 0)
+            var request = fuse_buf(size: total, flags: fuse_buf_flags(rawValue: 0), mem: base, fd: -1, pos: 0)
             work.transport.serving(entry) {
-                fuse_session_process_buf(work.session, &buffer)
+                fuse_session_process_buf(work.session, &request)
             }
             served.add(1, ordering: .relaxed)
         }
@@ -239,19 +262,26 @@ final class RingQueue: @unchecked Sendable {
             // A request libfuse did not answer (or one too large to
             // rebuild): the kernel still needs the entry back.
             UnsafeMutableRawPointer(headers).storeBytes(
-                of: fuse_out_header(len: UInt32(MemoryLayout<fuse_out_header>.size), error: -EIO, unique: commitID),
+                of: fuse_out_header(len: UInt32(MemoryLayout<fuse_out_header>.size), error: -EIO,
+                                    unique: headers.pointee.ring_ent_in_out.commit_id),
                 as: fuse_out_header.self)
             headers.pointee.ring_ent_in_out.payload_sz = 0
         }
+    }
+
+    /// Queues COMMIT_AND_FETCH for `entry`: its reply goes back and the
+    /// entry waits for the next request, in one command.
+    private func queueCommit(of entry: RingEntry, _ work: RingWork) {
         guard let sqe = curing_get_sqe(&ring) else {
             preconditionFailure("internal error: ring \(qid) has no free submission slot")
         }
-        curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_COMMIT_AND_FETCH, UInt16(qid), commitID, nil, UInt64(entry.index))
+        curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_COMMIT_AND_FETCH, UInt16(qid),
+                             entry.headers.pointee.ring_ent_in_out.commit_id, nil, UInt64(entry.index))
     }
 }
 
 /// What a queue's thread needs, handed over through pthread_create.
-private final class RingWork: @unchecked Sendable {
+final class RingWork: @unchecked Sendable {
     let queue: RingQueue
     let transport: FUSETransport
     let session: OpaquePointer
