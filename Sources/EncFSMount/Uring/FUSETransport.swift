@@ -27,8 +27,8 @@ import Glibc
 /// served by the classic loop with fewer threads, and notifications (cache
 /// invalidation at lock) are written there as before.
 final class FUSETransport: @unchecked Sendable {
-    // @unchecked: `session`, `fuseFD` and `request` are set before mount,
-    // when no hook runs yet; the rest is behind atomics and a mutex.
+    // @unchecked: `session` and `fuseFD` are set right after mount, before
+    // the loop runs the hooks; the rest is behind atomics and a mutex.
     private let logger: MountLogger
     private var session: OpaquePointer?
     private var fuseFD: Int32 = -1
@@ -50,7 +50,8 @@ final class FUSETransport: @unchecked Sendable {
     /// of the last instead of queueing it, so a few are enough.
     static let entriesPerQueue = 4
     /// Classic loop threads while the rings serve: INIT, FORGET,
-    /// INTERRUPT and anything sent before the rings were ready.
+    /// INTERRUPT and anything sent before the rings were ready. (Should the
+    /// kernel refuse the rings after INIT, these two serve everything.)
     static let classicThreadsBesideRings = 2
 
     init(logger: MountLogger) {

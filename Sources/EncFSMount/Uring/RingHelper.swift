@@ -81,6 +81,7 @@ final class RingHelper: @unchecked Sendable {
 
     private func run() {
         _ = cfuse_set_process_name("encfs-ringhelp")
+        RingQueue.blockSignals()
         while true {
             while sem_wait(go) != 0 && errno == EINTR {}
             if stopping { return }

@@ -116,6 +116,13 @@ final class RingQueue: @unchecked Sendable {
         wipesDone.load(ordering: .acquiring) >= number || finished.load(ordering: .acquiring)
     }
 
+    /// Blocks every signal in the calling thread.
+    static func blockSignals() {
+        var all = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_BLOCK, &all, nil)
+    }
+
     /// Entry `index` (for the helper thread, which serves entries the
     /// queue's thread gave it).
     func entry(_ index: Int) -> RingEntry { entries[index] }
@@ -132,6 +139,10 @@ final class RingQueue: @unchecked Sendable {
         defer { finished.store(true, ordering: .releasing) }
         // ps -L and /proc/PID/task show which threads are the rings'.
         _ = cfuse_set_process_name("encfs-ring")
+        // Signals (SIGTERM ending the mount) belong to libfuse's main
+        // thread, which waits for them; libfuse blocks them in its workers
+        // the same way.
+        Self.blockSignals()
         if curing_cpu_allowed(Int32(qid)) == 1 { _ = curing_pin_to_cpu(Int32(qid)) }
         let enabled = curing_ring_enable(&ring)
         guard enabled == 0 else {
