@@ -81,7 +81,8 @@ public enum MountCommand {
                                parameter is turned on when off) or classic
                                (/dev/fuse). Default: uring where available,
                                else classic with one log line saying why;
-                               uring asked for and unavailable is an error
+                               uring asked for and unavailable is an error;
+                               -o auto_unmount mounts are served classic
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
@@ -357,6 +358,10 @@ public enum MountCommand {
                 throw UsageError("--transport must be uring or classic")
             }
             configuration.transport = .required(choice)
+        }
+        if configuration.transport == .required(.uring), configuration.fuseOptions.contains("auto_unmount") {
+            throw UsageError("--transport uring cannot be used with -o auto_unmount (a killed daemon's rings keep "
+                             + "fusermount3 from unmounting): use --transport classic or leave --transport out")
         }
         configuration.access = try AccessOptions.rules(from: args)
         // Without allow_other the kernel turns every other user away

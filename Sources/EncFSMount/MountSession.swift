@@ -36,6 +36,8 @@ public final class MountSession {
     private let threads: Int
     /// The transport asked for (`--transport`), decided at ``serve(readaheadKB:mounted:)``.
     private let transportRequest: TransportRequest
+    /// Whether fusermount3 is to unmount when the daemon dies (`-o auto_unmount`).
+    private let autoUnmount: Bool
 
     /// Options always passed to the kernel: read-only, no set-id programs
     /// and no device files, permission checks by the kernel from the stored
@@ -101,6 +103,7 @@ public final class MountSession {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
         transportRequest = transport
+        autoUnmount = extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount")
         let bundle = LockableBundle(reader: reader.take(), source: source, options: options, indexCacheBytes: indexCacheBytes)
         context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules)
         self.mountpoint = mountpoint
@@ -187,7 +190,7 @@ public final class MountSession {
         // The socket before the mount, so that a socket problem fails the
         // mount instead of leaving one nobody can unlock.
         let control = try makeControlServer()
-        try context.transport.choose(transportRequest)
+        try context.transport.choose(transportRequest, autoUnmount: autoUnmount)
         try mount()
         if let session { try context.transport.install(on: session) }
         if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {

@@ -104,6 +104,22 @@ final class TransportTests: LockTestCase {
         XCTAssertEqual(try status(mounted)["transport"], "\"classic\"")
     }
 
+    /// auto_unmount: classic by default, with a line saying why (over
+    /// rings a killed daemon's mount would stay); uring with it is refused.
+    func testAutoUnmount_ServedClassic_UringRefused() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["-o", "auto_unmount"])
+        XCTAssertEqual(try status(mounted)["transport"], "\"classic\"")
+        XCTAssertTrue(mounted.logLines().contains { $0.contains("info: serving through /dev/fuse (classic): auto_unmount needs it") },
+                      "\(mounted.logLines())")
+        let mountpoint = try scratch.makeDirectory("mnt-refused")
+        let refused = try Subprocess.run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "-o", "auto_unmount",
+                                                             "--transport", "uring"])
+        XCTAssertEqual(refused.status, 2, refused.summary)
+        XCTAssertTrue(refused.errorOutput.hasPrefix("encfs-mount: error: --transport uring cannot be used with -o auto_unmount"),
+                      refused.summary)
+        XCTAssertFalse(MountTable.isMounted(mountpoint))
+    }
+
     func testBadTransport_IsUsageError() throws {
         try assertMountOptionRejected("--transport", values: ["tcp", "", "URING"], message: "--transport must be uring or classic")
     }

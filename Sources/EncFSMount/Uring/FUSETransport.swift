@@ -82,10 +82,23 @@ final class FUSETransport: @unchecked Sendable {
     /// Decides the transport before mounting: probes FUSE over io_uring
     /// when it may be used and logs the outcome.
     ///
+    /// - Parameter request: `--transport`, or automatic.
     /// - Throws: `MountError.transportUnavailable` when uring was required
     ///   and is not available.
-    func choose(_ request: TransportRequest) throws {
+    /// - Parameter autoUnmount: `-o auto_unmount`. fusermount3 unmounts
+    ///   a dead daemon's mount only when opening it fails with ENOTCONN;
+    ///   over io_uring a request sent right after the daemon was killed
+    ///   fails with ECANCELED instead (the kernel aborts the connection
+    ///   only once the dead rings are torn down), and the mount stays. So
+    ///   such a mount is served classic by default; `--transport uring`
+    ///   with it is refused by the command line.
+    func choose(_ request: TransportRequest, autoUnmount: Bool = false) throws {
         if request == .required(.classic) { return }
+        if autoUnmount && request == .automatic {
+            logger.log("info", "serving through /dev/fuse (classic): auto_unmount needs it (a killed daemon's rings "
+                       + "would keep fusermount3 from unmounting)")
+            return
+        }
         switch UringAvailability.probe() {
         case .available(let enabled):
             if enabled {

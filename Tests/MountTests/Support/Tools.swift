@@ -32,10 +32,12 @@ enum Tools {
     }()
 
     /// `arguments` for `encfs-mount` with `--transport` from
-    /// ``testTransport`` in front, unless they choose one themselves.
+    /// ``testTransport`` in front, unless they choose one themselves or
+    /// ask for auto_unmount (served classic, and refused with uring).
     static func withTestTransport(_ arguments: [String]) -> [String] {
         guard let transport = testTransport,
-              !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") }) else { return arguments }
+              !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") || $0.contains("auto_unmount") })
+        else { return arguments }
         return ["--transport", transport] + arguments
     }
     /// `encfs-keygen`.
