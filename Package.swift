@@ -42,10 +42,14 @@ let package = Package(
         // zstd for compressed bundles (format v2); used only in
         // Sources/EncFSCore/Compression/ (Scripts/check-layering.sh).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        // FUSE over io_uring: raw io_uring system calls and the FUSE ring
+        // ABI (kernel headers only, no library); used only in
+        // Sources/EncFSMount/Uring/ (Scripts/check-layering.sh).
+        .systemLibrary(name: "CUring"),
         .target(name: "CryptCore", dependencies: ["COpenSSL"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore", "CZstd"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
-        .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse"]),
+        .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
         .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),

@@ -18,6 +18,7 @@
 #   --out DIR        work directory (data set, images, mount points, results)
 #   --reps N         repetitions per figure (default 3)
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
+#                    encfs-classic (encfs --transport classic),
 #                    squashfuse-zstd,encfs-zstd (and encfs-base with
 #                    --baseline-bin)
 #   --dataset NAME   random (default: incompressible) or resources: a

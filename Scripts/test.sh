@@ -23,7 +23,16 @@ log=$(mktemp "${TMPDIR:-/tmp}/encfs-test-log.XXXXXX")
 trap 'rm -f "$log"' EXIT
 # XCTest only: every test here is an XCTestCase, and Swift Testing's own
 # "0 tests" summary would otherwise close the run.
-swift test --disable-swift-testing "$@" 2>&1 | tee "$log" || status=$?
+# The mount tests run once per transport: FUSE over io_uring here (the
+# daemon, as root, turns the fuse module's enable_uring parameter on), then
+# /dev/fuse (ENCFS_TEST_TRANSPORT puts --transport in front of every
+# encfs-mount the tests run; tests that choose one themselves keep theirs).
+ENCFS_TEST_TRANSPORT=uring swift test --disable-swift-testing "$@" 2>&1 | tee "$log" || status=$?
+echo "== mount tests again over the classic transport (/dev/fuse)"
+classic_log=$(mktemp "${TMPDIR:-/tmp}/encfs-test-log.XXXXXX")
+trap 'rm -f "$log" "$classic_log"' EXIT
+if [ $# -eq 0 ]; then set -- --filter MountTests; fi
+ENCFS_TEST_TRANSPORT=classic swift test --disable-swift-testing --skip-build "$@" 2>&1 | tee "$classic_log" || status=$?
 
 echo "== fuzz, short mode: every libFuzzer target for 30 s on its corpus and past findings"
 if ! FUZZ_JOBS=2 Scripts/fuzz.sh 30; then
@@ -49,11 +58,17 @@ Scripts/check-mounts.sh "${TMPDIR:-/tmp}/encfs-mount-tests." || status=1
 
 # One plain closing line: "N passed, N failed, N skipped". XCTest's total
 # reads "Executed N tests, with [K tests skipped and ]F failures".
-summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?" "$log" | tail -n 1 || true)
-total=$(printf '%s' "$summary" | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?.*/\1/')
-skipped=$(printf '%s' "$summary" | sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p')
-failed=$(printf '%s' "$summary" | sed -E 's/.* ([0-9]+) failures?.*/\1/')
-skipped=${skipped:-0}
+# Both passes count.
+total=0 skipped=0 failed=0 summary=
+for pass_log in "$log" "$classic_log"; do
+  line=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?" "$pass_log" | tail -n 1 || true)
+  [ -n "$line" ] || continue
+  summary+="$line"
+  total=$((total + $(printf '%s' "$line" | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?.*/\1/')))
+  pass_skipped=$(printf '%s' "$line" | sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p')
+  skipped=$((skipped + ${pass_skipped:-0}))
+  failed=$((failed + $(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failures?.*/\1/')))
+done
 if [ -z "$summary" ] || [ "${total:-0}" -eq 0 ]; then
   echo "no tests were executed" >&2
   status=1

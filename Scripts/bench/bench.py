@@ -75,6 +75,9 @@ SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
 COMPRESSED_SYSTEMS = ["squashfuse-zstd", "encfs-zstd"]
 RESOURCE_SYSTEMS = ["plain", "squashfuse-zstd", "encfs", "encfs-zstd"]
 BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
+# encfs with --transport classic (/dev/fuse), beside encfs's default
+# (FUSE over io_uring where available); only when asked for with --systems.
+CLASSIC = "encfs-classic"
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
@@ -513,6 +516,13 @@ class EncFSZstd(EncFS):
         os.sync()
 
 
+class EncFSClassic(EncFS):
+    """encfs with --transport classic: libfuse's /dev/fuse loop, to compare with the rings."""
+
+    def mount_command(self):
+        return super().mount_command() + ["--transport", "classic"]
+
+
 class EncFSBase(EncFS):
     """encfs built from another revision (--baseline-bin): the same commands and arguments as encfs."""
 
@@ -560,8 +570,9 @@ class Bench:
         self.key_file = os.path.join(self.out, "build", "bench.key")
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
-                   "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd}
-        available = list(SYSTEMS) + COMPRESSED_SYSTEMS
+                   "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
+                   CLASSIC: EncFSClassic}
+        available = list(SYSTEMS) + [CLASSIC] + COMPRESSED_SYSTEMS
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]

@@ -19,7 +19,9 @@ public enum CtlCommand {
 
     commands:
       status                   locked or unlocked, protection class, open
-                               handles, idle lock; --json prints one object
+                               handles, idle lock, transport (uring or
+                               classic) and requests served by the rings;
+                               --json prints one object
       lock                     wipes every key and decrypted byte the daemon
                                holds and makes the kernel drop its cached
                                pages and names; prints the handles still
@@ -179,6 +181,7 @@ public enum CtlCommand {
             "open handles: \(fields[Field.openHandles] ?? "unknown")",
             "idle lock:    \(idleLock > 0 ? "after \(idleLock) s" : "off")",
             "idle for:     \(fields[Field.idleSeconds] ?? "?") s",
+            "transport:    \(fields[Field.transport] ?? "unknown") (\(fields[Field.ringRequests] ?? "0") requests on rings)",
         ].joined(separator: "\n")
     }
 
@@ -195,6 +198,8 @@ public enum CtlCommand {
             ("open_handles", number(Field.openHandles)),
             ("idle_lock_seconds", idleLock > 0 ? .integer(idleLock) : .null),
             ("idle_seconds", number(Field.idleSeconds)),
+            ("transport", .string(fields[Field.transport] ?? "unknown")),
+            ("ring_requests", number(Field.ringRequests)),
         ])
     }
 }

@@ -16,7 +16,7 @@ import Glibc
 /// mount is up, or prints the daemon's error.
 public enum MountCommand {
     static let help = """
-    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names]
+    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic]
            encfs-mount URL MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
@@ -71,7 +71,18 @@ public enum MountCommand {
                                at least 4); more help only when the bundle
                                sits on slow storage and reads wait for it
                                (default for a URL: 16, so that reads waiting
-                               for the server leave workers free)
+                               for the server leave workers free); these are
+                               the classic loop's: beside the io_uring queues
+                               it keeps two at most
+      --transport uring|classic
+                               how requests reach the daemon: uring (FUSE
+                               over io_uring, per-CPU queues; Linux 6.14+,
+                               and as root the fuse module's enable_uring
+                               parameter is turned on when off) or classic
+                               (/dev/fuse). Default: uring where available,
+                               else classic with one log line saying why;
+                               uring asked for and unavailable is an error;
+                               -o auto_unmount mounts are served classic
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
@@ -94,6 +105,7 @@ public enum MountCommand {
         .init(["--readahead"], takesValue: true),
         .init(["--index-cache"], takesValue: true),
         .init(["--threads"], takesValue: true),
+        .init(["--transport"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
@@ -287,7 +299,7 @@ public enum MountCommand {
                                            bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
                                            extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                                            logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access)
+                                           accessRules: configuration.access, transport: configuration.transport)
             // Type=notify: ready once mounted (requests queue until the
             // loop runs), stopping once the loop has ended.
             let notifier = ServiceNotifier.fromEnvironment()
@@ -341,6 +353,16 @@ public enum MountCommand {
             configuration.threads = try number(text, in: 1...MountSession.maximumThreads,
                                                "--threads must be a number from 1 to \(MountSession.maximumThreads)")
         }
+        if let text = args.value("--transport") {
+            guard let choice = TransportChoice(rawValue: String(decoding: text, as: UTF8.self)) else {
+                throw UsageError("--transport must be uring or classic")
+            }
+            configuration.transport = .required(choice)
+        }
+        if configuration.transport == .required(.uring), configuration.fuseOptions.contains("auto_unmount") {
+            throw UsageError("--transport uring cannot be used with -o auto_unmount (a killed daemon's rings keep "
+                             + "fusermount3 from unmounting): use --transport classic or leave --transport out")
+        }
         configuration.access = try AccessOptions.rules(from: args)
         // Without allow_other the kernel turns every other user away
         // before the policy is asked.
@@ -371,6 +393,7 @@ public enum MountCommand {
         if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
+        if case .required(let choice) = configuration.transport { add("--transport", Array(choice.rawValue.utf8)) }
         out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         out += AccessOptions.daemonArguments(for: configuration.access)
         out += LockOptions.daemonArguments(configuration.lock)

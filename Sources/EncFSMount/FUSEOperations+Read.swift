@@ -64,13 +64,24 @@ extension FUSEOperations {
                let refusal = context.access.refusal(of: .read, to: entry, by: AccessPolicy.Caller(req)) {
                 return reply(req, errno: refusal)
             }
-            // max_read bounds size; a larger request gets its own buffer.
+            // On a ring, the entry's payload is the reply: decrypted there,
+            // it is sent without a copy. Else max_read bounds size; a
+            // larger request gets its own buffer.
             var grown = false
-            let buffer = size <= MountContext.maximumRead ? scratch.buffer(size: size, grown: &grown) : ReplyBuffer(capacity: size)
-            let n = try reader.read(entry, fromOffset: UInt64(offset),
-                                    into: UnsafeMutableRawBufferPointer(rebasing: buffer.bytes[0..<size]),
-                                    using: workspace)
-            _ = fuse_reply_buf(req, buffer.bytes.baseAddress, n)
+            var oneOff: ReplyBuffer?
+            let target: UnsafeMutableRawBufferPointer
+            if let payload = context.transport.payload(forReplyOf: size) {
+                target = payload
+            } else if size <= MountContext.maximumRead {
+                target = UnsafeMutableRawBufferPointer(rebasing: scratch.buffer(size: size, grown: &grown).bytes[0..<size])
+            } else {
+                let own = ReplyBuffer(capacity: size)
+                oneOff = own
+                target = UnsafeMutableRawBufferPointer(rebasing: own.bytes[0..<size])
+            }
+            let n = try reader.read(entry, fromOffset: UInt64(offset), into: target, using: workspace)
+            _ = fuse_reply_buf(req, target.baseAddress, n)
+            withExtendedLifetime(oneOff) {}
             if grown { context.warnIfMemoryNotLocked() }
         } catch {
             context.reply(req, failure: error, inode: inode)

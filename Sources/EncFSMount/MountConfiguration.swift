@@ -39,6 +39,9 @@ package struct MountConfiguration: Sendable, Equatable {
     /// How the mount locks and where its control socket goes
     /// (`--protection`, `--idle-lock`, `--start-locked`).
     package var lock = LockSettings()
+    /// Which transport carries requests (`--transport`; by default uring
+    /// where available, else classic).
+    package var transport = TransportRequest.automatic
 
     package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
         self.bundlePath = bundlePath

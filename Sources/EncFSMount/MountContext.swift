@@ -49,6 +49,9 @@ final class MountContext: Sendable {
     /// Decides what a caller may do at open and opendir (and read, with
     /// `--enforce-reads`).
     let access: AccessPolicy
+    /// Which transport carries requests (`--transport`): libfuse's loop
+    /// alone, or FUSE rings beside it; reads on a ring decrypt into it.
+    let transport: FUSETransport
 
     /// Whether every open and opendir must be answered here, never with
     /// the ENOSYS that lets the kernel skip all later ones: the one place
@@ -70,6 +73,7 @@ final class MountContext: Sendable {
         self.logger = logger
         failures = FailurePolicy(bundle: bundle, logger: logger, logNames: logNames)
         access = AccessPolicy(rules: accessRules, denials: DenialLog(logger: logger, failures: failures))
+        transport = FUSETransport(logger: logger)
         uid = getuid()
         gid = getgid()
         var key = pthread_key_t()

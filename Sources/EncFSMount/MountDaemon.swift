@@ -190,6 +190,7 @@ package enum MountDaemon {
             return false
         }
         func fail(_ error: Error, path: [UInt8]) -> Bool {
+            if let error = error as? MountError { return fail(error.message, path: nil) }
             guard let error = error as? BundleError else { return fail("\(error)", path: path) }
             return fail(error.message, path: error.path ?? path)
         }
@@ -226,7 +227,7 @@ package enum MountDaemon {
                                            bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
                                            extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                                            logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access)
+                                           accessRules: configuration.access, transport: configuration.transport)
             try session.serve(readaheadKB: configuration.readaheadKB) {
                 report([UInt8(ascii: "0")])
                 logger.log("info", "serving", path: configuration.mountpoint)

@@ -17,6 +17,9 @@ package enum MountError: Error, Sendable, Equatable {
     case daemonExited
     /// The daemon reported the mount, but the mount does not answer.
     case daemonStopped
+    /// `--transport uring` was asked for and FUSE over io_uring cannot
+    /// serve here (the reason: kernel, module parameter, io_uring refused).
+    case transportUnavailable(reason: String)
 
     /// A one-line, lowercase description without a final period.
     package var message: String {
@@ -28,6 +31,7 @@ package enum MountError: Error, Sendable, Equatable {
         case .daemonFailed(let message, _): return message
         case .daemonExited: return "the mount daemon exited before the mount was ready"
         case .daemonStopped: return "the mount daemon stopped right after mounting (see its log)"
+        case .transportUnavailable(let reason): return "--transport uring is not available: \(reason)"
         }
     }
 

@@ -34,6 +34,10 @@ public final class MountSession {
     public static let maximumThreads = 64
     /// Worker threads for this mount; all stay alive once started.
     private let threads: Int
+    /// The transport asked for (`--transport`), decided at ``serve(readaheadKB:mounted:)``.
+    private let transportRequest: TransportRequest
+    /// Whether fusermount3 is to unmount when the daemon dies (`-o auto_unmount`).
+    private let autoUnmount: Bool
 
     /// Options always passed to the kernel: read-only, no set-id programs
     /// and no device files, permission checks by the kernel from the stored
@@ -94,9 +98,12 @@ public final class MountSession {
     package init(reader: ReaderHandoff, source: any ByteSource, options: OpenOptions, lock: LockSettings, bundlePath: [UInt8],
                  mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
                  threads: Int = MountSession.defaultThreads, logNames: Bool = false,
-                 indexCacheBytes: Int = IndexPages.defaultCacheBytes, accessRules: AccessRules = AccessRules()) throws {
+                 indexCacheBytes: Int = IndexPages.defaultCacheBytes, accessRules: AccessRules = AccessRules(),
+                 transport: TransportRequest = .automatic) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
+        transportRequest = transport
+        autoUnmount = extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount")
         let bundle = LockableBundle(reader: reader.take(), source: source, options: options, indexCacheBytes: indexCacheBytes)
         context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules)
         self.mountpoint = mountpoint
@@ -146,6 +153,9 @@ public final class MountSession {
         guard let config = fuse_loop_cfg_create() else { throw BundleError.io(errno: ENOMEM, operation: "create FUSE loop", path: []) }
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_clone_fd(config, 0)
+        // Beside the rings, the classic loop serves only what still comes
+        // through /dev/fuse (INIT, FORGET, INTERRUPT, early requests).
+        let threads = context.transport.expectsRings ? min(threads, FUSETransport.classicThreadsBesideRings) : threads
         // As many idle threads as threads: libfuse then never ends a worker
         // for being idle. With fewer idle than threads it ended and
         // re-created hundreds of threads a second under concurrent random
@@ -156,6 +166,8 @@ public final class MountSession {
         fuse_loop_cfg_set_idle_threads(config, UInt32(threads))
         fuse_loop_cfg_set_max_threads(config, UInt32(threads))
         let rc = cfuse_session_loop_mt(session, config)
+        // The rings first: their pending commands hold /dev/fuse open.
+        context.transport.stop()
         fuse_session_unmount(session)
         mounted = false
         // fuse_session_loop*: "0, -errno, or a signal value" — a positive
@@ -178,7 +190,9 @@ public final class MountSession {
         // The socket before the mount, so that a socket problem fails the
         // mount instead of leaving one nobody can unlock.
         let control = try makeControlServer()
+        try context.transport.choose(transportRequest, autoUnmount: autoUnmount)
         try mount()
+        if let session { try context.transport.install(on: session) }
         if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {
             context.logger.log("warning", "read-ahead left at the kernel default: \(problem)")
         }

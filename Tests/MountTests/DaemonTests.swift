@@ -89,9 +89,10 @@ final class DaemonTests: MountTestCase {
             XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"), "/dev/null")
         }
         XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd"), "/")
+        // One "serving" line; the transport may add its own info line.
         let lines = mounted.logLines()
-        XCTAssertEqual(lines.count, 1, "\(lines)")
-        XCTAssertTrue(lines.first?.contains("info: serving (\(mounted.mountpoint))") ?? false, "\(lines)")
+        XCTAssertEqual(lines.filter { $0.contains("info: serving (\(mounted.mountpoint))") }.count, 1, "\(lines)")
+        XCTAssertEqual(lines.filter { !$0.contains(" info: ") }, [], "\(lines)")
         unmount(mounted)
         XCTAssertTrue(Deadline.poll(seconds: 10) { !ProcessTable.isAlive(pid) })
         XCTAssertTrue(mounted.logLines().last?.contains("info: unmounted") ?? false, "\(mounted.logLines())")
@@ -154,9 +155,11 @@ final class DaemonTests: MountTestCase {
         let stat = try run("stat", [mounted.path("small")])
         XCTAssertNotEqual(stat.status, 0)
         // ENOTCONN once the kernel has noticed the device closed; a request
-        // caught in flight when the daemon died gets ECONNABORTED instead.
+        // caught in flight when the daemon died gets ECONNABORTED instead,
+        // or ECANCELED when a FUSE ring handed it to a thread already gone.
         XCTAssertTrue(stat.errorOutput.contains("Transport endpoint is not connected")
-                      || stat.errorOutput.contains("Software caused connection abort"), stat.errorOutput)
+                      || stat.errorOutput.contains("Software caused connection abort")
+                      || stat.errorOutput.contains("Operation canceled"), stat.errorOutput)
         XCTAssertTrue(MountTable.isMounted(mounted.mountpoint))
         MountedBundle.unmount(mountpoint: mounted.mountpoint, foreground: nil)
         XCTAssertFalse(MountTable.isMounted(mounted.mountpoint))

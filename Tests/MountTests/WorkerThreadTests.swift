@@ -41,14 +41,16 @@ final class WorkerThreadTests: MountTestCase {
         })
     }
 
-    private func mountLoaded(threads: String?) throws -> (MountedBundle, pid_t, String) {
+    private func mountLoaded(threads: String?, transport: String = "classic") throws -> (MountedBundle, pid_t, String) {
         let source = scratch.url("src")
         try check("mkdir", [source])
         try check("sh", ["-c", "head -c 4194304 /dev/urandom > \"$1\"", "sh", "\(source)/data.bin"])
         let key = try makeKeyFile()
         let bundle = scratch.url("threads.encfs")
         _ = try packOrThrow(source, bundle, keyFile: key)
-        let mounted = try mount(bundle, keyFile: key, options: threads.map { ["--threads", $0] } ?? [])
+        // libfuse's workers: the classic transport (beside the rings the
+        // classic loop keeps two at most, see testUring_RingThreads…).
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", transport] + (threads.map { ["--threads", $0] } ?? []))
         let pid = try XCTUnwrap(mounted.daemonPID)
         return (mounted, pid, "\(source)/data.bin")
     }
@@ -81,6 +83,32 @@ final class WorkerThreadTests: MountTestCase {
         XCTAssertEqual(ids.count, 1 + min(expectedWorkers, 8), "\(ids)")
         try runLoad(mounted, expected: expected)
         XCTAssertEqual(try threadIDs(pid), ids, "a worker was ended and re-created under load")
+    }
+
+    /// Over io_uring: one pinned thread and one helper per possible CPU,
+    /// all kept under load, and the classic loop beside them with two
+    /// workers at most (it serves only what still comes through /dev/fuse).
+    func testUring_RingThreadsPerCPU_KeptUnderLoad() throws {
+        let (mounted, pid, expected) = try mountLoaded(threads: nil, transport: "uring")
+        try runLoad(mounted, expected: expected)
+        func names() throws -> [String: Int] {
+            var counts: [String: Int] = [:]
+            for task in try threadIDs(pid) {
+                let name = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)
+                counts[name.trimmingCharacters(in: .whitespacesAndNewlines), default: 0] += 1
+            }
+            return counts
+        }
+        let possible = try String(contentsOfFile: "/sys/devices/system/cpu/possible", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
+            .compactMap { $0.split(separator: "-").last.flatMap { Int($0) } }.max().map { $0 + 1 } ?? 0
+        let counts = try names()
+        XCTAssertEqual(counts["encfs-ring"], possible, "\(counts)")
+        XCTAssertEqual(counts["encfs-ringhelp"], possible, "\(counts)")
+        XCTAssertLessThanOrEqual(counts["encfs-mount"] ?? 0, 3, "main thread and at most two classic workers: \(counts)")
+        let ids = try threadIDs(pid)
+        try runLoad(mounted, expected: expected)
+        XCTAssertEqual(try threadIDs(pid), ids, "a thread was ended and re-created under load")
     }
 
     func testThreadsOption_RejectsOutOfRange() throws {

@@ -23,6 +23,10 @@ final class MountCommandTests: XCTestCase {
         configuration.logNames = true
         configuration.allowsExternalSymlinks = true
         XCTAssertEqual(try roundTrip(configuration), configuration)
+        for choice in TransportChoice.allCases {
+            configuration.transport = .required(choice)
+            XCTAssertEqual(try roundTrip(configuration), configuration)
+        }
     }
 
     func testDaemonArguments_RoundTripDefaults() throws {

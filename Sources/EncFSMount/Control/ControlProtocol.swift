@@ -63,6 +63,10 @@ package enum ControlProtocol {
         package static let idleSeconds = "idle_seconds"
         /// The mountpoint served.
         package static let mountpoint = "mountpoint"
+        /// `uring` or `classic`: what carries requests (``TransportChoice``).
+        package static let transport = "transport"
+        /// Requests served by the FUSE rings since mount (0 on classic).
+        package static let ringRequests = "ring_requests"
     }
 
     /// Writes `body` as one frame to `socket`.

@@ -47,6 +47,8 @@ final class LockController: Sendable {
             // looked up.
             let positions = [0] + context.bundle.seen.removeAll().filter { $0 != 0 }
             KernelCacheInvalidation.invalidate(session.pointer, positions: positions, reader: taken)
+            // Replies decrypted into FUSE ring entries (uring transport).
+            context.transport.wipeRingBuffers()
             // `taken` is the last reference: the reader, its keys and its
             // index pages are wiped as it goes.
             context.logger.log("info", "locked (\(reason)), \(openHandles.map(String.init) ?? "unknown") handles open",
@@ -102,6 +104,8 @@ final class LockController: Sendable {
             (ControlProtocol.StatusField.idleSeconds, String(context.bundle.activity.idleSeconds)),
             // One line per field: a newline in the path becomes "?".
             (ControlProtocol.StatusField.mountpoint, String(decoding: mountpoint.map { $0 == 0x0A ? 0x3F : $0 }, as: UTF8.self)),
+            (ControlProtocol.StatusField.transport, context.transport.name),
+            (ControlProtocol.StatusField.ringRequests, String(context.transport.ringRequests)),
         ]
         return fields.map { "\($0.0)=\($0.1)\n" }.joined()
     }

@@ -49,7 +49,8 @@ class MountTestCase: XCTestCase {
     @discardableResult
     func run(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
              timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
-        try Subprocess.run(tool, arguments, environment: environment, timeout: timeout)
+        let arguments = tool == (try? Tools.mount()) ? Tools.withTestTransport(arguments) : arguments
+        return try Subprocess.run(tool, arguments, environment: environment, timeout: timeout)
     }
 
     /// Runs `sh -c script sh arguments...` (paths go in as `$1`, `$2`…, never
@@ -145,7 +146,7 @@ class MountTestCase: XCTestCase {
         let testName = name
         if foreground {
             let stderrFile = scratch.url("\(uniqueName("foreground")).stderr")
-            let process = try SpawnedProcess(try Tools.mount(), arguments + ["-f"], environment: environment,
+            let process = try SpawnedProcess(try Tools.mount(), Tools.withTestTransport(arguments + ["-f"]), environment: environment,
                                              standardErrorFile: stderrFile)
             addTeardownBlock {
                 let notes = MountedBundle.unmount(mountpoint: absolute, foreground: process)

@@ -22,6 +22,24 @@ enum Tools {
     static func pack() throws -> String { try binary("encfs-pack") }
     /// `encfs-mount`.
     static func mount() throws -> String { try binary("encfs-mount") }
+
+    /// `$ENCFS_TEST_TRANSPORT` (`uring` or `classic`): the transport every
+    /// `encfs-mount` the tests run uses, so that Scripts/test.sh runs the
+    /// mount tests once per transport; nil leaves encfs-mount's default.
+    static let testTransport: String? = {
+        guard let value = ProcessInfo.processInfo.environment["ENCFS_TEST_TRANSPORT"], !value.isEmpty else { return nil }
+        return value
+    }()
+
+    /// `arguments` for `encfs-mount` with `--transport` from
+    /// ``testTransport`` in front, unless they choose one themselves or
+    /// ask for auto_unmount (served classic, and refused with uring).
+    static func withTestTransport(_ arguments: [String]) -> [String] {
+        guard let transport = testTransport,
+              !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") || $0.contains("auto_unmount") })
+        else { return arguments }
+        return ["--transport", transport] + arguments
+    }
     /// `encfs-keygen`.
     static func keygen() throws -> String { try binary("encfs-keygen") }
     /// `encfs-inspect`.
