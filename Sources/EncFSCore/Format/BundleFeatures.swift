@@ -5,7 +5,8 @@
 /// ```
 /// 34  1  compression method (0 none, 1 zstd)
 /// 35  1  compression level the packer used (shown by tools; 0 for none)
-/// 36  4  reserved (0)
+/// 36  4  paged index: sealed length of its page 0 (0: the index is one
+///        sealed message, as in version 1)
 /// ```
 /// A version 2 bundle may also hold files that share one body
 /// (deduplication), which version 1 readers would refuse as overlapping:
@@ -17,6 +18,10 @@ public struct BundleFeatures: Sendable, Equatable {
     public let compression: CompressionMethod
     /// The level the packer compressed with (0 when not compressed).
     public let compressionLevel: UInt8
+    /// With a paged index (docs/FORMAT.md, "The paged index"): the sealed
+    /// length of its page 0, which starts the index region; 0 for an
+    /// index sealed as one message.
+    public let pagedIndexHeadLength: UInt32
 
     /// A version 1 bundle: nothing compressed, no shared bodies.
     public static let version1 = BundleFeatures(formatVersion: BundleFormat.version, compression: .none, compressionLevel: 0)
@@ -33,13 +38,25 @@ public struct BundleFeatures: Sendable, Equatable {
     /// data and compressed files have chunk tables.
     public var isCompressed: Bool { compression != .none }
 
+    /// Whether the index is paged.
+    public var hasPagedIndex: Bool { pagedIndexHeadLength != 0 }
+
+    /// These features with a paged index whose page 0 seals to
+    /// `headLength` bytes: always version 2 (a version 1 reader could not
+    /// read the index).
+    func withPagedIndex(headLength: UInt32) -> BundleFeatures {
+        BundleFeatures(formatVersion: BundleFormat.version2, compression: compression, compressionLevel: compressionLevel,
+                       pagedIndexHeadLength: headLength)
+    }
+
     /// Whether files may share a body.
     public var allowsSharedBodies: Bool { formatVersion >= BundleFormat.version2 }
 
-    init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8) {
+    init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8, pagedIndexHeadLength: UInt32 = 0) {
         self.formatVersion = formatVersion
         self.compression = compression
         self.compressionLevel = compressionLevel
+        self.pagedIndexHeadLength = pagedIndexHeadLength
     }
 
     /// Parses header bytes 34 … 39 of a header of `version`.
@@ -58,12 +75,15 @@ public struct BundleFeatures: Sendable, Equatable {
         let level = b[1]
         let levelOK = method == .none ? level == 0 : CompressionMethod.zstdLevels.contains(Int(level))
         guard levelOK else { throw BundleError.corruptHeader("compression level \(level) out of range") }
-        guard b[2..<6].allSatisfy({ $0 == 0 }) else { throw BundleError.corruptHeader("reserved header bytes are not zero") }
-        return BundleFeatures(formatVersion: version, compression: method, compressionLevel: level)
+        return BundleFeatures(formatVersion: version, compression: method, compressionLevel: level,
+                              pagedIndexHeadLength: b.le32(at: 2))
     }
 
     /// Header bytes 34 … 39.
     var serialized: [UInt8] {
-        formatVersion == BundleFormat.version ? [0, 0, 0, 0, 0, 0] : [compression.rawValue, compressionLevel, 0, 0, 0, 0]
+        guard formatVersion != BundleFormat.version else { return [0, 0, 0, 0, 0, 0] }
+        var bytes = [compression.rawValue, compressionLevel]
+        bytes.appendLE(pagedIndexHeadLength)
+        return bytes
     }
 }

@@ -11,8 +11,14 @@ extension BundleIndex {
         precondition(entry.hasChunkTable, "internal error: chunk table of a file without one")
         let entries = ChunkTableWindow.entryRange(forChunks: chunks)
         let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(entries.count * ChunkTableWindow.entrySize)])
-        try pages.copyBytes(at: stringsOffset + Int(entry.chunkTableOffset) + Int(entries.lowerBound) * ChunkTableWindow.entrySize,
-                            into: bytes)
+        let offset = Int(entry.chunkTableOffset) + Int(entries.lowerBound) * ChunkTableWindow.entrySize
+        switch storage {
+        case .flat(let pages):
+            try pages.copyBytes(at: stringsOffset + offset, into: bytes)
+        case .paged(let store):
+            try store.copyTableBytes(at: UInt64(offset), into: bytes)
+            try checkPagedTableEntries(UnsafeRawBufferPointer(bytes), of: entry, entries: entries)
+        }
         return ChunkTableWindow(entries: UnsafeRawBufferPointer(bytes), firstChunk: chunks.lowerBound)
     }
 
@@ -25,9 +31,46 @@ extension BundleIndex {
         guard entry.kind == .file else { return 0 }
         guard entry.hasChunkTable else { return layout.ciphertextSize(forPlaintextSize: entry.size) }
         let chunks = layout.chunkCount(forPlaintextSize: entry.size)
-        return try pages.withBytes(at: stringsOffset + Int(entry.chunkTableOffset) + Int(chunks - 1) * ChunkTableWindow.entrySize,
-                                   count: ChunkTableWindow.entrySize) {
-            $0.le64(at: 0) & ~ChunkTableWindow.compressedFlag
+        let offset = Int(entry.chunkTableOffset) + Int(chunks - 1) * ChunkTableWindow.entrySize
+        switch storage {
+        case .flat(let pages):
+            return try pages.withBytes(at: stringsOffset + offset, count: ChunkTableWindow.entrySize) {
+                $0.le64(at: 0) & ~ChunkTableWindow.compressedFlag
+            }
+        case .paged(let store):
+            var last: UInt64 = 0
+            try withUnsafeMutableBytes(of: &last) { try store.copyTableBytes(at: UInt64(offset), into: $0) }
+            let end = UInt64(littleEndian: last) & ~ChunkTableWindow.compressedFlag
+            guard entry.first <= dataLength, end <= dataLength - entry.first else {
+                throw BundleError.corruptIndex("file \(entry.position) lies outside the data region")
+            }
+            return end
+        }
+    }
+
+    /// Checks the chunk table entries a paged index hands a read (its
+    /// tables are not checked at open): each consecutive pair describes a
+    /// chunk the format allows, and the body ends inside the data region.
+    /// A read uses nothing else of the table.
+    ///
+    /// - Parameter entries: which entries `bytes` holds.
+    /// - Throws: `BundleError.corruptIndex` naming the file and chunk.
+    private func checkPagedTableEntries(_ bytes: UnsafeRawBufferPointer, of entry: IndexEntry, entries: Range<UInt64>) throws {
+        var previousEnd: UInt64 = 0
+        for (k, chunk) in entries.enumerated() {
+            let value = bytes.le64(at: k * ChunkTableWindow.entrySize)
+            let end = value & ~ChunkTableWindow.compressedFlag
+            if chunk > 0 && k == 0 {
+                // The window's first entry only says where its successor starts.
+                previousEnd = end
+                continue
+            }
+            let length = UInt64(layout.plaintextRange(ofChunk: chunk, plaintextSize: entry.size).count)
+            guard layout.isValidTableEntry(previousEnd: previousEnd, entry: value, plaintextLength: length),
+                  entry.first <= dataLength, end <= dataLength - entry.first else {
+                throw BundleError.corruptIndex("file \(entry.position) has an invalid chunk table entry for chunk \(chunk)")
+            }
+            previousEnd = end
         }
     }
 }

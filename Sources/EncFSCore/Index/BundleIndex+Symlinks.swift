@@ -3,7 +3,18 @@
 extension BundleIndex: SymlinkTree {
     func isRoot(_ node: IndexEntry) -> Bool { node.position == 0 }
     func kind(of node: IndexEntry) -> IndexEntry.Kind { node.kind }
-    func parent(of node: IndexEntry) throws -> IndexEntry { try entry(at: node.parent) }
+    /// The parent of `node`, which must list `node` among its children: a
+    /// paged index checks this here, where it is used, rather than at
+    /// open (a flat index was checked whole at open).
+    ///
+    /// - Throws: `BundleError.corruptIndex` when it does not; as ``entry(at:)``.
+    func parent(of node: IndexEntry) throws -> IndexEntry {
+        let parent = try entry(at: node.parent)
+        guard node.position == 0 || parent.children.contains(node.position) else {
+            throw BundleError.corruptIndex("entry \(node.position) is not among its parent's children")
+        }
+        return parent
+    }
 
     func child(named name: [UInt8], of directory: IndexEntry) throws -> IndexEntry? {
         try name.withUnsafeBytes { try lookup($0, in: directory) }

@@ -25,8 +25,27 @@ public final class BundleIndex: Sendable {
     static let magic: [UInt8] = Array("ENCFSIDX".utf8)
     static let headerSize = 32
 
-    /// The plaintext: in memory, or paged in from the bundle (see `IndexPages`).
-    let pages: IndexPages
+    /// Where the records live: a flat index's plaintext (in memory, or
+    /// paged in from the bundle, see `IndexPages`), or a paged index's
+    /// store (format version 2, see `PagedIndexStore`).
+    let storage: Storage
+
+    /// The two ways an index is stored.
+    enum Storage: Sendable {
+        /// One sealed message: records and string table at fixed offsets.
+        case flat(IndexPages)
+        /// Pages sealed one by one, each opened and checked at first use.
+        case paged(PagedIndexStore)
+    }
+
+    /// The flat index's plaintext (nil for a paged index).
+    var flatPages: IndexPages? {
+        if case .flat(let pages) = storage { return pages }
+        return nil
+    }
+
+    /// Whether the index is paged (format version 2, docs/FORMAT.md).
+    public var isPaged: Bool { flatPages == nil }
     /// Number of entries, root included.
     public let count: Int
     /// When the bundle was packed (seconds since the epoch).
@@ -57,6 +76,9 @@ public final class BundleIndex: Sendable {
     /// Sum of the plaintext sizes of distinct file bodies: what
     /// ``totalFileBytes`` would be without deduplication's repeats.
     public let distinctFileBytes: UInt64
+    /// Bytes of chunk data before the index (its offset): where every
+    /// file body must end.
+    let dataLength: UInt64
 
     /// Validates index plaintext against the header it came with.
     ///
@@ -69,7 +91,8 @@ public final class BundleIndex: Sendable {
     ///   what reading a page throws.
     init(pages: IndexPages, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures = .version1) throws {
         let parsed = try Self.validate(pages, layout: layout, dataLength: dataLength, features: features)
-        self.pages = pages
+        storage = .flat(pages)
+        self.dataLength = dataLength
         self.layout = layout
         self.features = features
         storedFileBytes = parsed.storedFileBytes
@@ -82,6 +105,28 @@ public final class BundleIndex: Sendable {
         parentPositions = parsed.parentPositions
         subdirectoryCounts = parsed.subdirectoryCounts
         suspectSymlinkPositions = parsed.suspectSymlinkPositions
+    }
+
+    /// A paged index whose page 0 has been opened: nothing else is read
+    /// until it is used (see `PagedIndexStore`). The counts and sums are
+    /// page 0's; `encfs-inspect verify` checks them
+    /// (``checkPagedIndexWhole()``).
+    init(paged store: PagedIndexStore, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures) {
+        let directory = store.directory
+        storage = .paged(store)
+        self.layout = layout
+        self.dataLength = dataLength
+        self.features = features
+        count = directory.entryCount
+        creationTime = directory.creationTime
+        stringsOffset = 0
+        totalFileBytes = directory.totalFileBytes
+        fileCount = directory.fileCount
+        storedFileBytes = directory.storedFileBytes
+        distinctFileBytes = directory.distinctFileBytes
+        parentPositions = []
+        subdirectoryCounts = []
+        suspectSymlinkPositions = directory.suspectSymlinks
     }
 
     /// Lets `fill` write the index plaintext into wiping storage, then
@@ -124,8 +169,24 @@ public final class BundleIndex: Sendable {
     ///   verified, `.io`).
     public func entry(at position: Int) throws -> IndexEntry {
         precondition(position >= 0 && position < count, "internal error: index position \(position) out of range")
-        return try pages.withBytes(at: recordsOffset + position * IndexEntry.recordSize, count: IndexEntry.recordSize) {
-            IndexEntry(record: $0, position: position)
+        switch storage {
+        case .flat(let pages):
+            return try pages.withBytes(at: recordsOffset + position * IndexEntry.recordSize, count: IndexEntry.recordSize) {
+                IndexEntry(record: $0, position: position)
+            }
+        case .paged(let store):
+            return try store.withRecord(at: position) { IndexEntry(record: $0, position: position) }
+        }
+    }
+
+    /// Calls `body` with `count` bytes of the string table at `offset`: a
+    /// name or symlink target of `entry` (a paged index keeps them in the
+    /// entry's page).
+    private func withStrings<R: Sendable>(of entry: IndexEntry, offset: Int, count: Int,
+                                          _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        switch storage {
+        case .flat(let pages): return try pages.withBytes(at: stringsOffset + offset, count: count, body)
+        case .paged(let store): return try store.withStrings(ofEntryAt: entry.position, offset: offset, count: count, body)
         }
     }
 
@@ -146,7 +207,7 @@ public final class BundleIndex: Sendable {
     /// for a paged index `body` runs under its lock and must not call back
     /// into the index).
     public func withName<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try pages.withBytes(at: stringsOffset + Int(entry.nameOffset), count: Int(entry.nameLength), body)
+        try withStrings(of: entry, offset: Int(entry.nameOffset), count: Int(entry.nameLength), body)
     }
 
     /// The name bytes of `entry` as a new array (not for hot paths).
@@ -157,7 +218,13 @@ public final class BundleIndex: Sendable {
     /// - Returns: the name's length.
     public func copyName(of entry: IndexEntry, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         let length = Int(entry.nameLength)
-        try pages.copyBytes(at: stringsOffset + Int(entry.nameOffset), into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length]))
+        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+        switch storage {
+        case .flat(let pages):
+            try pages.copyBytes(at: stringsOffset + Int(entry.nameOffset), into: target)
+        case .paged(let store):
+            try store.withStrings(ofEntryAt: entry.position, offset: Int(entry.nameOffset), count: length) { target.copyMemory(from: $0) }
+        }
         return length
     }
 
@@ -165,7 +232,7 @@ public final class BundleIndex: Sendable {
     /// ``withName(of:_:)``).
     public func withSymlinkTarget<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         precondition(entry.kind == .symlink, "internal error: target of a non-symlink")
-        return try pages.withBytes(at: stringsOffset + Int(entry.first), count: Int(entry.size), body)
+        return try withStrings(of: entry, offset: Int(entry.first), count: Int(entry.size), body)
     }
 
     /// The file id of a file entry.
@@ -174,8 +241,13 @@ public final class BundleIndex: Sendable {
     }
 
     /// Subdirectories of a directory entry (for st_nlink); 0 for others.
+    ///
+    /// A paged index counts the directories among the children (one page
+    /// or a few); when their page cannot be loaded it answers 0, and
+    /// every read of that page reports the damage.
     public func subdirectoryCount(of entry: IndexEntry) -> Int {
         guard entry.kind == .directory else { return 0 }
+        if case .paged(let store) = storage { return (try? store.countDirectories(in: entry.children)) ?? 0 }
         var low = 0
         var high = parentPositions.count
         let position = UInt32(entry.position)
@@ -251,7 +323,7 @@ public final class BundleIndex: Sendable {
             let name = try name(of: current)
             length += name.count + 1
             parts.append(name)
-            current = try self.entry(at: current.parent)
+            current = try parent(of: current)
         }
         return Array(parts.reversed().joined(separator: [UInt8(ascii: "/")]))
     }

@@ -183,6 +183,9 @@ public final class BundleReader: Sendable {
     ///   before anything in it is parsed; throwing refuses the bundle.
     private static func readIndex(source: any ByteSource, header: BundleHeader, keys: BundleKeys, cacheBytes: Int,
                                   checkDigest: (([UInt8]) throws -> Void)? = nil) throws -> BundleIndex {
+        if header.features.hasPagedIndex {
+            return try readPagedIndex(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
+        }
         // Sizes were bounded by the authenticated header and the file size
         // (the header parser checked indexLength ≥ the tag size).
         let plainLength = Int(header.indexLength) - AESGCM.tagByteCount
@@ -202,6 +205,20 @@ public final class BundleReader: Sendable {
             try checkDigest(hasher.finalize())
         }
         return try BundleIndex(pages: pages, layout: header.layout, dataLength: header.indexOffset, features: header.features)
+    }
+
+    /// Opens a paged index: page 0 only (see `PagedIndexStore`). A
+    /// required signature covers the whole sealed index, so it is hashed
+    /// first, as it is stored, before page 0 is opened.
+    private static func readPagedIndex(source: any ByteSource, header: BundleHeader, keys: BundleKeys, cacheBytes: Int,
+                                       checkDigest: (([UInt8]) throws -> Void)?) throws -> BundleIndex {
+        if let checkDigest { try checkDigest(try sealedIndexDigest(source: source, header: header)) }
+        let store = try PagedIndexStore.open(source: source, start: UInt64(header.headerLength) + header.indexOffset,
+                                             length: header.indexLength, headLength: header.features.pagedIndexHeadLength,
+                                             key: keys.indexKey, baseAAD: IndexBuilder.associatedData(header),
+                                             layout: header.layout, dataLength: header.indexOffset, features: header.features,
+                                             cacheBytes: cacheBytes)
+        return BundleIndex(paged: store, layout: header.layout, dataLength: header.indexOffset, features: header.features)
     }
 
     // MARK: - Reading files

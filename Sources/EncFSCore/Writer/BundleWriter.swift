@@ -187,6 +187,14 @@ public enum BundleWriter {
         // Plaintext, then (sealed in place below) ciphertext.
         var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        if PagedIndexWriter.isPaged(features: features, entryCount: tree.nodes.count) {
+            summary.formatVersion = BundleFormat.version2
+            let sealed = try PagedIndexWriter.write(flat: index, layout: layout, features: features, keys: keys, slots: slots,
+                                                    indexOffset: indexOffset, chunkDigest: chunkDigest,
+                                                    signingKey: options.signingKey, into: sink)
+            summary.signerFingerprint = sealed.signerFingerprint
+            return try finish(sealed.header, headerLength: headerLength, keys: keys, sink: sink, output: output, summary: summary)
+        }
         let indexLength = UInt64(index.count + AESGCM.tagByteCount)
         let payloadLength = indexOffset + indexLength
         var header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
@@ -205,11 +213,18 @@ public enum BundleWriter {
         }
         try sink.append(index)
         try sink.append(tag)
+        return try finish(header, headerLength: headerLength, keys: keys, sink: sink, output: output, summary: summary)
+    }
+
+    /// Flushes the payload, writes the header and renames the bundle into place.
+    private static func finish(_ header: BundleHeader, headerLength: Int, keys: BundleKeys, sink: ChunkSink, output: AtomicFile,
+                               summary: PackSummary) throws -> PackSummary {
+        var summary = summary
         try sink.finish()
         let headerBytes = try header.serialized(keys: keys)
         precondition(headerBytes.count == headerLength, "internal error: header length changed")
         try headerBytes.withUnsafeBytes { try output.file.writeAll($0, toAbsoluteOffset: 0) }
-        summary.bundleBytes = UInt64(headerLength) + payloadLength
+        summary.bundleBytes = UInt64(headerLength) + header.payloadLength
         try output.commit()
         return summary
     }

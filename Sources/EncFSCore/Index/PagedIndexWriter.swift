@@ -1,0 +1,244 @@
+import CryptCore
+
+/// Writes a paged index (format version 2, docs/FORMAT.md "The paged
+/// index") from the flat index plaintext `IndexBuilder` serializes: the
+/// records are cut into pages of at most 64 KiB that each carry their own
+/// names and symlink targets, chunk tables go to a table stream of 64 KiB
+/// pages, each page is compressed with zstd when that shrinks it, and each
+/// is sealed on its own.
+///
+/// Two steps, because the header's payload length (in every page's
+/// associated data) depends on the pages' sizes: ``build(flat:layout:)``
+/// compresses, ``Built/seal(keys:associatedData:)`` seals.
+enum PagedIndexWriter {
+    /// More entries than this, and an index is paged even in a bundle that
+    /// uses no other version 2 feature: the flat index is authenticated and
+    /// validated whole at open, which takes more than the 20 ms mount target
+    /// from about this size on (docs/PERFORMANCE.md). Smaller bundles
+    /// without compression or shared bodies stay version 1.
+    static let entryThreshold = 32_768
+
+    /// Whether a bundle with these features and this many entries gets a
+    /// paged index.
+    static func isPaged(features: BundleFeatures, entryCount: Int) -> Bool {
+        features.formatVersion >= BundleFormat.version2 || entryCount > entryThreshold
+    }
+
+    /// The zstd level index pages are compressed with.
+    static let compressionLevel = 3
+
+    /// Compressed pages, not yet sealed (their plaintext is secret: wiped
+    /// by ``wipe()``).
+    struct Built {
+        /// Page 0's plaintext.
+        var head: [UInt8]
+        /// Pages 1 … N−1 as stored (a zstd frame, or the plaintext when it
+        /// did not shrink).
+        var pages: [[UInt8]]
+
+        /// Bytes the sealed index takes: every page plus its tag.
+        var sealedLength: UInt64 {
+            UInt64(head.count + AESGCM.tagByteCount) + pages.reduce(0) { $0 + UInt64($1.count + AESGCM.tagByteCount) }
+        }
+
+        /// Page 0's sealed length (the header records it).
+        var headSealedLength: UInt32 { UInt32(head.count + AESGCM.tagByteCount) }
+
+        /// Seals every page under the index key.
+        ///
+        /// - Parameter base: the index associated data of the bundle's
+        ///   final header (`IndexBuilder.associatedData`).
+        func seal(keys: BundleKeys, associatedData base: [UInt8]) throws -> [UInt8] {
+            let gcm: AESGCM
+            do { gcm = try AESGCM() } catch { throw BundleError.crypto("index encryption failed") }
+            var out: [UInt8] = []
+            out.reserveCapacity(Int(sealedLength))
+            try head.withUnsafeBytes {
+                try IndexPageSeal.seal($0, page: 0, aad: IndexPageSeal.associatedData(base: base, page: 0, pageCount: nil),
+                                       key: keys.indexKey, gcm: gcm, appendingTo: &out)
+            }
+            for (i, page) in pages.enumerated() {
+                let aad = IndexPageSeal.associatedData(base: base, page: i + 1, pageCount: pages.count + 1)
+                try page.withUnsafeBytes { try IndexPageSeal.seal($0, page: i + 1, aad: aad, key: keys.indexKey, gcm: gcm, appendingTo: &out) }
+            }
+            return out
+        }
+
+        /// Wipes the plaintext.
+        mutating func wipe() {
+            head.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+            for i in pages.indices { pages[i].withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        }
+    }
+
+    /// Cuts a flat index plaintext (as `IndexBuilder.serialize` makes it,
+    /// so already consistent) into compressed pages.
+    static func build(flat: [UInt8], layout: ChunkLayout) throws -> Built {
+        try flat.withUnsafeBytes { try build(flat: $0, layout: layout) }
+    }
+
+    private static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout) throws -> Built {
+        let count = Int(flat.le32(at: 8))
+        let stringsStart = BundleIndex.headerSize + count * IndexEntry.recordSize
+        let strings = UnsafeRawBufferPointer(rebasing: flat[stringsStart...])
+        let compressor = try ChunkCompressor(level: compressionLevel)
+        var pages: [[UInt8]] = []
+        var table: [(sealed: UInt32, plain: UInt32, first: UInt32)] = []
+        var tableStream: [UInt8] = []
+        defer { tableStream.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        var tableOffsets: [UInt32: UInt32] = [:]
+        var totals = Totals()
+        var suspects: [UInt32] = []
+        var page = PageUnderConstruction(first: 0)
+        defer { page.wipe() }
+
+        for position in 0..<count {
+            var r = Array(UnsafeRawBufferPointer(rebasing: flat[(BundleIndex.headerSize + position * IndexEntry.recordSize)...]
+                .prefix(IndexEntry.recordSize)))
+            defer { r.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+            let name = slice(strings, at: Int(r.withUnsafeBytes { $0.le32(at: 8) }), count: Int(r.withUnsafeBytes { $0.le16(at: 12) }))
+            let kind = IndexEntry.Kind(rawValue: r[4])
+            let target = kind == .symlink
+                ? slice(strings, at: Int(r.withUnsafeBytes { $0.le64(at: 40) }), count: Int(r.withUnsafeBytes { $0.le64(at: 32) }))
+                : UnsafeRawBufferPointer(start: nil, count: 0)
+            if !page.fits(nameBytes: name.count + target.count) {
+                try finish(&page, compressor: compressor, into: &pages, table: &table)
+                page = PageUnderConstruction(first: position)
+            }
+            r.storeLE(UInt32(page.strings.count), at: 8)
+            page.strings += name
+            switch kind {
+            case .symlink:
+                if SymlinkContainment.isSuspect(target) { suspects.append(UInt32(position)) }
+                r.storeLE(UInt64(page.strings.count), at: 40)
+                page.strings += target
+            case .file:
+                let size = r.withUnsafeBytes { $0.le64(at: 32) }
+                var stored = layout.ciphertextSize(forPlaintextSize: size)
+                if r[5] & IndexEntry.hasChunkTableFlag != 0 {
+                    let old = r.withUnsafeBytes { $0.le32(at: 28) }
+                    let bytes = Int(layout.chunkCount(forPlaintextSize: size)) * ChunkTableWindow.entrySize
+                    let tableBytes = slice(strings, at: Int(old), count: bytes)
+                    stored = tableBytes.le64(at: bytes - ChunkTableWindow.entrySize) & ~ChunkTableWindow.compressedFlag
+                    if let known = tableOffsets[old] {
+                        r.storeLE(known, at: 28)
+                    } else {
+                        guard tableStream.count + bytes <= Int(UInt32.max) else {
+                            throw BundleError.limitExceeded("chunk tables take more than 4 GiB")
+                        }
+                        tableOffsets[old] = UInt32(tableStream.count)
+                        r.storeLE(UInt32(tableStream.count), at: 28)
+                        tableStream += tableBytes
+                    }
+                }
+                totals.add(first: r.withUnsafeBytes { $0.le64(at: 40) }, size: size, stored: stored)
+            default:
+                break
+            }
+            page.records += r
+        }
+        try finish(&page, compressor: compressor, into: &pages, table: &table)
+        let recordPages = pages.count
+        var offset = 0
+        while offset < tableStream.count {
+            let end = min(offset + IndexDirectory.pageSize, tableStream.count)
+            try tableStream.withUnsafeBytes { t in
+                let (stored, plain) = try compressed(UnsafeRawBufferPointer(rebasing: t[offset..<end]), compressor: compressor)
+                pages.append(stored)
+                table.append((UInt32(stored.count + AESGCM.tagByteCount), plain, 0))
+            }
+            offset = end
+        }
+        var head = IndexDirectory.magic
+        head.appendLE(UInt32(pages.count + 1))
+        head.appendLE(UInt32(recordPages))
+        head.appendLE(UInt32(count))
+        head.appendLE(UInt32(suspects.count))
+        head.append(contentsOf: flat[24..<32]) // creation time
+        head.appendLE(UInt64(totals.files))
+        head.appendLE(totals.plaintext)
+        head.appendLE(totals.stored)
+        head.appendLE(totals.distinctPlaintext)
+        head.appendLE(UInt64(tableStream.count))
+        for entry in table {
+            head.appendLE(entry.sealed)
+            head.appendLE(entry.plain)
+            head.appendLE(entry.first)
+        }
+        for position in suspects { head.appendLE(position) }
+        return Built(head: head, pages: pages)
+    }
+
+    /// `count` bytes of `bytes` at `offset` (the flat index is consistent:
+    /// the builder made it).
+    private static func slice(_ bytes: UnsafeRawBufferPointer, at offset: Int, count: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+    }
+
+    /// The record page being filled.
+    private struct PageUnderConstruction {
+        let first: Int
+        var records: [UInt8] = []
+        var strings: [UInt8] = []
+
+        init(first: Int) { self.first = first }
+
+        /// Whether one more record with this many string bytes fits.
+        func fits(nameBytes: Int) -> Bool {
+            records.isEmpty || RecordPage.headerSize + records.count + IndexEntry.recordSize + strings.count + nameBytes
+                <= IndexDirectory.pageSize
+        }
+
+        mutating func wipe() {
+            records.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+            strings.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+        }
+    }
+
+    /// Closes a record page: header, records, strings, compressed.
+    private static func finish(_ page: inout PageUnderConstruction, compressor: ChunkCompressor, into pages: inout [[UInt8]],
+                               table: inout [(sealed: UInt32, plain: UInt32, first: UInt32)]) throws {
+        var plain: [UInt8] = []
+        plain.reserveCapacity(RecordPage.headerSize + page.records.count + page.strings.count)
+        defer { plain.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        plain.appendLE(UInt32(page.first))
+        plain.appendLE(UInt32(page.records.count / IndexEntry.recordSize))
+        plain.appendLE(UInt32(page.strings.count))
+        plain.appendLE(UInt32(0))
+        plain += page.records
+        plain += page.strings
+        page.wipe()
+        let (stored, length) = try plain.withUnsafeBytes { try compressed($0, compressor: compressor) }
+        pages.append(stored)
+        table.append((UInt32(stored.count + AESGCM.tagByteCount), length, UInt32(page.first)))
+    }
+
+    /// A page as stored: one zstd frame when it is shorter than the
+    /// plaintext, else the plaintext (a reader tells them apart by length).
+    private static func compressed(_ plain: UnsafeRawBufferPointer, compressor: ChunkCompressor) throws -> ([UInt8], UInt32) {
+        var out = [UInt8](repeating: 0, count: max(plain.count - 1, 0))
+        let n = out.withUnsafeMutableBytes { compressor.compress(plain, into: $0) }
+        let exact = n.map { Array(out[0..<$0]) } ?? Array(plain)
+        out.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+        out = exact
+        return (out, UInt32(plain.count))
+    }
+
+    /// What page 0 records of the files.
+    private struct Totals {
+        var files = 0
+        var plaintext: UInt64 = 0
+        var stored: UInt64 = 0
+        var distinctPlaintext: UInt64 = 0
+        var seenBodies = Set<UInt64>()
+
+        mutating func add(first: UInt64, size: UInt64, stored length: UInt64) {
+            files += 1
+            plaintext &+= size
+            if length > 0, seenBodies.insert(first).inserted {
+                stored &+= length
+                distinctPlaintext &+= size
+            }
+        }
+    }
+}
