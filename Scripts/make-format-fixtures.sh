@@ -5,8 +5,13 @@
 # With "v2", regenerates Tests/FormatTests/Fixtures/v2/ instead: a golden
 # bundle of format version 2 (--compress zstd, 4 KiB chunks, a duplicated
 # file), its manifest and broken copies; v1/ is left as it is.
+# With "v2-paged", Tests/FormatTests/Fixtures/v2-paged/: the same tree and
+# cases with the paged index encfs-pack now writes for every version 2
+# bundle, plus broken pages. (v2/ holds a version 2 bundle with the flat
+# index, made before the paged one existed: it is frozen; running "v2" again
+# would write a paged index there.)
 #
-# Usage: Scripts/make-format-fixtures.sh [v1|v2]
+# Usage: Scripts/make-format-fixtures.sh [v1|v2|v2-paged]
 #
 # Run it only when the fixtures themselves must change (a new format version
 # gets a new directory, v2/, and v1/ stays as it is: old bundles must keep
@@ -20,7 +25,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 version="${1:-v1}"
-case "$version" in v1|v2) ;; *) echo "usage: $0 [v1|v2]" >&2; exit 2 ;; esac
+case "$version" in v1|v2|v2-paged) ;; *) echo "usage: $0 [v1|v2|v2-paged]" >&2; exit 2 ;; esac
 out="$root/Tests/FormatTests/Fixtures/$version"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -28,6 +33,9 @@ trap 'rm -rf "$work"' EXIT
 swift build --package-path "$root" --product encfs-pack >&2
 pack="$(swift build --package-path "$root" --show-bin-path)/encfs-pack"
 
+if [ "$version" = v2-paged ]; then
+  exec "$root/Scripts/make-format-fixtures-v2-paged.sh" "$pack" "$out" "$work"
+fi
 if [ "$version" = v2 ]; then
   exec "$root/Scripts/make-format-fixtures-v2.sh" "$pack" "$out" "$work"
 fi

@@ -76,13 +76,13 @@ final class IndexPagingTests: XCTestCase {
         let tmp = try TemporaryDirectory()
         let (bundle, key) = try makeBundle(in: tmp)
         let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
-        XCTAssertTrue(paged.index.pages.isPaged)
-        XCTAssertEqual(paged.index.pages.cachedPageLimit, 4)
-        let pageCount = (paged.index.pages.count + IndexPages.pageSize - 1) / IndexPages.pageSize
+        XCTAssertTrue((try XCTUnwrap(paged.index.flatPages)).isPaged)
+        XCTAssertEqual((try XCTUnwrap(paged.index.flatPages)).cachedPageLimit, 4)
+        let pageCount = ((try XCTUnwrap(paged.index.flatPages)).count + IndexPages.pageSize - 1) / IndexPages.pageSize
         XCTAssertGreaterThan(pageCount, 20, "the index must be much larger than the cache")
 
         let resident = try residentIndex(of: bundle, key: key)
-        XCTAssertFalse(resident.pages.isPaged)
+        XCTAssertFalse((try XCTUnwrap(resident.flatPages)).isPaged)
         let expected = try describe(resident)
         XCTAssertEqual(expected.count, 1 + 30 * 63)
         // Twice: the second pass runs on a cache the first one churned.
@@ -144,7 +144,7 @@ final class IndexPagingTests: XCTestCase {
         let resident = try residentIndex(of: bundle, key: key)
         let expected = try describe(resident)
         // A record page the cache does not hold, and an entry on it.
-        let cached = Set(paged.index.pages.cachedPages)
+        let cached = Set((try XCTUnwrap(paged.index.flatPages)).cachedPages)
         XCTAssertEqual(cached.count, 4)
         let recordPages = 0...((BundleIndex.headerSize + paged.index.count * IndexEntry.recordSize) / IndexPages.pageSize - 1)
         let page = try XCTUnwrap(recordPages.first { !cached.contains($0) })

@@ -54,7 +54,7 @@ package struct BundleVerifier {
     ///   payload's chunk data: worth it only for a signed bundle, or to sign).
     /// - Throws: `BundleError.io` when reading fails for a reason other than
     ///   the bundle ending early, `.crypto`, `.corruptIndex` from a paged
-    ///   index that changed. Damaged chunks are reported, not thrown.
+    ///   index that changed or breaks a rule that spans its pages. Damaged chunks are reported, not thrown.
     package static func verify(_ reader: BundleReader, hashing: Bool = true, progress: WorkProgress? = nil) throws -> Report {
         let layout = reader.header.layout
         let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
@@ -67,6 +67,8 @@ package struct BundleVerifier {
         let hasher = hashing ? SHA256.Hasher() : nil
         var report = Report()
         let index = reader.index
+        // A paged index's rules that span pages (a flat one was checked at open).
+        try index.checkWholeIndex()
         var checkedBodies = SharedBodies()
         progress?.begin(files: index.fileCount, bytes: index.totalFileBytes)
         for position in 0..<index.count {

@@ -31,6 +31,8 @@ public struct PackOptions: Sendable {
     public var compressionLevel = CompressionMethod.defaultZstdLevel
     /// Advanced as files are packed, for a progress display.
     public var progress: WorkProgress?
+    /// Flat or paged index (`.automatic`: paged for large or version 2 bundles).
+    public var indexLayout = IndexLayout.automatic
 
     public init() {}
 }
@@ -187,7 +189,7 @@ public enum BundleWriter {
         // Plaintext, then (sealed in place below) ciphertext.
         var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        if PagedIndexWriter.isPaged(features: features, entryCount: tree.nodes.count) {
+        if options.indexLayout.isPaged(features: features, entryCount: tree.nodes.count) {
             summary.formatVersion = BundleFormat.version2
             let sealed = try PagedIndexWriter.write(flat: index, layout: layout, features: features, keys: keys, slots: slots,
                                                     indexOffset: indexOffset, chunkDigest: chunkDigest,

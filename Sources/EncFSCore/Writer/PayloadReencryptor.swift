@@ -154,6 +154,17 @@ struct PayloadReencryptor {
     /// the new one, piece by piece, then writes the new tag after it.
     private func resealIndex(buffer: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer) throws {
         let old = reader.header
+        if case .paged(let store) = reader.index.storage {
+            let to = UInt64(newHeader.headerLength) + newHeader.indexOffset
+            try store.reseal(source: reader.source, start: UInt64(old.headerLength) + old.indexOffset,
+                             headLength: old.features.pagedIndexHeadLength,
+                             old: (reader.keys.indexKey, IndexBuilder.associatedData(old)),
+                             new: (newKeys.indexKey, IndexBuilder.associatedData(newHeader))) { page, offset in
+                indexHasher?.update(page)
+                try output.writeAll(page, toAbsoluteOffset: to + offset)
+            }
+            return
+        }
         // Bounded by the authenticated header (indexLength ≥ the tag size).
         let length = old.indexLength - UInt64(AESGCM.tagByteCount)
         let from = UInt64(old.headerLength) + old.indexOffset
