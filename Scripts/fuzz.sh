@@ -30,7 +30,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 seconds=600
 if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
-all=(header index bundle pem chunk-frame)
+all=(header index bundle pem chunk-frame index-page)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -42,7 +42,7 @@ work=${FUZZ_WORK:-.build/fuzz-work}
 # Per-target input limits: headers up to a few RSA-4096 slots, bundles a
 # few chunks larger than the biggest seed, PEM up to an RSA-16384 key.
 max_len() {
-  case $1 in header) echo 8192 ;; index) echo 16384 ;; bundle) echo 65536 ;; pem) echo 16384 ;; esac
+  case $1 in header) echo 8192 ;; index) echo 16384 ;; index-page) echo 65537 ;; bundle) echo 65536 ;; pem) echo 16384 ;; esac
 }
 
 echo "== building encfs-fuzz with libFuzzer and AddressSanitizer (.build/fuzz)"

@@ -23,6 +23,9 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// `ChunkDecompressor` on an arbitrary zstd frame into a chunk-sized
     /// buffer (bombs included), and compression round trips.
     case chunkFrame = "chunk-frame"
+    /// One record page of a paged index checked as a reader checks it
+    /// (`RecordPage`), plain or inflated from a zstd frame.
+    case indexPage = "index-page"
 
     /// Runs one input through the target.
     func run(_ input: UnsafeRawBufferPointer) {
@@ -32,6 +35,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .bundle: BundleFuzzing.run(input)
         case .pem: PEMFuzzing.run(input)
         case .chunkFrame: ChunkFrameFuzzing.run(input)
+        case .indexPage: IndexPageFuzzing.run(input)
         }
     }
 

@@ -89,9 +89,31 @@ enum SeedCorpus {
         try makeTree(compressibleTree, at: compressible)
         for (name, compression) in [("v2-zstd", CompressionMethod.zstd), ("v2-shared", .none)] {
             let bundle = try pack(compressible, keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], compression: compression,
-                                  scratch: scratch)
+                                  indexLayout: .flat, scratch: scratch)
             try writeFile("\(directory)/bundle/\(name).bundle", bundle)
-            try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
+            let index = try indexInput(of: bundle, scratch: scratch)
+            try writeFile("\(directory)/index/\(name).index", index)
+            // The same bundle with a paged index, and its record pages
+            // (index-page framing: IndexPageFuzzing).
+            let paged = try pack(compressible, keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], compression: compression,
+                                 indexLayout: .paged, scratch: scratch)
+            try writeFile("\(directory)/bundle/\(name)-paged.bundle", paged)
+            let flags: UInt8 = compression == .zstd ? 1 : 0
+            let pages = try RecordPage.storedRecordPages(ofFlatIndex: Array(index[9...]), chunkSizeLog2: 12)
+            for (k, page) in pages.enumerated() {
+                let framed = page.stored.count < page.length
+                    ? [flags | 2, UInt8(truncatingIfNeeded: page.length - 1), UInt8(truncatingIfNeeded: (page.length - 1) >> 8)] + page.stored
+                    : [flags] + page.stored
+                try writeFile("\(directory)/index-page/\(name)-\(k + 1).page", framed)
+                if page.stored.count < page.length {
+                    // The same page inflated: the plain framing.
+                    var plain = [UInt8](repeating: 0, count: page.length)
+                    let inflated = try page.stored.withUnsafeBytes { s in
+                        try plain.withUnsafeMutableBytes { try ChunkDecompressor().decompress(s, into: $0) }
+                    }
+                    if inflated { try writeFile("\(directory)/index-page/\(name)-\(k + 1)-plain.page", [flags] + plain) }
+                }
+            }
         }
         // chunk-frame: frames the compressor makes of a full and a short
         // chunk, and a bomb (a frame of 64 KiB of zeros for a 4 KiB chunk).
@@ -166,10 +188,14 @@ enum SeedCorpus {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7) }
     }
 
+    /// - Parameter indexLayout: `.automatic` pages version 2 bundles; the
+    ///   `index` target's seeds need the flat index (one message).
     private static func pack(_ source: String, keys: [KeyMaterial], recipients: [PublicKey], signedBy signer: SigningKey? = nil,
-                             compression: CompressionMethod = .none, scratch: String) throws -> [UInt8] {
+                             compression: CompressionMethod = .none, indexLayout: IndexLayout = .automatic,
+                             scratch: String) throws -> [UInt8] {
         var options = PackOptions()
         options.compression = compression
+        options.indexLayout = indexLayout
         options.signingKey = signer
         options.chunkSizeLog2 = 12
         options.keys = keys

@@ -16,6 +16,7 @@ final class FuzzReplayTests: XCTestCase {
     func testReplay_Bundle() throws { try replay("bundle") }
     func testReplay_PEM() throws { try replay("pem") }
     func testReplay_ChunkFrame() throws { try replay("chunk-frame") }
+    func testReplay_IndexPage() throws { try replay("index-page") }
 
     /// The package root, from this file's path (<root>/Tests/FormatTests/…).
     private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

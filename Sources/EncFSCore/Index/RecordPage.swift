@@ -19,7 +19,7 @@
 /// `encfs-inspect verify` (``BundleIndex/checkPagedIndexWhole()``); a
 /// reader checks what it uses when it uses it (a parent's range when it
 /// walks up, a chunk table's entries when it reads them).
-enum RecordPage {
+package enum RecordPage {
     static let headerSize = 16
 
     /// What a record page is checked against: the bundle's header and page 0.

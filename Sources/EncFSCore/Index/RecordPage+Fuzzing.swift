@@ -1,0 +1,49 @@
+extension RecordPage {
+    /// Checks untrusted record page plaintext as a reader checks a page it
+    /// loads, against rules taken from the page itself (the fuzzer's
+    /// `index-page` target): 4 KiB chunks, 1 MiB of chunk data, a 64 KiB
+    /// table stream, as many entries as the page's own positions need plus
+    /// 16, and no symlink listed as leading outside.
+    ///
+    /// - Parameter compressed: whether files may have chunk tables.
+    /// - Returns: each record's position, parent and name, in order, when the page passes.
+    /// - Throws: `BundleError.corruptIndex` as the reader would.
+    package static func checkedRecords(ofPage page: UnsafeRawBufferPointer, compressed: Bool) throws
+        -> [(position: Int, parent: Int, name: [UInt8])] {
+        guard page.count >= headerSize, page.count <= IndexDirectory.pageSize else {
+            throw BundleError.corruptIndex("index page 1: length \(page.count)")
+        }
+        let first = Int(page.le32(at: 0))
+        let count = Int(page.le32(at: 4))
+        guard count >= 1, count <= (page.count - headerSize) / IndexEntry.recordSize, first <= (1 << 24) else {
+            throw BundleError.corruptIndex("index page 1: \(count) records from \(first)")
+        }
+        let features = BundleFeatures(formatVersion: BundleFormat.version2, compression: compressed ? .zstd : .none,
+                                      compressionLevel: compressed ? 3 : 0, pagedIndexHeadLength: 1)
+        let rules = Rules(layout: ChunkLayout(chunkSizeLog2: 12), dataLength: 1 << 20, features: features,
+                          entryCount: first + count + 16, tableStreamLength: 1 << 16, suspectSymlinks: [])
+        try validate(page, page: 1, positions: first..<(first + count), rules: rules)
+        let stringsStart = headerSize + count * IndexEntry.recordSize
+        return (0..<count).map { i in
+            let r = UnsafeRawBufferPointer(rebasing: page[(headerSize + i * IndexEntry.recordSize)...].prefix(IndexEntry.recordSize))
+            let offset = stringsStart + Int(r.le32(at: 8))
+            return (first + i, Int(r.le32(at: 0)), Array(page[offset..<(offset + Int(r.le16(at: 12)))]))
+        }
+    }
+}
+
+extension RecordPage {
+    /// The record pages a paged index of `flat` (index plaintext as
+    /// `IndexBuilder` writes it) would hold, as stored: a zstd frame, or
+    /// the plaintext when it does not shrink (for the fuzzer's seeds).
+    ///
+    /// - Returns: each page's stored bytes and its plaintext length.
+    package static func storedRecordPages(ofFlatIndex flat: [UInt8], chunkSizeLog2: UInt8) throws -> [(stored: [UInt8], length: Int)] {
+        var built = try PagedIndexWriter.build(flat: flat, layout: ChunkLayout(chunkSizeLog2: chunkSizeLog2))
+        defer { built.wipe() }
+        let directory = try built.head.withUnsafeBytes {
+            try IndexDirectory($0, remainingLength: built.sealedLength - UInt64(built.headSealedLength))
+        }
+        return (0..<directory.recordPageCount).map { (built.pages[$0], Int(directory.plainLengths[$0])) }
+    }
+}
