@@ -30,7 +30,8 @@ final class PagedIndexStore: Sendable {
     ///   - length: the index region's length.
     ///   - headLength: page 0's sealed length (from the header).
     ///   - baseAAD: the index associated data (`IndexBuilder.associatedData`).
-    ///   - cacheBytes: decrypted pages to keep, in bytes (at least four pages are kept).
+    ///   - cacheBytes: memory for pages, in bytes: the decrypted pages kept and
+    ///     the two buffers of the page being loaded (at least four pages are kept).
     /// - Throws: `BundleError.corruptIndex`, `.io`, `.crypto`.
     static func open(source: any ByteSource, start: UInt64, length: UInt64, headLength: UInt32, key: SymmetricKey,
                      baseAAD: [UInt8], layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures,
@@ -52,7 +53,8 @@ final class PagedIndexStore: Sendable {
         let directory = try plain.withUnsafeBytes { try IndexDirectory($0, remainingLength: length - UInt64(headLength)) }
         let rules = RecordPage.Rules(layout: layout, dataLength: dataLength, features: features, entryCount: directory.entryCount,
                                      tableStreamLength: directory.tableStreamLength, suspectSymlinks: directory.suspectSymlinks)
-        let slots = max(4, min(cacheBytes / IndexDirectory.pageSize, directory.pageCount - 1))
+        // The budget covers the two buffers of the page being loaded too.
+        let slots = max(4, min(cacheBytes / IndexDirectory.pageSize - 2, directory.pageCount - 1))
         let cache = try PagedIndexCache(source: source, pagesStart: start + UInt64(headLength), directory: directory,
                                         key: key, baseAAD: baseAAD, rules: rules, gcm: gcm, slotCount: slots)
         return PagedIndexStore(directory: directory, cache: cache)
