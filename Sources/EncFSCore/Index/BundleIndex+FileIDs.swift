@@ -14,11 +14,13 @@ extension BundleIndex {
     /// - Returns: (first file, later file) pairs, ordered by the later one.
     /// - Throws: as ``entry(at:)``.
     package func filesSharingIDs() throws -> [(first: IndexEntry, duplicate: IndexEntry)] {
-        var ids: [(id: IndexEntry.FileID, position: Int)] = []
+        // The body fields are kept beside each id, so only the pairs found
+        // are read again: a paged index loads a page per random read.
+        var ids: [(id: IndexEntry.FileID, position: Int, body: SharedBody)] = []
         ids.reserveCapacity(fileCount)
         for position in 0..<count {
             let entry = try entry(at: position)
-            if entry.kind == .file { ids.append((entry.fileID, position)) }
+            if entry.kind == .file { ids.append((entry.fileID, position, SharedBody(entry))) }
         }
         ids.sort { ($0.id.high, $0.id.low, $0.position) < ($1.id.high, $1.id.low, $1.position) }
         var pairs: [(first: IndexEntry, duplicate: IndexEntry)] = []
@@ -28,14 +30,25 @@ extension BundleIndex {
                 runStart = i
                 continue
             }
-            let first = try entry(at: ids[runStart].position)
-            let later = try entry(at: ids[i].position)
-            if features.allowsSharedBodies, later.first == first.first, later.size == first.size, later.flags == first.flags,
-               later.chunkTableOffset == first.chunkTableOffset {
-                continue
-            }
-            pairs.append((first, later))
+            if features.allowsSharedBodies, ids[i].body == ids[runStart].body { continue }
+            pairs.append((try entry(at: ids[runStart].position), try entry(at: ids[i].position)))
         }
         return pairs.sorted { $0.duplicate.position < $1.duplicate.position }
+    }
+}
+
+/// The fields that make two files with one id one body: payload offset,
+/// size, flags and chunk table.
+private struct SharedBody: Equatable {
+    let first: UInt64
+    let size: UInt64
+    let flags: UInt8
+    let table: UInt32
+
+    init(_ entry: IndexEntry) {
+        first = entry.first
+        size = entry.size
+        flags = entry.flags
+        table = entry.chunkTableOffset
     }
 }
