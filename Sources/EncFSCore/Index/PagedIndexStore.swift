@@ -139,12 +139,15 @@ final class PagedIndexStore: Sendable {
 
 /// The opened pages of a paged index: used only under
 /// `PagedIndexStore`'s lock. Eviction is CLOCK (second chance), as for a
-/// flat index (`IndexPages`). Slots are one locked allocation, wiped
-/// before it is freed. `@unchecked Sendable`: touched only inside the mutex.
+/// flat index (`IndexPages`). Slots are one allocation, each slot locked
+/// when it is first filled (so opening costs no page faults and memory
+/// grows with the pages used), and wiped before it is freed.
+/// `@unchecked Sendable`: touched only inside the mutex.
 private final class PagedIndexCache: @unchecked Sendable {
     let slotCount: Int
     private let slots: UnsafeMutableRawBufferPointer
-    private let slotsLocked: Bool
+    /// Per slot: nil until first filled, then whether `mlock` took.
+    private var slotLocked: [Bool?]
     private var pageInSlot: [Int]
     private var slotOfPage: [Int32]
     private var referenced: [Bool]
@@ -168,8 +171,7 @@ private final class PagedIndexCache: @unchecked Sendable {
         decompressor = try ChunkDecompressor()
         self.slotCount = slotCount
         slots = .allocate(byteCount: slotCount * IndexDirectory.pageSize, alignment: 4096)
-        slots.initializeMemory(as: UInt8.self, repeating: 0)
-        slotsLocked = SecureMemory.lock(slots)
+        slotLocked = Array(repeating: nil, count: slotCount)
         frame = .allocate(byteCount: IndexDirectory.pageSize, alignment: 4096)
         frame.initializeMemory(as: UInt8.self, repeating: 0)
         frameLocked = SecureMemory.lock(frame)
@@ -187,7 +189,9 @@ private final class PagedIndexCache: @unchecked Sendable {
     }
 
     deinit {
-        SecureMemory.release(slots, locked: slotsLocked)
+        for (slot, locked) in slotLocked.enumerated() {
+            if let locked { SecureMemory.release(bytes(ofSlot: slot), locked: locked) }
+        }
         SecureMemory.release(frame, locked: frameLocked)
         slots.deallocate()
         frame.deallocate()
@@ -195,6 +199,11 @@ private final class PagedIndexCache: @unchecked Sendable {
     }
 
     var cachedPages: [Int] { pageInSlot.filter { $0 >= 0 }.sorted() }
+
+    /// All of slot `slot`'s bytes.
+    private func bytes(ofSlot slot: Int) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(rebasing: slots[(slot * IndexDirectory.pageSize)..<((slot + 1) * IndexDirectory.pageSize)])
+    }
 
     /// The plaintext of `page` (1 … N−1), loaded on a miss.
     func page(_ page: Int) throws -> UnsafeRawBufferPointer {
@@ -231,6 +240,7 @@ private final class PagedIndexCache: @unchecked Sendable {
         let input = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<sealedLength])
         let got = try source.read(fromAbsoluteOffset: pagesStart + directory.pageOffsets[page - 1], into: input)
         guard got == sealedLength else { throw BundleError.corruptIndex("index page \(page) is truncated") }
+        if slotLocked[slot] == nil { slotLocked[slot] = SecureMemory.lock(bytes(ofSlot: slot)) }
         let base = slot * IndexDirectory.pageSize
         let target = UnsafeMutableRawBufferPointer(rebasing: slots[base..<(base + length)])
         let aad = IndexPageSeal.associatedData(base: baseAAD, page: page, pageCount: directory.pageCount)

@@ -124,9 +124,12 @@ public final class BundleReader: Sendable {
     private static func open(source: any ByteSource, indexCacheBytes: Int, options: OpenOptions,
                              unlock: (BundleHeader) throws -> BundleKeys) throws -> BundleReader {
         let (header, keys, signature) = try authenticate(source: source, origin: options.origin, unlock: unlock)
-        let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes) { indexDigest in
-            try options.origin.checkSignature(signature, header: header, indexDigest: indexDigest)
+        // The sealed index is hashed only when a signature must be checked
+        // (a paged index would otherwise be read whole for nothing).
+        let checkDigest: (([UInt8]) throws -> Void)? = signature.map { signature in
+            { indexDigest in try options.origin.checkSignature(signature, header: header, indexDigest: indexDigest) }
         }
+        let index = try readIndex(source: source, header: header, keys: keys, cacheBytes: indexCacheBytes, checkDigest: checkDigest)
         if !options.allowsExternalSymlinks { try index.refuseExternalSymlinks() }
         return BundleReader(source: source, header: header, index: index, keys: keys)
     }
