@@ -175,13 +175,18 @@ def main():
     # Header bytes 56..<64: the sealed index length (docs/FORMAT.md); the
     # plaintext the daemon keeps is 16 bytes (the tag) shorter.
     with open(bundle, "rb") as f:
-        index_bytes = int.from_bytes(f.read(64)[56:64], "little") - 16
+        head = f.read(64)
+    # A paged index (format v2: header bytes 36..<40 hold page 0's sealed
+    # length) is stored compressed and sealed page by page: report its
+    # stored bytes; the daemon keeps only the pages its cache holds.
+    paged = int.from_bytes(head[36:40], "little") != 0 and int.from_bytes(head[8:10], "little") == 2
+    index_bytes = int.from_bytes(head[56:64], "little") - (0 if paged else 16)
     directories = (n + PER_DIRECTORY - 1) // PER_DIRECTORY
     entries = 1 + n + directories + (directories + PER_DIRECTORY - 1) // PER_DIRECTORY if directories > PER_DIRECTORY \
         else 1 + n + directories
 
     results = {"files": n, "file_bytes": total_bytes, "pack_s": pack_s, "bundle_bytes": bundle_bytes,
-               "entries": entries, "index_plaintext_bytes": index_bytes,
+               "entries": entries, "index_plaintext_bytes": index_bytes, "index_paged": paged,
                "label": args.label, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "machine": f"{os.cpu_count()} CPUs, {platform.release()}"}
     try:
@@ -260,7 +265,7 @@ def main():
                     ("after_cat", f"after reading every file ({results['cat_s']:.1f} s)")):
         s = results[k]
         row(f"daemon VmHWM / VmRSS {what} (MiB)", f"{s['VmHWM']:.1f} / {s['VmRSS']:.1f}")
-    row("index plaintext (MiB; bytes per entry)", f"{index_bytes / MiB:.1f}; {results['index_bytes_per_entry']:.1f} for {entries:,} entries")
+    row("index stored, paged (MiB; bytes per entry)" if paged else "index plaintext (MiB; bytes per entry)", f"{index_bytes / MiB:.1f}; {results['index_bytes_per_entry']:.1f} for {entries:,} entries")
     row("peak VmHWM − index (MiB)", f"{results['peak_minus_index_mib']:.1f}")
     row("peak per file (bytes)", f"{results['peak_bytes_per_file']:.0f}")
     print(f"\nresults: {out}")
