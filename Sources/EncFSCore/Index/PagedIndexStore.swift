@@ -87,7 +87,12 @@ final class PagedIndexStore: Sendable {
         return try cache.withLock { cache in
             let bytes = try cache.page(page)
             let at = RecordPage.headerSize + records * IndexEntry.recordSize + offset
-            precondition(offset >= 0 && count >= 0 && at + count <= bytes.count, "internal error: index strings out of their page")
+            // The page's check bounded every name and target of its records;
+            // an entry read before the bundle file was replaced in place (by
+            // whoever holds its key) may not fit the page read again.
+            guard offset >= 0, count >= 0, at <= bytes.count - count else {
+                throw BundleError.corruptIndex("index page \(page) changed after it was first read")
+            }
             return try body(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + count)]))
         }
     }
