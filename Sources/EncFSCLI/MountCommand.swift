@@ -82,7 +82,8 @@ public enum MountCommand {
                                (/dev/fuse). Default: uring where available,
                                else classic with one log line saying why;
                                uring asked for and unavailable is an error;
-                               -o auto_unmount mounts are served classic
+                               -o auto_unmount mounts and remote bundles
+                               are served classic
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
@@ -277,6 +278,11 @@ public enum MountCommand {
         }
         if !args.has("--threads") { configuration.threads = max(configuration.threads, RemoteMount.defaultThreads) }
         options.maximumWaitingReads = max(1, configuration.threads - 2)
+        if configuration.transport == .required(.uring) {
+            throw UsageError("--transport uring cannot serve a remote bundle (reads waiting on a stalled server would "
+                             + "hold the io_uring queues): use --transport classic or leave --transport out")
+        }
+        configuration.waitsOnNetwork = true
         return options
     }
 
@@ -299,7 +305,8 @@ public enum MountCommand {
                                            bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
                                            extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                                            logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access, transport: configuration.transport)
+                                           accessRules: configuration.access, transport: configuration.transport,
+                                           waitsOnNetwork: configuration.waitsOnNetwork)
             // Type=notify: ready once mounted (requests queue until the
             // loop runs), stopping once the loop has ended.
             let notifier = ServiceNotifier.fromEnvironment()

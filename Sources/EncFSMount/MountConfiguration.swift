@@ -42,6 +42,10 @@ package struct MountConfiguration: Sendable, Equatable {
     /// Which transport carries requests (`--transport`; by default uring
     /// where available, else classic).
     package var transport = TransportRequest.automatic
+    /// Whether reads may wait on a network (a remote bundle): such a mount
+    /// is served classic (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``).
+    /// Not passed to the daemon: it parses the same remote settings.
+    package var waitsOnNetwork = false
 
     package init(bundlePath: [UInt8], mountpoint: [UInt8], indexCacheKB: Int, threads: Int) {
         self.bundlePath = bundlePath

@@ -227,7 +227,8 @@ package enum MountDaemon {
                                            bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
                                            extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                                            logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access, transport: configuration.transport)
+                                           accessRules: configuration.access, transport: configuration.transport,
+                                           waitsOnNetwork: configuration.waitsOnNetwork)
             try session.serve(readaheadKB: configuration.readaheadKB) {
                 report([UInt8(ascii: "0")])
                 logger.log("info", "serving", path: configuration.mountpoint)

@@ -36,8 +36,30 @@ public final class MountSession {
     private let threads: Int
     /// The transport asked for (`--transport`), decided at ``serve(readaheadKB:mounted:)``.
     private let transportRequest: TransportRequest
-    /// Whether fusermount3 is to unmount when the daemon dies (`-o auto_unmount`).
-    private let autoUnmount: Bool
+    /// Why this mount must be served classic, if it must
+    /// (``classicReason(autoUnmount:waitsOnNetwork:)``).
+    private let classicReason: String?
+
+    /// Why a mount cannot be served over io_uring, or nil when it can.
+    ///
+    /// - Parameters:
+    ///   - autoUnmount: `-o auto_unmount`. fusermount3 unmounts a dead
+    ///     daemon's mount only when opening it fails with ENOTCONN; over
+    ///     io_uring a request sent right after the daemon was killed fails
+    ///     with ECANCELED instead (the kernel aborts the connection only
+    ///     once the dead rings are torn down), and the mount stays.
+    ///   - waitsOnNetwork: a remote bundle. A ring thread answers one
+    ///     request at a time and the kernel queues a CPU's requests on that
+    ///     CPU's ring, so reads waiting on a stalled server would hold the
+    ///     rings and with them `ls` of cached directories; the classic
+    ///     loop's worker pool keeps two workers free of the network.
+    package static func classicReason(autoUnmount: Bool, waitsOnNetwork: Bool) -> String? {
+        if waitsOnNetwork {
+            return "a remote bundle needs it (reads waiting on a stalled server would hold the io_uring queues)"
+        }
+        if autoUnmount { return "auto_unmount needs it (a killed daemon's rings would keep fusermount3 from unmounting)" }
+        return nil
+    }
 
     /// Options always passed to the kernel: read-only, no set-id programs
     /// and no device files, permission checks by the kernel from the stored
@@ -99,11 +121,12 @@ public final class MountSession {
                  mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
                  threads: Int = MountSession.defaultThreads, logNames: Bool = false,
                  indexCacheBytes: Int = IndexPages.defaultCacheBytes, accessRules: AccessRules = AccessRules(),
-                 transport: TransportRequest = .automatic) throws {
+                 transport: TransportRequest = .automatic, waitsOnNetwork: Bool = false) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
         transportRequest = transport
-        autoUnmount = extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount")
+        classicReason = Self.classicReason(autoUnmount: extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount"),
+                                           waitsOnNetwork: waitsOnNetwork)
         let bundle = LockableBundle(reader: reader.take(), source: source, options: options, indexCacheBytes: indexCacheBytes)
         context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules)
         self.mountpoint = mountpoint
@@ -190,7 +213,7 @@ public final class MountSession {
         // The socket before the mount, so that a socket problem fails the
         // mount instead of leaving one nobody can unlock.
         let control = try makeControlServer()
-        try context.transport.choose(transportRequest, autoUnmount: autoUnmount)
+        try context.transport.choose(transportRequest, classicReason: classicReason)
         try mount()
         if let session { try context.transport.install(on: session) }
         if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {

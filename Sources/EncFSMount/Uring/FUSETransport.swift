@@ -85,18 +85,14 @@ final class FUSETransport: @unchecked Sendable {
     /// - Parameter request: `--transport`, or automatic.
     /// - Throws: `MountError.transportUnavailable` when uring was required
     ///   and is not available.
-    /// - Parameter autoUnmount: `-o auto_unmount`. fusermount3 unmounts
-    ///   a dead daemon's mount only when opening it fails with ENOTCONN;
-    ///   over io_uring a request sent right after the daemon was killed
-    ///   fails with ECANCELED instead (the kernel aborts the connection
-    ///   only once the dead rings are torn down), and the mount stays. So
-    ///   such a mount is served classic by default; `--transport uring`
-    ///   with it is refused by the command line.
-    func choose(_ request: TransportRequest, autoUnmount: Bool = false) throws {
+    /// - Parameter classicReason: why this mount needs the classic loop
+    ///   (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``), or
+    ///   nil; an automatic choice then goes classic with that reason
+    ///   logged, and the command line refuses `--transport uring`.
+    func choose(_ request: TransportRequest, classicReason: String? = nil) throws {
         if request == .required(.classic) { return }
-        if autoUnmount && request == .automatic {
-            logger.log("info", "serving through /dev/fuse (classic): auto_unmount needs it (a killed daemon's rings "
-                       + "would keep fusermount3 from unmounting)")
+        if let classicReason, request == .automatic {
+            logger.log("info", "serving through /dev/fuse (classic): \(classicReason)")
             return
         }
         switch UringAvailability.probe() {

@@ -33,10 +33,12 @@ enum Tools {
 
     /// `arguments` for `encfs-mount` with `--transport` from
     /// ``testTransport`` in front, unless they choose one themselves or
-    /// ask for auto_unmount (served classic, and refused with uring).
+    /// ask for auto_unmount or mount a remote bundle (both served classic,
+    /// and refused with uring).
     static func withTestTransport(_ arguments: [String]) -> [String] {
         guard let transport = testTransport,
-              !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") || $0.contains("auto_unmount") })
+              !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") || $0.contains("auto_unmount")
+                                          || $0.hasPrefix("http://") || $0.hasPrefix("https://") })
         else { return arguments }
         return ["--transport", transport] + arguments
     }
