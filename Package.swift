@@ -57,7 +57,11 @@ let package = Package(
         .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
         .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
-        .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"]),
+        // The Swift runtime linked in: the mount starts two processes (the
+        // command, then the daemon), each paying the dynamic loader for a
+        // dozen Swift libraries otherwise (docs/PERFORMANCE.md, mount start).
+        .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"],
+                          linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-keygen", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-ctl", dependencies: ["EncFSCLI"]),
