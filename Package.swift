@@ -68,11 +68,14 @@ let package = Package(
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
-        .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore"], resources: [.copy("Vectors")]),
-        .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount"]),
+        // What several test targets share (the seeded generator); test
+        // tooling, so not a product, and it depends on nothing of ours.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore", "TestSupport"], resources: [.copy("Vectors")]),
+        .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore", "TestSupport"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount", "TestSupport"]),
         // The public API as an application sees it: EncFS only, no FUSE.
-        .testTarget(name: "LibraryTests", dependencies: ["EncFS"]),
+        .testTarget(name: "LibraryTests", dependencies: ["EncFS", "TestSupport"]),
         // A program that embeds the library through its public API only;
         // LibraryTests runs it and checks that it links no libfuse.
         .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",

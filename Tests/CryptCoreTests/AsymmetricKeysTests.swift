@@ -1,6 +1,7 @@
 import CryptCore
 import Foundation
 import XCTest
+import TestSupport
 
 /// X25519, RSA-OAEP, PEM key parsing and SHA-256: published vectors, round
 /// trips with the `openssl` command line tool in both directions, the exact
@@ -560,7 +561,7 @@ final class AsymmetricKeysTests: XCTestCase {
         ]
         let rsaCiphertext = try Array("probe".utf8).withUnsafeBytes { try rsa.privateKey.publicKey.rsaOAEPEncrypt($0, label: []) }
         let peer = try XCTUnwrap(x25519.publicKey.x25519Raw)
-        var rng = SplitMix64(seed: 0x656E_6366_735F_706B) // fixed: a failure must reproduce
+        var rng = SeededGenerator(seed: 0x656E_6366_735F_706B) // fixed: a failure must reproduce
         var parsed = 0
         let iterations = 3000
         for iteration in 0..<iterations {
@@ -664,7 +665,7 @@ private enum KeyPEM {
 private enum Mutator {
     /// One to three edits of the text: a flipped bit, a replaced byte, a
     /// deleted, inserted or duplicated run, or a truncation.
-    static func mutateText(_ input: [UInt8], using rng: inout SplitMix64) -> [UInt8] {
+    static func mutateText(_ input: [UInt8], using rng: inout SeededGenerator) -> [UInt8] {
         var bytes = input
         for _ in 0..<Int.random(in: 1...3, using: &rng) {
             edit(&bytes, alphabet: base64Alphabet + Array(" \n\r\t-:=\0\u{7F}".utf8) + [0xC3, 0xFF], using: &rng)
@@ -675,7 +676,7 @@ private enum Mutator {
     /// Decodes the base64 body, damages the DER the same way, and armors it
     /// again under the original label, so the damage reaches the ASN.1 and
     /// key decoders rather than the base64 decoder.
-    static func mutateDER(_ input: [UInt8], using rng: inout SplitMix64) -> [UInt8] {
+    static func mutateDER(_ input: [UInt8], using rng: inout SeededGenerator) -> [UInt8] {
         let lines = String(decoding: input, as: UTF8.self).split(separator: "\n")
         guard lines.count >= 3, let first = lines.first, first.hasPrefix("-----BEGIN "),
               let der = Data(base64Encoded: lines.dropFirst().dropLast().joined()) else { return mutateText(input, using: &rng) }
@@ -689,7 +690,7 @@ private enum Mutator {
 
     private static let base64Alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
-    private static func edit(_ bytes: inout [UInt8], alphabet: [UInt8], using rng: inout SplitMix64) {
+    private static func edit(_ bytes: inout [UInt8], alphabet: [UInt8], using rng: inout SeededGenerator) {
         guard !bytes.isEmpty else {
             bytes.append(alphabet.randomElement(using: &rng) ?? 0)
             return
@@ -711,21 +712,6 @@ private enum Mutator {
             let run = Array(bytes[at..<min(bytes.count, at + Int.random(in: 1...64, using: &rng))])
             bytes.insert(contentsOf: run, at: Int.random(in: 0...bytes.count, using: &rng))
         }
-    }
-}
-
-/// SplitMix64: a tiny seeded generator, so fuzz failures reproduce.
-private struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

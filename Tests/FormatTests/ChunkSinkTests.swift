@@ -1,6 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
+import TestSupport
 
 /// One modification per test, each refused with its exact `BundleError`.
 ///

@@ -1,6 +1,7 @@
 import EncFSCore
 import Foundation
 import XCTest
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,5 @@
+import TestSupport
+
 /// Deterministic byte-string mutations for the never-crash tests: bit
 /// flips, boundary integers written over fields, truncation, extension and
 /// shifted ranges, each at a position drawn from a focus range.

@@ -1,3 +1,5 @@
+import TestSupport
+
 /// One damaged copy of a bundle: a flipped byte, a cut, or bytes appended,
 /// with the part of the bundle it hits.
 struct TamperVariant: Sendable {

@@ -1,12 +1,13 @@
 /// SplitMix64: a small deterministic generator, so every "random" size,
-/// offset, content and mutation in these tests is the same on every run and
-/// a failure can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
+/// offset, content and mutation in the tests is the same on every run and a
+/// failure can be replayed from the seed it prints. Shared by every test
+/// target (and the fuzz-style tests of CryptCoreTests).
+public struct SeededGenerator: RandomNumberGenerator {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -14,8 +15,8 @@ struct SeededGenerator: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 
-    /// `count` pseudo-random bytes.
-    mutating func bytes(_ count: Int) -> [UInt8] {
+    /// `count` pseudo-random bytes, eight from each word, low byte first.
+    public mutating func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         var i = 0
         while i < count {
