@@ -70,12 +70,12 @@ let package = Package(
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
         // What several test targets share (the seeded generator); test
         // tooling, so not a product, and it depends on nothing of ours.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore", "TestSupport"], resources: [.copy("Vectors")]),
-        .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore", "TestSupport"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount", "TestSupport"]),
+        .target(name: "SharedTestSupport", path: "Tests/SharedTestSupport"),
+        .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore", "SharedTestSupport"], resources: [.copy("Vectors")]),
+        .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),
         // The public API as an application sees it: EncFS only, no FUSE.
-        .testTarget(name: "LibraryTests", dependencies: ["EncFS", "TestSupport"]),
+        .testTarget(name: "LibraryTests", dependencies: ["EncFS", "SharedTestSupport"]),
         // A program that embeds the library through its public API only;
         // LibraryTests runs it and checks that it links no libfuse.
         .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",

@@ -19,7 +19,8 @@ public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
     /// or the other way round), an unsupported algorithm, a too-short RSA
     /// modulus, an encrypted private key, an X25519 peer that makes the
     /// shared secret all zero, or an Ed25519 public key that would accept
-    /// forgeries (a small-order point) or is not canonically encoded.
+    /// forgeries (a small-order point), is not canonically encoded or is
+    /// not a curve point.
     /// The message names the reason, never key bytes.
     case invalidKey(String)
     /// The system random generator failed.

@@ -1,7 +1,7 @@
 import CryptCore
 import Foundation
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// X25519, RSA-OAEP, PEM key parsing and SHA-256: published vectors, round
 /// trips with the `openssl` command line tool in both directions, the exact

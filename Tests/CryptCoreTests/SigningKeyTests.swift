@@ -363,6 +363,41 @@ final class SigningKeyTests: XCTestCase {
         }
     }
 
+    /// Encodings that decode to no curve point are refused when the key is
+    /// made; points are taken. The expected split comes from an independent
+    /// computation (Vectors/ed25519-off-curve.json, with its derivation).
+    func testRawPublicKey_PointsOffTheCurveAreRefused() throws {
+        struct Split: Decodable { let onCurve: [String]; let offCurve: [String] }
+        let url = try XCTUnwrap(Bundle.module.url(forResource: "ed25519-off-curve", withExtension: "json",
+                                                  subdirectory: "Vectors"))
+        let split = try JSONDecoder().decode(Split.self, from: Data(contentsOf: url))
+        XCTAssertGreaterThan(split.onCurve.count, 40)
+        XCTAssertGreaterThan(split.offCurve.count, 40)
+        for hex in split.offCurve {
+            let raw = try XCTUnwrap([UInt8](hex: hex))
+            XCTAssertThrowsCryptError(.invalidKey("Ed25519 public key is not a point on the curve"), hex) {
+                _ = try raw.withUnsafeBytes { try SigningPublicKey(rawRepresentation: $0) }
+            }
+            let pem = SigningPEM.armor(label: "PUBLIC KEY", der: [UInt8](hex: "302a300506032b6570032100")! + raw)
+            XCTAssertThrowsCryptError(.invalidKey("Ed25519 public key is not a point on the curve"), hex) {
+                _ = try SigningPEM.publicKey(pem)
+            }
+        }
+        for hex in split.onCurve {
+            let raw = try XCTUnwrap([UInt8](hex: hex))
+            XCTAssertNoThrow(try raw.withUnsafeBytes { try SigningPublicKey(rawRepresentation: $0) }, hex)
+        }
+    }
+
+    /// Every key OpenSSL generates passes the point check (no false refusal).
+    func testGeneratedKeys_AllPassThePointCheck() throws {
+        for _ in 0..<200 {
+            let key = try SigningKey.generate()
+            let raw = key.publicKey.rawRepresentation
+            XCTAssertNoThrow(try raw.withUnsafeBytes { try SigningPublicKey(rawRepresentation: $0) }, raw.hexString)
+        }
+    }
+
     // MARK: - Where the private key lives
 
     /// OpenSSL keeps the private key in its secure memory, which is

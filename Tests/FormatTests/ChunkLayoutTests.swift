@@ -1,6 +1,6 @@
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// `ChunkLayout` is all the offset arithmetic of the format. Expected values
 /// here come from plain division and literal numbers, or from walking the

@@ -1,7 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

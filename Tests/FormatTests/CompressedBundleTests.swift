@@ -3,7 +3,7 @@ import Dispatch
 @testable import EncFSCore
 import Synchronization
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// Format version 2: when it is written, compressed chunks and their
 /// tables, what a key holder's edits of tables, methods and frames run

@@ -1,7 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// File ids must be unique (security review, finding 8): two files with one
 /// id share a file key and chunk nonces. encfs-pack draws them at random;

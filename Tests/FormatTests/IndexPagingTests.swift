@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// An opened bundle keeps its index sealed and decrypts 16 KiB pages into a
 /// bounded cache (`IndexPages`). With a cache of 4 pages and an index of

@@ -1,7 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// Whatever the bytes, parsing and opening throw a `BundleError` and never
 /// trap: a trap in the mount daemon takes the whole mount down. Thousands of

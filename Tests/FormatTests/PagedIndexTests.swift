@@ -1,7 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// The paged index (format version 2): when it is written, that it answers
 /// exactly as the flat index of the same tree, that opening reads page 0

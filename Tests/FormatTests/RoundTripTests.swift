@@ -3,7 +3,7 @@ import CryptCore
 import Synchronization
 import XCTest
 import Dispatch
-import TestSupport
+import SharedTestSupport
 
 /// Packs a tree with files at every size around the chunk boundaries, odd
 /// names, modes and nanosecond mtimes, then reads everything back through

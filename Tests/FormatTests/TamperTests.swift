@@ -1,7 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// One modification per test, each refused with its exact `BundleError`.
 ///

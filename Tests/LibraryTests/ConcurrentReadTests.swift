@@ -3,7 +3,7 @@ import EncFS
 import Foundation
 import Synchronization
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// One `EncryptedBundle` shared by eight threads that read every file at
 /// once, by every read call, compared byte for byte with the source tree.

@@ -1,7 +1,7 @@
 import EncFSCore
 import Foundation
 import XCTest
-import TestSupport
+import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

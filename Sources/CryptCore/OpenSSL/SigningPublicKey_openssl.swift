@@ -12,9 +12,8 @@ internal import COpenSSL
 /// accepts `R = B, S = 1` as a signature of any message, so a hostile or
 /// corrupted configuration could otherwise disable the check silently. Any
 /// other non-canonical encoding (y ≥ p) is refused too, as RFC 8032
-/// section 5.1.3 requires. A 32-byte string that is not a curve point at
-/// all is accepted here and then verifies nothing: OpenSSL offers no way to
-/// decode the point on its own.
+/// section 5.1.3 requires, and so is a 32-byte string that is no curve
+/// point at all (OpenSSL would take it and then verify nothing with it).
 public struct SigningPublicKey: Sendable, Equatable {
     /// The size of a raw public key in bytes.
     public static let byteCount = 32
@@ -34,8 +33,9 @@ public struct SigningPublicKey: Sendable, Equatable {
     /// is `EVP_PKEY_new_raw_public_key_ex`.
     ///
     /// - Throws: `CryptError.invalidKeySize` unless `raw` is 32 bytes;
-    ///   `.invalidKey("Ed25519 public key is a small-order point")` or
-    ///   `.invalidKey("Ed25519 public key is not canonically encoded")`.
+    ///   `.invalidKey("Ed25519 public key is a small-order point")`,
+    ///   `.invalidKey("Ed25519 public key is not canonically encoded")` or
+    ///   `.invalidKey("Ed25519 public key is not a point on the curve")`.
     public init(rawRepresentation raw: UnsafeRawBufferPointer) throws(CryptError) {
         try self.init(validating: [UInt8](raw))
     }
@@ -45,6 +45,7 @@ public struct SigningPublicKey: Sendable, Equatable {
         guard raw.count == Self.byteCount else { throw .invalidKeySize(raw.count) }
         if Self.isSmallOrder(raw) { throw .invalidKey("Ed25519 public key is a small-order point") }
         if !Self.isCanonical(raw) { throw .invalidKey("Ed25519 public key is not canonically encoded") }
+        if !Ed25519Point.isOnCurve(raw) { throw .invalidKey("Ed25519 public key is not a point on the curve") }
         guard let pkey = EVP_PKEY_new_raw_public_key_ex(nil, "ED25519", nil, raw, raw.count) else {
             throw openSSLError("EVP_PKEY_new_raw_public_key_ex")
         }

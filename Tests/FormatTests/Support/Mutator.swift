@@ -1,4 +1,4 @@
-import TestSupport
+import SharedTestSupport
 
 /// Deterministic byte-string mutations for the never-crash tests: bit
 /// flips, boundary integers written over fields, truncation, extension and

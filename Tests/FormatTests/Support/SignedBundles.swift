@@ -1,7 +1,7 @@
 import CryptCore
 @testable import EncFSCore
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// Bundles for the signature tests: one source tree, a host (an X25519
 /// identity, whose public key anyone may have), the CI's signing key and a

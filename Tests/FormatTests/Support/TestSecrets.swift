@@ -1,6 +1,6 @@
 import CryptCore
 import EncFSCore
-import TestSupport
+import SharedTestSupport
 
 extension Scrypt.Parameters {
     /// scrypt for tests: still real scrypt, at N = 2^14 (16 MiB) instead of

@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-import TestSupport
+import SharedTestSupport
 
 /// Source trees, keys and the bundles `encfs-pack` made of them, built once
 /// per test process with the release binaries (as an application's build

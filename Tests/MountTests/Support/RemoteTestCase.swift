@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-import TestSupport
+import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

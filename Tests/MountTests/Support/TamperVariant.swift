@@ -1,4 +1,4 @@
-import TestSupport
+import SharedTestSupport
 
 /// One damaged copy of a bundle: a flipped byte, a cut, or bytes appended,
 /// with the part of the bundle it hits.
