@@ -281,28 +281,51 @@ final class CiphertextCache: Sendable {
         state.withLock { state in state.units[start]?.ready = true }
     }
 
+    /// Where the last unit (stored or being written) that holds any of
+    /// `bytes` ends, or nil when none does.
+    func lastEnd(overlapping bytes: Range<UInt64>) -> UInt64? {
+        guard !bytes.isEmpty else { return nil }
+        return state.withLock { state in
+            var last: UInt64?
+            for cell in bytes.lowerBound / cellSize...(bytes.upperBound - 1) / cellSize {
+                for start in state.cells[cell] ?? [] {
+                    guard let unit = state.units[start], start < bytes.upperBound else { continue }
+                    let end = start + UInt64(unit.length)
+                    if end > bytes.lowerBound { last = max(last ?? end, end) }
+                }
+            }
+            return last
+        }
+    }
+
     /// Deletes every unit that holds any of `bytes` (they failed
     /// authentication or were torn).
-    func discard(overlapping bytes: Range<UInt64>) {
-        guard !bytes.isEmpty else { return }
-        let starts = state.withLock { state -> [UInt64] in
-            var starts: [UInt64] = []
+    ///
+    /// - Returns: the bytes the deleted units held.
+    @discardableResult
+    func discard(overlapping bytes: Range<UInt64>) -> [Range<UInt64>] {
+        guard !bytes.isEmpty else { return [] }
+        let units = state.withLock { state -> [Range<UInt64>] in
+            var units: [Range<UInt64>] = []
             for cell in bytes.lowerBound / cellSize...(bytes.upperBound - 1) / cellSize {
-                for start in state.cells[cell] ?? [] where !starts.contains(start) {
+                for start in state.cells[cell] ?? [] where !units.contains(where: { $0.lowerBound == start }) {
                     if let unit = state.units[start], start < bytes.upperBound, start + UInt64(unit.length) > bytes.lowerBound {
-                        starts.append(start)
+                        units.append(start..<(start + UInt64(unit.length)))
                     }
                 }
             }
-            return starts
+            return units
         }
-        starts.forEach(discard)
+        for unit in units { discard(unit.lowerBound) }
+        return units
     }
 
-    /// Deletes the unit that starts at `start`.
+    /// Deletes the unit that starts at `start`: its file first, so that a
+    /// new unit stored at the same offset (possible once the table forgets
+    /// this one) is never the file deleted.
     private func discard(_ start: UInt64) {
-        forget(start)
         Self.remove(directory, start)
+        forget(start)
     }
 
     private func forget(_ start: UInt64) {

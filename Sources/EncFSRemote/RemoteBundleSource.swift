@@ -48,8 +48,13 @@ public final class RemoteBundleSource: ByteSource {
     /// Where the payload starts: the first file's first chunk, the anchor
     /// of units that no read started (read-ahead, `--prefetch all`).
     private let payloadStart: UInt64
-    /// Units being fetched; none overlaps another or a stored unit.
-    private let inFlight = Mutex<[Flight]>([])
+    /// Units being fetched (none overlaps another or a stored unit), and
+    /// where units were dropped.
+    private let inFlight = Mutex<Claims>(Claims())
+    /// Where the sealed index starts: units there lie on a grid of
+    /// ``unitSize`` from it, as the index has no chunks to align to, and
+    /// is read in pieces (its tag first) that belong in one unit.
+    private let indexStart: UInt64
     /// Units whose last fetch failed, when and why.
     private let failures = Mutex<[Failure]>([])
     /// How long a failed unit fails at once: the kernel asks again for the
@@ -82,14 +87,32 @@ public final class RemoteBundleSource: ByteSource {
     private let prefetching = DispatchQueue(label: "encfs.remote.prefetch")
     /// Units fetched ahead of a sequential reader.
     static let readAheadUnits = 2
+    /// The least rest of a unit worth a request of its own after the
+    /// bytes of the read that needs the unit: less arrives in about the
+    /// time a request takes to start (the sealed index's tag, read on its
+    /// own after the index, is not worth one).
+    static let smallestRest = 64 << 10
 
     /// A unit being fetched; its group is left when it is stored (or not).
     private struct Flight {
         var range: Range<UInt64>
         var done: DispatchGroup
-        /// Bytes of it already handed to a reader failed authentication
+        /// The bytes handed to the reader that claimed it, before the rest
+        /// arrived.
+        var handedOut: Range<UInt64> = 0..<0
+        /// Some of ``handedOut`` failed authentication
         /// (``discardCopies(fromAbsoluteOffset:count:)``): it is not stored.
         var discarded = false
+    }
+
+    private struct Claims {
+        var flights: [Flight] = []
+        /// Units dropped because bytes of them failed authentication: the
+        /// next read inside one fetches it again from its start, so that
+        /// bytes already read from it before are not lost to the cache.
+        var holes: [Range<UInt64>] = []
+        /// Most holes remembered.
+        static let holeLimit = 64
     }
 
     private struct Failure {
@@ -134,6 +157,7 @@ public final class RemoteBundleSource: ByteSource {
         unitSize = UInt64(max(options.fetchSize, 4096))
         chunkStride = header.features.isCompressed ? nil : header.layout.sealedChunkSize
         payloadStart = UInt64(header.headerLength)
+        indexStart = UInt64(header.headerLength) + header.indexOffset
         waitingSlots = DispatchSemaphore(value: max(1, options.maximumWaitingReads))
         if let root = options.cacheDirectory, options.cacheSize > 0 {
             let version = Array("\(http.size)\n".utf8) + (http.etag ?? [])
@@ -223,33 +247,50 @@ public final class RemoteBundleSource: ByteSource {
         case owned(Range<UInt64>, DispatchGroup)
     }
 
-    /// Makes this reader the one that fetches the unit that starts at
+    /// Makes this reader the one that fetches a unit that holds
     /// `position`, unless a unit already holds it: checked and registered
     /// under one lock, so that no two readers fetch the same bytes.
     ///
+    /// The unit starts at `position`, or before it: at the start of a
+    /// dropped unit (``Claims/holes``), or of its cell of the index's grid;
+    /// never inside bytes held.
+    ///
     /// Lock order: ``inFlight``, then the cache's.
     private func claim(at position: UInt64, anchor: UInt64, in cache: CiphertextCache) -> Claim {
-        inFlight.withLock { flights in
-            if let flight = flights.first(where: { $0.range.contains(position) }) { return .waitFor(flight.range, flight.done) }
-            var end = plannedEnd(from: position, anchor: anchor)
-            for flight in flights where flight.range.lowerBound > position && flight.range.lowerBound < end {
+        inFlight.withLock { claims in
+            if let flight = claims.flights.first(where: { $0.range.contains(position) }) { return .waitFor(flight.range, flight.done) }
+            if case .stored(let range) = cache.coverage(at: position, before: position + 1) { return .stored(range) }
+            var start = position
+            if position >= indexStart { start = max(headEnd, indexStart + (position - indexStart) / unitSize * unitSize) }
+            if let hole = claims.holes.first(where: { $0.contains(position) }) { start = min(start, max(hole.lowerBound, headEnd)) }
+            if start < position {
+                let before = start..<position
+                start = max(start, cache.lastEnd(overlapping: before) ?? start)
+                for flight in claims.flights where flight.range.overlaps(before) { start = max(start, flight.range.upperBound) }
+            }
+            var end = plannedEnd(from: start, anchor: start < position ? start : anchor)
+            if end <= position {
+                start = position
+                end = plannedEnd(from: start, anchor: anchor)
+            }
+            for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
                 end = flight.range.lowerBound
             }
-            switch cache.coverage(at: position, before: end) {
-            case .stored(let range): return .stored(range)
-            case .gap(let until): end = until
-            }
+            guard case .gap(let until) = cache.coverage(at: start, before: end) else { return .stored(position..<position) }
+            end = until
+            let unit = start..<end
+            claims.holes.removeAll { $0.overlaps(unit) }
             let group = DispatchGroup()
             group.enter()
-            flights.append(Flight(range: position..<end, done: group))
-            return .owned(position..<end, group)
+            claims.flights.append(Flight(range: unit, done: group))
+            return .owned(unit, group)
         }
     }
 
     /// Ends a fetch that ``claim(at:anchor:in:)`` gave this reader; wakes
     /// its waiters.
     private func release(_ unit: Range<UInt64>, _ group: DispatchGroup) {
-        inFlight.withLock { flights in flights.removeAll { $0.range == unit } }
+        inFlight.withLock { claims in claims.flights.removeAll { $0.range == unit } }
         group.leave()
     }
 
@@ -280,7 +321,7 @@ public final class RemoteBundleSource: ByteSource {
                     }
                     // Not stored (a failure, or a cache too small for it): fetch it.
                 case .owned(let unit, let group):
-                    result = try fetchFirst(of: unit, group: group, into: buffer, cache: cache, deadline: deadline)
+                    result = try fetchFirst(of: unit, group: group, at: position, into: buffer, cache: cache, deadline: deadline)
                     return
                 }
             }
@@ -288,13 +329,18 @@ public final class RemoteBundleSource: ByteSource {
         return result
     }
 
-    /// Fetches the first `buffer.count` bytes of `unit` (claimed by the
-    /// caller) into `buffer` and returns; the rest of the unit follows in
-    /// the background, and the unit is stored and released once whole.
-    private func fetchFirst(of unit: Range<UInt64>, group: DispatchGroup, into buffer: UnsafeMutableRawBufferPointer,
-                            cache: CiphertextCache, deadline: DispatchTime) throws(RemoteError) -> CiphertextCache.Hit {
+    /// Fetches the bytes of `unit` (claimed by the caller) up to those
+    /// `buffer` wants at `position`, copies those there and returns; the
+    /// rest of the unit follows in the background, and the unit is stored
+    /// and released once whole. A rest under ``smallestRest`` comes with
+    /// the first request.
+    private func fetchFirst(of unit: Range<UInt64>, group: DispatchGroup, at position: UInt64,
+                            into buffer: UnsafeMutableRawBufferPointer, cache: CiphertextCache,
+                            deadline: DispatchTime) throws(RemoteError) -> CiphertextCache.Hit {
         let bytes = UnitBuffer(count: Int(unit.count))
-        let first = min(buffer.count, bytes.count)
+        let lead = Int(position - unit.lowerBound)
+        let handed = min(buffer.count, bytes.count - lead)
+        let first = bytes.count - lead - handed > Self.smallestRest ? lead + handed : bytes.count
         do {
             try http.fetch(offset: unit.lowerBound, count: first, into: bytes.slice(0..<first), deadline: deadline)
         } catch {
@@ -302,7 +348,13 @@ public final class RemoteBundleSource: ByteSource {
             release(unit, group)
             throw error
         }
-        buffer.copyMemory(from: UnsafeRawBufferPointer(bytes.slice(0..<first)))
+        inFlight.withLock { claims in
+            if let at = claims.flights.firstIndex(where: { $0.range == unit }) {
+                claims.flights[at].handedOut = position..<(position + UInt64(handed))
+            }
+        }
+        UnsafeMutableRawBufferPointer(rebasing: buffer[0..<handed])
+            .copyMemory(from: UnsafeRawBufferPointer(bytes.slice(lead..<(lead + handed))))
         if first == bytes.count {
             clearFailure(of: unit)
             cache.store(at: unit.lowerBound, bytes: UnsafeRawBufferPointer(bytes.slice(0..<bytes.count)))
@@ -310,7 +362,7 @@ public final class RemoteBundleSource: ByteSource {
         } else {
             background.async { [self] in fetchRest(of: unit, from: first, into: bytes, group: group, cache: cache) }
         }
-        return CiphertextCache.Hit(count: first, unit: unit)
+        return CiphertextCache.Hit(count: handed, unit: unit)
     }
 
     /// Fetches `unit` (claimed by the caller) from byte `from` on into
@@ -327,7 +379,7 @@ public final class RemoteBundleSource: ByteSource {
             return
         }
         clearFailure(of: unit)
-        guard !inFlight.withLock({ $0.contains { $0.range == unit && $0.discarded } }) else { return }
+        guard !inFlight.withLock({ $0.flights.contains { $0.range == unit && $0.discarded } }) else { return }
         cache.store(at: unit.lowerBound, bytes: UnsafeRawBufferPointer(bytes.slice(0..<bytes.count)))
     }
 
@@ -425,10 +477,14 @@ public final class RemoteBundleSource: ByteSource {
         guard count > 0, offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
         let bytes = max(offset, headEnd)..<min(offset + UInt64(count), pinnedStart)
         // A unit whose first bytes were handed out while the rest arrives.
-        inFlight.withLock { flights in
-            for at in flights.indices where flights[at].range.overlaps(bytes) { flights[at].discarded = true }
+        inFlight.withLock { claims in
+            for at in claims.flights.indices where claims.flights[at].handedOut.overlaps(bytes) { claims.flights[at].discarded = true }
         }
-        cache?.discard(overlapping: bytes)
+        guard let dropped = cache?.discard(overlapping: bytes), !dropped.isEmpty else { return true }
+        inFlight.withLock { claims in
+            claims.holes.append(contentsOf: dropped)
+            claims.holes.removeFirst(max(0, claims.holes.count - Claims.holeLimit))
+        }
         return true
     }
 }
