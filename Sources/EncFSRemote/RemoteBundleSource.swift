@@ -439,7 +439,10 @@ public final class RemoteBundleSource: ByteSource {
         for _ in 0..<Self.readAheadUnits where position < pinnedStart {
             switch claim(at: position, anchor: position, in: cache) {
             case .stored(let unit):
-                background.async { cache.readAhead(unitAt: unit.lowerBound) }
+                // Here, not queued: the advice only starts the disk reads,
+                // and a queued one started late on a busy machine, after
+                // the reader had already asked for the first pages.
+                cache.readAhead(unitAt: unit.lowerBound)
                 position = unit.upperBound
             case .waitFor(let unit, _):
                 position = unit.upperBound
