@@ -337,8 +337,9 @@ final class CiphertextCache: Sendable {
 
     private static let unitPrefix = Array("unit-".utf8)
 
-    /// Calls `body` with the NUL-terminated path of unit `unit`, built on
-    /// the stack: a read served from the cache allocates nothing.
+    /// Calls `body` with the NUL-terminated path of the unit that starts at
+    /// offset `unit`, built on the stack: a read served from the cache
+    /// allocates nothing.
     private func withPath<R>(of unit: UInt64, _ body: (UnsafePointer<CChar>) -> R) -> R {
         let prefix = directory.count + 1 + Self.unitPrefix.count
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: prefix + 17) { path in
