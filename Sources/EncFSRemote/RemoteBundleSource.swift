@@ -70,6 +70,8 @@ public final class RemoteBundleSource: ByteSource {
     static let waitingGrace: DispatchTimeInterval = .seconds(2)
     /// Where the unit read last starts.
     private let lastUnit = Atomic<UInt64>(UInt64.max)
+    /// Where the unit that last started read-ahead starts.
+    private let lastReadAhead = Atomic<UInt64>(UInt64.max)
     /// Where the last read ended, to tell a sequential reader from random
     /// reads that happen to enter the next unit.
     private let lastEnd = Atomic<UInt64>(UInt64.max)
@@ -422,12 +424,15 @@ public final class RemoteBundleSource: ByteSource {
         try body()
     }
 
-    /// Starts read-ahead when a `sequential` read enters another unit than
-    /// the one read before it (random reads start none: each would cost
-    /// two units of transfer, or of disk reads for cached units).
+    /// Starts read-ahead when a `sequential` read enters a unit after the
+    /// one read before it (random reads start none: each would cost two
+    /// units of transfer, or of disk reads for cached units; and worker
+    /// threads answering a reader out of order, back and forth across a
+    /// unit's end, start it once).
     private func noteRead(of unit: Range<UInt64>, sequential: Bool) {
         let previous = lastUnit.exchange(unit.lowerBound, ordering: .relaxed)
-        guard sequential, previous != unit.lowerBound, let cache else { return }
+        guard sequential, previous != UInt64.max, unit.lowerBound > previous, let cache,
+              lastReadAhead.exchange(unit.lowerBound, ordering: .relaxed) != unit.lowerBound else { return }
         readAhead(after: unit.upperBound, cache: cache)
     }
 
@@ -439,10 +444,7 @@ public final class RemoteBundleSource: ByteSource {
         for _ in 0..<Self.readAheadUnits where position < pinnedStart {
             switch claim(at: position, anchor: position, in: cache) {
             case .stored(let unit):
-                // Here, not queued: the advice only starts the disk reads,
-                // and a queued one started late on a busy machine, after
-                // the reader had already asked for the first pages.
-                cache.readAhead(unitAt: unit.lowerBound)
+                background.async { cache.readAhead(unitAt: unit.lowerBound) }
                 position = unit.upperBound
             case .waitFor(let unit, _):
                 position = unit.upperBound
