@@ -278,7 +278,18 @@ public final class RemoteBundleSource: ByteSource {
             for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
                 end = flight.range.lowerBound
             }
-            guard case .gap(let until) = cache.coverage(at: start, before: end) else { return .stored(position..<position) }
+            var gap = cache.coverage(at: start, before: end)
+            if case .stored = gap, start < position {
+                // Not expected (the bytes before `position` were checked
+                // under this lock); then the unit starts at `position`.
+                start = position
+                end = plannedEnd(from: start, anchor: anchor)
+                for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
+                    end = flight.range.lowerBound
+                }
+                gap = cache.coverage(at: start, before: end)
+            }
+            guard case .gap(let until) = gap, until > start else { return .stored(position..<position) }
             end = until
             let unit = start..<end
             claims.holes.removeAll { $0.overlaps(unit) }
@@ -442,6 +453,8 @@ public final class RemoteBundleSource: ByteSource {
     private func readAhead(after end: UInt64, cache: CiphertextCache) {
         var position = end
         for _ in 0..<Self.readAheadUnits where position < pinnedStart {
+            let from = position
+            defer { if position <= from { position = pinnedStart } }
             switch claim(at: position, anchor: position, in: cache) {
             case .stored(let unit):
                 background.async { cache.readAhead(unitAt: unit.lowerBound) }
@@ -462,6 +475,8 @@ public final class RemoteBundleSource: ByteSource {
             var position = headEnd
             while position < pinnedStart {
                 guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
+                let from = position
+                defer { if position <= from { position = pinnedStart } }
                 switch claim(at: position, anchor: position == headEnd ? payloadStart : position, in: cache) {
                 case .stored(let unit), .waitFor(let unit, _):
                     position = unit.upperBound
