@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
