@@ -289,7 +289,7 @@ public final class RemoteBundleSource: ByteSource {
                 }
                 gap = cache.coverage(at: start, before: end)
             }
-            guard case .gap(let until) = gap, until > start else { return .stored(position..<position) }
+            guard case .gap(let until) = gap, until > position else { return .stored(position..<position) }
             end = until
             let unit = start..<end
             claims.holes.removeAll { $0.overlaps(unit) }
