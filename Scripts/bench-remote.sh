@@ -2,6 +2,8 @@
 # Remote-bundle benchmark (issue 12): a bundle served by nginx on loopback,
 # with 0 and 20 ms of added latency (Scripts/fault-proxy.py), read through
 #   encfs-local   encfs-mount of the bundle file (the reference)
+#   encfs-local-classic  the same with --transport classic, the transport
+#                 remote mounts are served on (not in the default set)
 #   encfs-http    encfs-mount URL (range requests, ciphertext cache)
 #   rclone-http   rclone mount of the plain files over rclone's http
 #                 backend, --vfs-cache-mode full
@@ -20,7 +22,8 @@
 #                  medians with their ranges (default 1)
 #   --out DIR      work directory (default /var/tmp/encfs-bench-remote)
 #   --systems LIST a subset of encfs-local,encfs-http,rclone-http,rclone-crypt
-#                  (default all four), or encfs-http-base as well
+#                  (default all four), or encfs-http-base and
+#                  encfs-local-classic as well
 #   --baseline-bin DIR
 #                  encfs-http-base: encfs-mount URL with the encfs-mount in
 #                  DIR (Scripts/build-baseline.sh REV), to compare two
@@ -45,7 +48,7 @@ while [ $# -gt 0 ]; do
     --out) out=${2:?--out needs a directory}; shift ;;
     --baseline-bin) baseline=${2:?--baseline-bin needs a directory}; shift ;;
     --systems) systems=${2:?--systems needs a list}; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "bench-remote.sh: error: unknown option $1" >&2; exit 2 ;;
   esac
   shift

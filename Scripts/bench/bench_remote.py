@@ -110,6 +110,10 @@ def mount(system, ctx, base_url, mnt, cache):
     start = time.monotonic()
     if system == "encfs-local":
         sh(ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key)
+    elif system == "encfs-local-classic":
+        # The transport remote mounts are served on: compares the remote
+        # layer alone, apart from how FUSE requests are carried.
+        sh(ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key, "--transport", "classic")
     elif system in ("encfs-http", "encfs-http-base"):
         binary = ctx.bin if system == "encfs-http" else ctx.baseline_bin
         sh(binary + "/encfs-mount", base_url + "/bundle.encfs", mnt, "--key-file", ctx.key, "--cache-dir", cache)
@@ -176,7 +180,7 @@ def measure(system, latency, ctx, base_url):
     drop_caches()
     warm_iops = random_reads(large, offsets)
     unmount(mnt)
-    per_byte = transferred / ctx.size if system != "encfs-local" else float("nan")
+    per_byte = transferred / ctx.size if not system.startswith("encfs-local") else float("nan")
     return dict(system=system, latency=latency, mount_s=mount_seconds, first_byte_ms=first_byte * 1000,
                 cold_mibs=cold, warm_mibs=warm, cold_iops=cold_iops, warm_iops=warm_iops, bytes_per_byte=per_byte)
 
@@ -253,7 +257,7 @@ def print_table(rows, load_start, load_end, ctx):
         print(header)
         print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            latency = "-" if r["system"] == "encfs-local" else str(r["latency"])
+            latency = "-" if r["system"].startswith("encfs-local") else str(r["latency"])
             print(f"| {r['system']} | {latency} | " + " | ".join(cell(r, m, ranged) for m in METRICS) + " |")
 
 
@@ -267,13 +271,15 @@ def print_ratios(results):
     for system in ("encfs-http", "encfs-http-base"):
         for metric, reference, label in (("cold_mibs", "encfs-local", "cold seq / encfs-local"),
                                          ("warm_mibs", "encfs-local", "warm seq / encfs-local"),
+                                         ("cold_mibs", "encfs-local-classic", "cold seq / encfs-local-classic"),
+                                         ("warm_mibs", "encfs-local-classic", "warm seq / encfs-local-classic"),
                                          ("cold_mibs", "rclone-crypt", "cold seq / rclone-crypt")):
             for latency in (0, 20):
                 ratios = []
                 for r in results:
                     if r["system"] != system or r["latency"] != latency:
                         continue
-                    other = find(reference, 0 if reference == "encfs-local" else latency, r["rep"])
+                    other = find(reference, 0 if reference.startswith("encfs-local") else latency, r["rep"])
                     if other and other[metric] > 0:
                         ratios.append(r[metric] / other[metric])
                 if ratios:
@@ -311,7 +317,7 @@ def main():
         # so a burst of load from elsewhere touches all of them alike.
         for rep in range(ctx.reps):
             for system in ctx.systems.split(","):
-                for latency in ([0] if system == "encfs-local" else [0, 20]):
+                for latency in ([0] if system.startswith("encfs-local") else [0, 20]):
                     url = f"http://127.0.0.1:{port if latency == 0 else proxy}"
                     results.append(dict(measure(system, latency, ctx, url), rep=rep))
                     print(json.dumps(results[-1]), file=sys.stderr)

@@ -44,7 +44,8 @@ enum RemoteCommandLine {
                                one directory per bundle id
       --cache-size SIZE        most bytes cached, e.g. 512M, 4G (default 4G;
                                0: no cache)
-      --fetch-size SIZE        bytes per request and cache file (default 4M)
+      --fetch-size SIZE        bytes per cache file, cut to chunk boundaries
+                               (default 4M)
       --connections N          kept-alive connections, 1 … 64 (default 4)
       --prefetch none|index|all
                                index: keep the sealed index in memory

@@ -7,6 +7,13 @@ import Glibc
 /// Fetch units of one remote bundle kept on local disk, exactly as they
 /// came from the server: ciphertext only.
 ///
+/// A unit is a byte range of the bundle, named by where it starts: the
+/// source chooses each one when it fetches it (starting where a read's
+/// missing bytes start, so a chunk never costs two requests), so units do
+/// not lie on a fixed grid and never overlap. A table of cells of
+/// ``cellSize`` bytes finds the unit that holds an offset without a
+/// search.
+///
 /// One directory per bundle id under the cache root, locked with `flock`
 /// so that a second daemon cannot share it. Each unit is one file, written
 /// under a temporary name and renamed into place, so a unit file exists
@@ -22,6 +29,9 @@ final class CiphertextCache: Sendable {
     let directory: [UInt8]
     /// Most bytes of unit files kept.
     let limit: UInt64
+    /// Bytes per cell of the table that finds a unit by offset: the fetch
+    /// size, so that a unit lies in two or three cells.
+    let cellSize: UInt64
     /// Held for the cache's life: the `flock` on `directory/lock`.
     private let lockFile: FileDescriptor
     private let state: Mutex<State>
@@ -30,6 +40,9 @@ final class CiphertextCache: Sendable {
     /// Most unit files kept open: more than the mount's worker threads,
     /// so that each reader's current unit stays open.
     static let openFileLimit = 32
+    /// Written first in the version file: caches of the fixed-grid layout
+    /// before it (files named by unit number, not by offset) are wiped.
+    static let layoutTag = Array("units by offset\n".utf8)
 
     private struct Unit {
         /// The file's length.
@@ -44,9 +57,41 @@ final class CiphertextCache: Sendable {
     }
 
     private struct State {
+        /// Units by their first byte's offset in the bundle.
         var units: [UInt64: Unit] = [:]
+        /// Cell (offset / cellSize) → the starts of the units overlapping it.
+        var cells: [UInt64: [UInt64]] = [:]
         var total: UInt64 = 0
         var clock: UInt64 = 0
+
+        /// The start of the unit (ready or not) holding `offset`.
+        func start(holding offset: UInt64, cellSize: UInt64) -> UInt64? {
+            guard let starts = cells[offset / cellSize] else { return nil }
+            for start in starts where start <= offset {
+                if let unit = units[start], offset - start < UInt64(unit.length) { return start }
+            }
+            return nil
+        }
+
+        mutating func insert(_ unit: Unit, at start: UInt64, cellSize: UInt64) {
+            units[start] = unit
+            total += UInt64(unit.length)
+            for cell in Self.cells(of: start, length: unit.length, cellSize: cellSize) { cells[cell, default: []].append(start) }
+        }
+
+        mutating func remove(at start: UInt64, cellSize: UInt64) -> Unit? {
+            guard let unit = units.removeValue(forKey: start) else { return nil }
+            total -= UInt64(unit.length)
+            for cell in Self.cells(of: start, length: unit.length, cellSize: cellSize) {
+                cells[cell]?.removeAll { $0 == start }
+                if cells[cell]?.isEmpty == true { cells[cell] = nil }
+            }
+            return unit
+        }
+
+        static func cells(of start: UInt64, length: Int, cellSize: UInt64) -> ClosedRange<UInt64> {
+            start / cellSize...(start + UInt64(max(length, 1)) - 1) / cellSize
+        }
     }
 
     /// Opens (creating it) the directory of the bundle `bundleID` under
@@ -56,13 +101,18 @@ final class CiphertextCache: Sendable {
     ///   - version: what tells this object's bytes from another object
     ///     with the same bundle id (size and ETag); units of another
     ///     version are deleted.
+    ///   - fetchable: the bytes units may hold; files outside it, or
+    ///     overlapping another, are deleted (the directory is not trusted).
+    ///   - cellSize: see ``cellSize``.
     /// - Throws: `RemoteError.cache` when a directory cannot be made or
     ///   another process holds the lock.
-    init(root: [UInt8], bundleID: [UInt8], version: [UInt8], limit: UInt64) throws(RemoteError) {
+    init(root: [UInt8], bundleID: [UInt8], version: [UInt8], limit: UInt64, fetchable: Range<UInt64>,
+         cellSize: UInt64) throws(RemoteError) {
         try Self.makeDirectories(root)
         directory = root + Array("/\(Hex.encode(bundleID))".utf8)
         try Self.makeDirectories(directory)
         self.limit = limit
+        self.cellSize = max(cellSize, 1)
         do {
             lockFile = try FileDescriptor.open(directory + Array("/lock".utf8), flags: O_RDWR | O_CREAT, mode: 0o600)
         } catch {
@@ -71,132 +121,225 @@ final class CiphertextCache: Sendable {
         guard flock(lockFile.rawValue, LOCK_EX | LOCK_NB) == 0 else {
             throw .cache("in use by another encfs process (give each mount its own --cache-dir)", path: directory)
         }
-        var initial = State()
+        let version = Self.layoutTag + version
         let versionPath = directory + Array("/version".utf8)
         let sameVersion = (try? Self.contents(of: versionPath)) == version
-        for (unit, length, _) in Self.listUnits(directory).sorted(by: { $0.modified < $1.modified }) {
-            if !sameVersion {
-                Self.remove(directory, unit)
+        state = Mutex(Self.loadUnits(directory, keep: sameVersion, fetchable: fetchable, cellSize: self.cellSize))
+        if !sameVersion { try Self.writeVersion(version, to: versionPath, directory: directory) }
+    }
+
+    /// The units found on disk, least recently written first; the files of
+    /// units not kept (another version, outside `fetchable`, overlapping an
+    /// earlier unit) deleted.
+    private static func loadUnits(_ directory: [UInt8], keep: Bool, fetchable: Range<UInt64>, cellSize: UInt64) -> State {
+        var initial = State()
+        var found = listUnits(directory)
+        found.sort { $0.start < $1.start }
+        var end = fetchable.lowerBound
+        var kept: [(start: UInt64, length: Int, modified: Int)] = []
+        for file in found {
+            let fits = file.length > 0 && file.start >= end && file.start < fetchable.upperBound
+                && UInt64(file.length) <= fetchable.upperBound - file.start
+            guard keep, fits else {
+                remove(directory, file.start)
                 continue
             }
-            initial.clock += 1
-            initial.units[unit] = Unit(length: length, lastUse: initial.clock, ready: true, generation: initial.clock)
-            initial.total += UInt64(length)
+            kept.append(file)
+            end = file.start + UInt64(file.length)
         }
-        state = Mutex(initial)
-        if !sameVersion { try Self.writeVersion(version, to: versionPath, directory: directory) }
+        for file in kept.sorted(by: { $0.modified < $1.modified }) {
+            initial.clock += 1
+            initial.insert(Unit(length: file.length, lastUse: initial.clock, ready: true, generation: initial.clock),
+                           at: file.start, cellSize: cellSize)
+        }
+        return initial
     }
 
     /// Bytes of unit files now.
     var totalBytes: UInt64 { state.withLock { $0.total } }
 
-    /// Whether unit `unit` is stored.
-    func contains(_ unit: UInt64) -> Bool { state.withLock { $0.units[unit] != nil } }
+    /// What a read from the cache gave.
+    struct Hit {
+        /// Bytes copied (up to the end of the unit).
+        var count: Int
+        /// The bytes of the bundle the unit holds.
+        var unit: Range<UInt64>
+    }
 
-    /// Reads `buffer.count` bytes at `offset` of unit `unit`, whose file
-    /// must be `length` bytes long.
+    /// Reads from the unit that holds `offset`, up to the end of `buffer`
+    /// or of the unit, whichever comes first.
     ///
-    /// - Returns: false when the unit is missing or its file is not as
-    ///   expected (then dropped).
-    func read(unit: UInt64, length: Int, at offset: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        guard let file = openFile(of: unit, length: length) else { return false }
-        guard (try? FileIO.preadFull(file.rawValue, into: buffer, at: UInt64(offset), path: [])) == buffer.count else {
-            discard(unit)
-            return false
+    /// - Returns: nil when no stored unit holds `offset`, or its file is
+    ///   not as expected (then dropped).
+    func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Hit? {
+        guard let (file, unit) = openFile(holding: offset) else { return nil }
+        let count = Int(min(UInt64(buffer.count), unit.upperBound - offset))
+        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
+        guard (try? FileIO.preadFull(file.rawValue, into: target, at: offset - unit.lowerBound, path: [])) == count else {
+            discard(unit.lowerBound)
+            return nil
         }
-        return true
+        return Hit(count: count, unit: unit)
     }
 
-    /// Asks the kernel to read unit `unit`'s whole file (`length` bytes)
-    /// into its page cache in the background: a sequential reader will want
-    /// it next, and the kernel's own read-ahead ends with each unit file.
-    /// Nothing when the unit is not stored; pages already cached cost a
-    /// lookup each.
-    func readAhead(unit: UInt64, length: Int) {
-        guard let file = openFile(of: unit, length: length) else { return }
-        _ = posix_fadvise(file.rawValue, 0, off_t(length), POSIX_FADV_WILLNEED)
+    /// Where `offset` stands: in a unit (stored, or being written), or in
+    /// a gap; then where the next unit after it, before `end`, starts.
+    enum Coverage: Equatable {
+        case stored(Range<UInt64>)
+        /// No unit holds `offset`; the first one after it starts at
+        /// `until` (`end` when none starts before `end`).
+        case gap(until: UInt64)
     }
 
-    /// The open file of stored unit `unit`: kept open from an earlier read,
-    /// or opened now and kept.
+    /// Tells where `offset` stands (see ``Coverage``), looking at units
+    /// that start before `end`.
+    func coverage(at offset: UInt64, before end: UInt64) -> Coverage {
+        state.withLock { state in
+            if let start = state.start(holding: offset, cellSize: cellSize), let unit = state.units[start] {
+                return .stored(start..<(start + UInt64(unit.length)))
+            }
+            var until = end
+            guard end > offset else { return .gap(until: offset) }
+            for cell in offset / cellSize...(end - 1) / cellSize {
+                for start in state.cells[cell] ?? [] where start > offset && start < until { until = start }
+            }
+            return .gap(until: until)
+        }
+    }
+
+    /// Asks the kernel to read the file of the unit that starts at `start`
+    /// into its page cache in the background: a sequential reader will
+    /// want it next, and the kernel's own read-ahead ends with each unit
+    /// file. Nothing when no such unit is stored.
+    func readAhead(unitAt start: UInt64) {
+        guard let (file, unit) = openFile(holding: start), unit.lowerBound == start else { return }
+        _ = posix_fadvise(file.rawValue, 0, off_t(unit.count), POSIX_FADV_WILLNEED)
+    }
+
+    /// The open file of the stored unit holding `offset`: kept open from an
+    /// earlier read, or opened now and kept; with the bytes it holds.
     ///
-    /// - Returns: nil when the unit is not stored, or its file is missing
-    ///   or not `length` bytes long (then dropped).
-    private func openFile(of unit: UInt64, length: Int) -> FileDescriptor? {
-        let found = state.withLock { state -> UInt64? in
-            guard let entry = state.units[unit], entry.ready else { return nil }
+    /// - Returns: nil when no unit holding `offset` is in place, or its
+    ///   file is missing or not as long as recorded (then dropped).
+    private func openFile(holding offset: UInt64) -> (FileDescriptor, Range<UInt64>)? {
+        let found = state.withLock { state -> (start: UInt64, length: Int, generation: UInt64)? in
+            guard let start = state.start(holding: offset, cellSize: cellSize), let entry = state.units[start],
+                  entry.ready else { return nil }
             state.clock += 1
-            state.units[unit]?.lastUse = state.clock
-            return entry.generation
+            state.units[start]?.lastUse = state.clock
+            return (start, entry.length, entry.generation)
         }
-        guard let generation = found else { return nil }
-        if let file = openFiles.file(of: unit, generation: generation) { return file }
-        let fd = withPath(of: unit) { open($0, O_RDONLY | O_CLOEXEC) }
+        guard let (start, length, generation) = found else { return nil }
+        let range = start..<(start + UInt64(length))
+        if let file = openFiles.file(of: start, generation: generation) { return (file, range) }
+        let fd = withPath(of: start) { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else {
-            forget(unit)
+            forget(start)
             return nil
         }
         let file = FileDescriptor(taking: fd)
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_size == length else {
-            discard(unit)
+            discard(start)
             return nil
         }
-        return openFiles.keep(file, of: unit, generation: generation)
+        return (openFiles.keep(file, of: start, generation: generation), range)
     }
 
-    /// Stores a fetched unit, evicting least-recently-used units first so
-    /// that the total stays within ``limit``. Best effort: a unit that
-    /// cannot be written is simply not cached.
-    func store(unit: UInt64, bytes: UnsafeRawBufferPointer) {
+    /// Stores a fetched unit that starts at `start`, evicting
+    /// least-recently-used units first so that the total stays within
+    /// ``limit``. Best effort: a unit that cannot be written, or that
+    /// would overlap one stored, is simply not cached.
+    func store(at start: UInt64, bytes: UnsafeRawBufferPointer) {
         let length = UInt64(bytes.count)
-        guard length <= limit else { return }
-        let evicted = state.withLock { state -> [UInt64] in
-            guard state.units[unit] == nil else { return [] }
+        guard length > 0, length <= limit else { return }
+        let evicted = state.withLock { state -> [UInt64]? in
+            guard state.start(holding: start, cellSize: cellSize) == nil,
+                  state.start(holding: start + length - 1, cellSize: cellSize) == nil else { return nil }
             var evicted: [UInt64] = []
             while state.total + length > limit,
                   let oldest = state.units.filter({ $0.value.ready }).min(by: { $0.value.lastUse < $1.value.lastUse }) {
-                state.units[oldest.key] = nil
-                state.total -= UInt64(oldest.value.length)
+                _ = state.remove(at: oldest.key, cellSize: cellSize)
                 evicted.append(oldest.key)
             }
             // Reserved now, so concurrent stores count it; readable once
             // renamed into place.
             state.clock += 1
-            state.units[unit] = Unit(length: bytes.count, lastUse: state.clock, ready: false, generation: state.clock)
-            state.total += length
+            state.insert(Unit(length: bytes.count, lastUse: state.clock, ready: false, generation: state.clock),
+                         at: start, cellSize: cellSize)
             return evicted
         }
+        guard let evicted else { return }
         for old in evicted {
             openFiles.remove(old)
             Self.remove(directory, old)
         }
-        guard Self.writeUnit(bytes, to: Self.path(directory, unit), directory: directory, unit: unit) else {
-            forget(unit)
+        guard Self.writeUnit(bytes, to: Self.path(directory, start), directory: directory, unit: start) else {
+            forget(start)
             return
         }
-        state.withLock { state in state.units[unit]?.ready = true }
+        state.withLock { state in state.units[start]?.ready = true }
     }
 
-    /// Deletes unit `unit` (it failed authentication or was torn).
-    func discard(_ unit: UInt64) {
-        forget(unit)
-        Self.remove(directory, unit)
-    }
-
-    private func forget(_ unit: UInt64) {
-        openFiles.remove(unit)
-        state.withLock { state in
-            if let entry = state.units.removeValue(forKey: unit) { state.total -= UInt64(entry.length) }
+    /// Where the last unit (stored or being written) that holds any of
+    /// `bytes` ends, or nil when none does.
+    func lastEnd(overlapping bytes: Range<UInt64>) -> UInt64? {
+        guard !bytes.isEmpty else { return nil }
+        return state.withLock { state in
+            var last: UInt64?
+            for cell in bytes.lowerBound / cellSize...(bytes.upperBound - 1) / cellSize {
+                for start in state.cells[cell] ?? [] {
+                    guard let unit = state.units[start], start < bytes.upperBound else { continue }
+                    let end = start + UInt64(unit.length)
+                    if end > bytes.lowerBound { last = max(last ?? end, end) }
+                }
+            }
+            return last
         }
+    }
+
+    /// Deletes every unit that holds any of `bytes` (they failed
+    /// authentication or were torn).
+    ///
+    /// - Returns: the bytes the deleted units held.
+    @discardableResult
+    func discard(overlapping bytes: Range<UInt64>) -> [Range<UInt64>] {
+        guard !bytes.isEmpty else { return [] }
+        let units = state.withLock { state -> [Range<UInt64>] in
+            var units: [Range<UInt64>] = []
+            for cell in bytes.lowerBound / cellSize...(bytes.upperBound - 1) / cellSize {
+                for start in state.cells[cell] ?? [] where !units.contains(where: { $0.lowerBound == start }) {
+                    if let unit = state.units[start], start < bytes.upperBound, start + UInt64(unit.length) > bytes.lowerBound {
+                        units.append(start..<(start + UInt64(unit.length)))
+                    }
+                }
+            }
+            return units
+        }
+        for unit in units { discard(unit.lowerBound) }
+        return units
+    }
+
+    /// Deletes the unit that starts at `start`: its file first, so that a
+    /// new unit stored at the same offset (possible once the table forgets
+    /// this one) is never the file deleted.
+    private func discard(_ start: UInt64) {
+        Self.remove(directory, start)
+        forget(start)
+    }
+
+    private func forget(_ start: UInt64) {
+        openFiles.remove(start)
+        state.withLock { state in _ = state.remove(at: start, cellSize: cellSize) }
     }
 
     // MARK: - Files
 
     private static let unitPrefix = Array("unit-".utf8)
 
-    /// Calls `body` with the NUL-terminated path of unit `unit`, built on
-    /// the stack: a read served from the cache allocates nothing.
+    /// Calls `body` with the NUL-terminated path of the unit that starts at
+    /// offset `unit`, built on the stack: a read served from the cache
+    /// allocates nothing.
     private func withPath<R>(of unit: UInt64, _ body: (UnsafePointer<CChar>) -> R) -> R {
         let prefix = directory.count + 1 + Self.unitPrefix.count
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: prefix + 17) { path in
@@ -280,10 +423,10 @@ final class CiphertextCache: Sendable {
 
     /// Unit files in `directory` with their lengths and modification
     /// times; leftover temporary files are deleted.
-    private static func listUnits(_ directory: [UInt8]) -> [(unit: UInt64, length: Int, modified: Int)] {
+    private static func listUnits(_ directory: [UInt8]) -> [(start: UInt64, length: Int, modified: Int)] {
         guard let dir = directory.withCString({ opendir($0) }) else { return [] }
         defer { closedir(dir) }
-        var found: [(unit: UInt64, length: Int, modified: Int)] = []
+        var found: [(start: UInt64, length: Int, modified: Int)] = []
         while let entry = readdir(dir) {
             let name: [UInt8] = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
             let full = directory + [UInt8(ascii: "/")] + name
@@ -292,10 +435,10 @@ final class CiphertextCache: Sendable {
                 continue
             }
             guard name.starts(with: unitPrefix),
-                  let unit = UInt64(String(decoding: name.dropFirst(unitPrefix.count), as: UTF8.self), radix: 16) else { continue }
+                  let start = UInt64(String(decoding: name.dropFirst(unitPrefix.count), as: UTF8.self), radix: 16) else { continue }
             var st = stat()
             guard full.withCString({ stat($0, &st) }) == 0 else { continue }
-            found.append((unit, Int(st.st_size), Int(st.st_mtim.tv_sec)))
+            found.append((start, Int(st.st_size), Int(st.st_mtim.tv_sec)))
         }
         return found
     }

@@ -1,17 +1,30 @@
 import EncFSCore
 import Dispatch
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A remote bundle as the reader sees it: the HTTP source below, the
 /// header and (with `--prefetch index` or `all`) the sealed index held in
 /// memory, and everything else fetched in fetch units through the
 /// ciphertext cache, with read-ahead for sequential reads.
 ///
-/// Units are ``RemoteOptions/fetchSize`` bytes of the bundle at multiples
-/// of it, clipped to what is not held in memory (the head and the index
-/// are never fetched twice). A read waits for the network only for units
-/// the cache lacks; at most ``RemoteOptions/maximumWaitingReads`` reads
-/// wait at once, so worker threads stay free to serve what is cached.
+/// A unit starts where a read's first missing byte is (the reader asks
+/// for whole sealed chunks, so that is a chunk's start) and ends about
+/// ``RemoteOptions/fetchSize`` bytes on, cut to a chunk boundary counted
+/// from where the read began, or at the next unit already stored or being
+/// fetched (``plannedEnd(from:anchor:)``): a chunk is never split between
+/// two requests, and units never overlap. The head and the pinned index
+/// are never fetched twice.
+///
+/// A cold read is answered as soon as its own bytes have arrived: the unit
+/// is fetched with two requests, the read's bytes first, then the rest in
+/// the background, and stored (whole, as one file) once both arrived.
+///
+/// A read waits for the network only for bytes the cache lacks; at most
+/// ``RemoteOptions/maximumWaitingReads`` reads wait at once, so worker
+/// threads stay free to serve what is cached.
 public final class RemoteBundleSource: ByteSource {
     public let http: HTTPByteSource
     public var size: UInt64 { http.size }
@@ -27,9 +40,23 @@ public final class RemoteBundleSource: ByteSource {
     private let pinnedStart: UInt64
     private let pinned: [UInt8]
     private let unitSize: UInt64
-    private let inFlight = Mutex<[UInt64: DispatchGroup]>([:])
+    /// A sealed chunk's length, to end units on chunk boundaries; nil for a
+    /// compressed bundle, whose sealed chunks differ in length (a unit then
+    /// ends where the fetch size does, and the read that crosses its end
+    /// fetches only what follows it: still one request).
+    private let chunkStride: UInt64?
+    /// Where the payload starts: the first file's first chunk, the anchor
+    /// of units that no read started (read-ahead, `--prefetch all`).
+    private let payloadStart: UInt64
+    /// Units being fetched (none overlaps another or a stored unit), and
+    /// where units were dropped.
+    private let inFlight = Mutex<Claims>(Claims())
+    /// Where the sealed index starts: units there lie on a grid of
+    /// ``unitSize`` from it, as the index has no chunks to align to, and
+    /// is read in pieces (its tag first) that belong in one unit.
+    private let indexStart: UInt64
     /// Units whose last fetch failed, when and why.
-    private let failures = Mutex<[UInt64: (at: DispatchTime, error: RemoteError)]>([:])
+    private let failures = Mutex<[Failure]>([])
     /// How long a failed unit fails at once: the kernel asks again for the
     /// pages of a failed read-ahead right away, and the reader waiting
     /// for them must not wait a second deadline.
@@ -41,7 +68,10 @@ public final class RemoteBundleSource: ByteSource {
     /// busy server frees one within milliseconds, a stalled one not at
     /// all, and the workers must stay free for listings and cached data.
     static let waitingGrace: DispatchTimeInterval = .seconds(2)
+    /// Where the unit read last starts.
     private let lastUnit = Atomic<UInt64>(UInt64.max)
+    /// Where the unit that last started read-ahead starts.
+    private let lastReadAhead = Atomic<UInt64>(UInt64.max)
     /// Where the last read ended, to tell a sequential reader from random
     /// reads that happen to enter the next unit.
     private let lastEnd = Atomic<UInt64>(UInt64.max)
@@ -50,14 +80,48 @@ public final class RemoteBundleSource: ByteSource {
     /// reader's requests out of order, within the kernel's read-ahead
     /// window (1 MiB for a mount).
     static let sequentialWindow: UInt64 = 2 << 20
-    /// Read-ahead runs here, units in parallel (each request still waits
-    /// for one of the `--connections` connections): one unit at a time
-    /// left cold sequential reads waiting on each round trip.
+    /// Read-ahead and the rest of a unit a read was answered from run here,
+    /// units in parallel (each request still waits for one of the
+    /// `--connections` connections): one unit at a time left cold
+    /// sequential reads waiting on each round trip.
     private let background = DispatchQueue(label: "encfs.remote.readahead", attributes: .concurrent)
     /// `--prefetch all` walks the bundle here, one unit at a time.
     private let prefetching = DispatchQueue(label: "encfs.remote.prefetch")
     /// Units fetched ahead of a sequential reader.
-    static let readAheadUnits: UInt64 = 2
+    static let readAheadUnits = 2
+    /// The least rest of a unit worth a request of its own after the
+    /// bytes of the read that needs the unit: less arrives in about the
+    /// time a request takes to start (the sealed index's tag, read on its
+    /// own after the index, is not worth one).
+    static let smallestRest = 64 << 10
+
+    /// A unit being fetched; its group is left when it is stored (or not).
+    private struct Flight {
+        var range: Range<UInt64>
+        var done: DispatchGroup
+        /// The bytes handed to the reader that claimed it, before the rest
+        /// arrived.
+        var handedOut: Range<UInt64> = 0..<0
+        /// Some of ``handedOut`` failed authentication
+        /// (``discardCopies(fromAbsoluteOffset:count:)``): it is not stored.
+        var discarded = false
+    }
+
+    private struct Claims {
+        var flights: [Flight] = []
+        /// Units dropped because bytes of them failed authentication: the
+        /// next read inside one fetches it again from its start, so that
+        /// bytes already read from it before are not lost to the cache.
+        var holes: [Range<UInt64>] = []
+        /// Most holes remembered.
+        static let holeLimit = 64
+    }
+
+    private struct Failure {
+        var range: Range<UInt64>
+        var at: DispatchTime
+        var error: RemoteError
+    }
 
     /// Opens the bundle at `location`: one request for the head (size,
     /// ETag, header), one for the sealed index unless `prefetch` is
@@ -93,10 +157,14 @@ public final class RemoteBundleSource: ByteSource {
             pinned = []
         }
         unitSize = UInt64(max(options.fetchSize, 4096))
+        chunkStride = header.features.isCompressed ? nil : header.layout.sealedChunkSize
+        payloadStart = UInt64(header.headerLength)
+        indexStart = UInt64(header.headerLength) + header.indexOffset
         waitingSlots = DispatchSemaphore(value: max(1, options.maximumWaitingReads))
         if let root = options.cacheDirectory, options.cacheSize > 0 {
             let version = Array("\(http.size)\n".utf8) + (http.etag ?? [])
-            cache = try CiphertextCache(root: root, bundleID: header.bundleID, version: version, limit: options.cacheSize)
+            cache = try CiphertextCache(root: root, bundleID: header.bundleID, version: version, limit: options.cacheSize,
+                                        fetchable: headEnd..<max(headEnd, pinnedStart), cellSize: unitSize)
         } else {
             cache = nil
         }
@@ -118,7 +186,7 @@ public final class RemoteBundleSource: ByteSource {
         while done < count {
             let position = offset + UInt64(done)
             let target = UnsafeMutableRawBufferPointer(rebasing: buffer[done..<count])
-            done += try readPiece(at: position, into: target, sequential: sequential, deadline: deadline)
+            done += try readPiece(at: position, into: target, anchor: offset, sequential: sequential, deadline: deadline)
         }
         return count
     }
@@ -126,8 +194,10 @@ public final class RemoteBundleSource: ByteSource {
     /// Reads what `position` starts of `buffer`: from the head, the pinned
     /// index, or one unit.
     ///
+    /// - Parameter anchor: where the read began: a chunk's start when the
+    ///   reader reads chunks, from which a new unit's end is counted.
     /// - Returns: bytes read (at least 1).
-    private func readPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, sequential: Bool,
+    private func readPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, anchor: UInt64, sequential: Bool,
                            deadline: DispatchTime) throws -> Int {
         if position < headEnd {
             let n = Int(min(UInt64(buffer.count), headEnd - position))
@@ -139,116 +209,216 @@ public final class RemoteBundleSource: ByteSource {
             pinned.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[start..<(start + n)])) }
             return n
         }
-        let unit = position / unitSize
-        let range = unitRange(unit)
-        let n = Int(min(UInt64(buffer.count), range.upperBound - position))
-        let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-        try readUnit(unit, range: range, at: Int(position - range.lowerBound), into: piece, deadline: deadline)
-        noteRead(of: unit, sequential: sequential)
-        return n
-    }
-
-    /// The bytes of unit `unit` that are fetched: its span clipped to
-    /// between the head and the pinned index.
-    private func unitRange(_ unit: UInt64) -> Range<UInt64> {
-        let start = max(unit * unitSize, headEnd)
-        let end = min((unit + 1) * unitSize, pinnedStart)
-        return start..<max(start, end)
-    }
-
-    /// Copies from unit `unit`: from the cache, or fetched (once, however
-    /// many readers want it) and stored.
-    private func readUnit(_ unit: UInt64, range: Range<UInt64>, at offset: Int,
-                          into buffer: UnsafeMutableRawBufferPointer, deadline: DispatchTime) throws {
+        let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(UInt64(buffer.count), pinnedStart - position))])
         guard let cache else {
             try waitingForNetwork(until: deadline) { () throws(RemoteError) in
-                try http.fetch(offset: range.lowerBound + UInt64(offset), count: buffer.count, into: buffer, deadline: deadline)
+                try http.fetch(offset: position, count: piece.count, into: piece, deadline: deadline)
             }
-            return
+            return piece.count
         }
-        let length = Int(range.count)
-        if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
-        try waitingForNetwork(until: deadline) { () throws(RemoteError) in
-            try failIfRecentlyFailed(unit)
-            var fetching = claim(unit)
-            if case .waitFor(let running) = fetching {
-                // Another reader fetches it: wait for that, then look again.
-                _ = running.wait(timeout: deadline)
-                if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
-                try failIfRecentlyFailed(unit)
-                fetching = claim(unit)
-            }
-            guard case .owned(let group) = fetching else { throw .gaveUp(last: "another read is still fetching the same bytes") }
-            defer { release(unit, group) }
-            // Stored between the miss above and the claim.
-            if cache.read(unit: unit, length: length, at: offset, into: buffer) { return }
-            let bytes = try fetchUnit(unit, range: range, into: cache, deadline: deadline)
-            bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + buffer.count)])) }
+        if let hit = cache.read(at: position, into: piece) {
+            noteRead(of: hit.unit, sequential: sequential)
+            return hit.count
         }
+        let hit = try fetchPiece(at: position, into: piece, anchor: anchor, cache: cache, deadline: deadline)
+        noteRead(of: hit.unit, sequential: sequential)
+        return hit.count
     }
 
-    /// Who fetches a unit: this reader, or another one it waits for.
+    /// Where a unit that starts at `start` ends: ``unitSize`` bytes on, cut
+    /// to a chunk boundary counted from `anchor` (or extended to the first
+    /// one, when a chunk is longer than a unit), never past the pinned
+    /// index. The caller cuts it further at the next unit.
+    private func plannedEnd(from start: UInt64, anchor: UInt64) -> UInt64 {
+        var end = start + unitSize
+        if let stride = chunkStride, anchor <= start {
+            let chunks = (end - anchor) / stride
+            end = anchor + chunks * stride
+            if end <= start { end = anchor + (chunks + 1) * stride }
+        }
+        return min(end, pinnedStart)
+    }
+
+    /// Who fetches the bytes at an offset.
     private enum Claim {
-        /// This reader fetches; it calls ``release(_:_:)`` after.
-        case owned(DispatchGroup)
-        case waitFor(DispatchGroup)
+        /// A stored unit holds them (or is being written: look again).
+        case stored(Range<UInt64>)
+        /// Another reader fetches the unit that holds them.
+        case waitFor(Range<UInt64>, DispatchGroup)
+        /// This reader fetches `range`; it calls ``release(_:_:)`` after.
+        case owned(Range<UInt64>, DispatchGroup)
     }
 
-    /// Makes this reader the one that fetches `unit`, unless another
-    /// already is (checked and registered under one lock, so no two
-    /// readers fetch the same unit).
-    private func claim(_ unit: UInt64) -> Claim {
-        inFlight.withLock { running in
-            if let group = running[unit] { return .waitFor(group) }
+    /// Makes this reader the one that fetches a unit that holds
+    /// `position`, unless a unit already holds it: checked and registered
+    /// under one lock, so that no two readers fetch the same bytes.
+    ///
+    /// The unit starts at `position`, or before it: at the start of a
+    /// dropped unit (``Claims/holes``), or of its cell of the index's grid;
+    /// never inside bytes held.
+    ///
+    /// Lock order: ``inFlight``, then the cache's.
+    private func claim(at position: UInt64, anchor: UInt64, in cache: CiphertextCache) -> Claim {
+        inFlight.withLock { claims in
+            if let flight = claims.flights.first(where: { $0.range.contains(position) }) { return .waitFor(flight.range, flight.done) }
+            if case .stored(let range) = cache.coverage(at: position, before: position + 1) { return .stored(range) }
+            var start = position
+            if position >= indexStart { start = max(headEnd, indexStart + (position - indexStart) / unitSize * unitSize) }
+            if let hole = claims.holes.first(where: { $0.contains(position) }) { start = min(start, max(hole.lowerBound, headEnd)) }
+            if start < position {
+                let before = start..<position
+                start = max(start, cache.lastEnd(overlapping: before) ?? start)
+                for flight in claims.flights where flight.range.overlaps(before) { start = max(start, flight.range.upperBound) }
+            }
+            var end = plannedEnd(from: start, anchor: start < position ? start : anchor)
+            if end <= position {
+                start = position
+                end = plannedEnd(from: start, anchor: anchor)
+            }
+            for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
+                end = flight.range.lowerBound
+            }
+            var gap = cache.coverage(at: start, before: end)
+            if case .stored = gap, start < position {
+                // Not expected (the bytes before `position` were checked
+                // under this lock); then the unit starts at `position`.
+                start = position
+                end = plannedEnd(from: start, anchor: anchor)
+                for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
+                    end = flight.range.lowerBound
+                }
+                gap = cache.coverage(at: start, before: end)
+            }
+            guard case .gap(let until) = gap, until > position else { return .stored(position..<position) }
+            end = until
+            let unit = start..<end
+            claims.holes.removeAll { $0.overlaps(unit) }
             let group = DispatchGroup()
             group.enter()
-            running[unit] = group
-            return .owned(group)
+            claims.flights.append(Flight(range: unit, done: group))
+            return .owned(unit, group)
         }
     }
 
-    /// Ends a fetch that ``claim(_:)`` gave this reader; wakes its waiters.
-    private func release(_ unit: UInt64, _ group: DispatchGroup) {
-        inFlight.withLock { _ = $0.removeValue(forKey: unit) }
+    /// Ends a fetch that ``claim(at:anchor:in:)`` gave this reader; wakes
+    /// its waiters.
+    private func release(_ unit: Range<UInt64>, _ group: DispatchGroup) {
+        inFlight.withLock { claims in claims.flights.removeAll { $0.range == unit } }
         group.leave()
     }
 
-    /// Fetches unit `unit` (claimed by the caller) and stores it in `cache`.
-    ///
-    /// - Returns: its bytes.
-    private func fetchUnit(_ unit: UInt64, range: Range<UInt64>, into cache: CiphertextCache,
-                           deadline: DispatchTime? = nil) throws(RemoteError) -> [UInt8] {
-        let out = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
-        defer { out.deallocate() }
+    /// Reads the bytes at `position`, which the cache lacked: waits for the
+    /// unit another reader fetches, or fetches a new one.
+    private func fetchPiece(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer, anchor: UInt64,
+                            cache: CiphertextCache, deadline: DispatchTime) throws -> CiphertextCache.Hit {
+        var result = CiphertextCache.Hit(count: 0, unit: position..<position)
+        try waitingForNetwork(until: deadline) { () throws(RemoteError) in
+            while true {
+                try failIfRecentlyFailed(position)
+                switch claim(at: position, anchor: anchor, in: cache) {
+                case .stored:
+                    if let hit = cache.read(at: position, into: buffer) {
+                        result = hit
+                        return
+                    }
+                    // Being renamed into place, or dropped just now.
+                    guard DispatchTime.now() < deadline else { throw .gaveUp(last: "the cache did not keep the bytes") }
+                    usleep(1000)
+                case .waitFor(_, let running):
+                    guard running.wait(timeout: deadline) == .success else {
+                        throw .gaveUp(last: "another read is still fetching the same bytes")
+                    }
+                    if let hit = cache.read(at: position, into: buffer) {
+                        result = hit
+                        return
+                    }
+                    // Not stored (a failure, or a cache too small for it): fetch it.
+                case .owned(let unit, let group):
+                    result = try fetchFirst(of: unit, group: group, at: position, into: buffer, cache: cache, deadline: deadline)
+                    return
+                }
+            }
+        }
+        return result
+    }
+
+    /// Fetches the bytes of `unit` (claimed by the caller) up to those
+    /// `buffer` wants at `position`, copies those there and returns; the
+    /// rest of the unit follows in the background, and the unit is stored
+    /// and released once whole. A rest under ``smallestRest`` comes with
+    /// the first request.
+    private func fetchFirst(of unit: Range<UInt64>, group: DispatchGroup, at position: UInt64,
+                            into buffer: UnsafeMutableRawBufferPointer, cache: CiphertextCache,
+                            deadline: DispatchTime) throws(RemoteError) -> CiphertextCache.Hit {
+        let bytes = UnitBuffer(count: Int(unit.count))
+        let lead = Int(position - unit.lowerBound)
+        let handed = min(buffer.count, bytes.count - lead)
+        let first = bytes.count - lead - handed > Self.smallestRest ? lead + handed : bytes.count
         do {
-            try http.fetch(offset: range.lowerBound, count: out.count, into: out, deadline: deadline)
+            try http.fetch(offset: unit.lowerBound, count: first, into: bytes.slice(0..<first), deadline: deadline)
         } catch {
-            failures.withLock { $0[unit] = (.now(), error) }
+            noteFailure(of: unit, error)
+            release(unit, group)
             throw error
         }
-        failures.withLock { _ = $0.removeValue(forKey: unit) }
-        cache.store(unit: unit, bytes: UnsafeRawBufferPointer(out))
-        return Array(out)
+        inFlight.withLock { claims in
+            if let at = claims.flights.firstIndex(where: { $0.range == unit }) {
+                claims.flights[at].handedOut = position..<(position + UInt64(handed))
+            }
+        }
+        UnsafeMutableRawBufferPointer(rebasing: buffer[0..<handed])
+            .copyMemory(from: UnsafeRawBufferPointer(bytes.slice(lead..<(lead + handed))))
+        if first == bytes.count {
+            clearFailure(of: unit)
+            cache.store(at: unit.lowerBound, bytes: UnsafeRawBufferPointer(bytes.slice(0..<bytes.count)))
+            release(unit, group)
+        } else {
+            background.async { [self] in fetchRest(of: unit, from: first, into: bytes, group: group, cache: cache) }
+        }
+        return CiphertextCache.Hit(count: handed, unit: unit)
     }
 
-    /// Fetches `unit` in the background unless it is cached or already
-    /// being fetched; failures are left to a reader that needs the unit.
-    private func fetchAhead(_ unit: UInt64, into cache: CiphertextCache) {
-        guard !cache.contains(unit), case .owned(let group) = claim(unit) else { return }
+    /// Fetches `unit` (claimed by the caller) from byte `from` on into
+    /// `bytes`, which holds the ones before, stores it whole, and releases
+    /// it. Failures are left to a reader that needs the unit.
+    private func fetchRest(of unit: Range<UInt64>, from: Int, into bytes: UnitBuffer, group: DispatchGroup,
+                           cache: CiphertextCache) {
         defer { release(unit, group) }
-        if !cache.contains(unit) { _ = try? fetchUnit(unit, range: unitRange(unit), into: cache) }
+        do {
+            try http.fetch(offset: unit.lowerBound + UInt64(from), count: bytes.count - from,
+                           into: bytes.slice(from..<bytes.count))
+        } catch {
+            noteFailure(of: unit, error)
+            return
+        }
+        clearFailure(of: unit)
+        guard !inFlight.withLock({ $0.flights.contains { $0.range == unit && $0.discarded } }) else { return }
+        cache.store(at: unit.lowerBound, bytes: UnsafeRawBufferPointer(bytes.slice(0..<bytes.count)))
     }
 
-    /// Throws the error of unit `unit`'s last fetch if it failed less than
-    /// ``failFastNanoseconds`` ago.
-    private func failIfRecentlyFailed(_ unit: UInt64) throws(RemoteError) {
+    /// Records that fetching `unit` failed with `error`.
+    private func noteFailure(of unit: Range<UInt64>, _ error: RemoteError) {
+        let now = DispatchTime.now()
+        failures.withLock { failures in
+            failures.removeAll { $0.range.overlaps(unit) || now.uptimeNanoseconds - $0.at.uptimeNanoseconds >= Self.failFastNanoseconds }
+            failures.append(Failure(range: unit, at: now, error: error))
+        }
+    }
+
+    private func clearFailure(of unit: Range<UInt64>) {
+        failures.withLock { failures in failures.removeAll { $0.range.overlaps(unit) } }
+    }
+
+    /// Throws the error of the last fetch of the unit that held `position`
+    /// if it failed less than ``failFastNanoseconds`` ago.
+    private func failIfRecentlyFailed(_ position: UInt64) throws(RemoteError) {
         let recent = failures.withLock { failures -> RemoteError? in
-            guard let failure = failures[unit] else { return nil }
-            guard DispatchTime.now().uptimeNanoseconds - failure.at.uptimeNanoseconds < Self.failFastNanoseconds else {
-                failures[unit] = nil
+            guard let at = failures.firstIndex(where: { $0.range.contains(position) }) else { return nil }
+            guard DispatchTime.now().uptimeNanoseconds - failures[at].at.uptimeNanoseconds < Self.failFastNanoseconds else {
+                failures.remove(at: at)
                 return nil
             }
-            return failure.error
+            return failures[at].error
         }
         if let recent { throw recent }
     }
@@ -265,52 +435,75 @@ public final class RemoteBundleSource: ByteSource {
         try body()
     }
 
-    /// Starts read-ahead when a `sequential` read enters `unit` from the
-    /// unit read before it (random reads that happen to land in the next
-    /// unit start none: each would cost two units of transfer, or of disk
-    /// reads for cached units).
-    private func noteRead(of unit: UInt64, sequential: Bool) {
-        let previous = lastUnit.exchange(unit, ordering: .relaxed)
-        guard cache != nil, sequential, previous != unit, previous &+ 1 == unit else { return }
-        for next in (unit + 1)...(unit + Self.readAheadUnits) { fetchInBackground(next) }
+    /// Starts read-ahead when a `sequential` read enters a unit after the
+    /// one read before it (random reads start none: each would cost two
+    /// units of transfer, or of disk reads for cached units; and worker
+    /// threads answering a reader out of order, back and forth across a
+    /// unit's end, start it once).
+    private func noteRead(of unit: Range<UInt64>, sequential: Bool) {
+        let previous = lastUnit.exchange(unit.lowerBound, ordering: .relaxed)
+        guard sequential, previous != UInt64.max, unit.lowerBound > previous, let cache,
+              lastReadAhead.exchange(unit.lowerBound, ordering: .relaxed) != unit.lowerBound else { return }
+        readAhead(after: unit.upperBound, cache: cache)
     }
 
-    /// Queues unit `unit` for a background fetch unless it is being
-    /// fetched or outside the units that are fetched; a cached unit is
-    /// read ahead from its file instead (``CiphertextCache/readAhead(unit:length:)``).
-    private func fetchInBackground(_ unit: UInt64) {
-        let range = unitRange(unit)
-        guard let cache, !range.isEmpty else { return }
-        if cache.contains(unit) {
-            background.async { cache.readAhead(unit: unit, length: Int(range.count)) }
-        } else {
-            background.async { [self] in fetchAhead(unit, into: cache) }
+    /// Makes sure the ``readAheadUnits`` units after `end` are coming:
+    /// fetched in the background when not stored, or read from their
+    /// files into the kernel's page cache when stored.
+    private func readAhead(after end: UInt64, cache: CiphertextCache) {
+        var position = end
+        for _ in 0..<Self.readAheadUnits where position < pinnedStart {
+            let from = position
+            defer { if position <= from { position = pinnedStart } }
+            switch claim(at: position, anchor: position, in: cache) {
+            case .stored(let unit):
+                background.async { cache.readAhead(unitAt: unit.lowerBound) }
+                position = unit.upperBound
+            case .waitFor(let unit, _):
+                position = unit.upperBound
+            case .owned(let unit, let group):
+                background.async { [self] in fetchRest(of: unit, from: 0, into: UnitBuffer(count: Int(unit.count)), group: group, cache: cache) }
+                position = unit.upperBound
+            }
         }
     }
 
     /// `--prefetch all`: every unit, in order, until the cache is full.
     private func prefetchEverything() {
         guard let cache else { return }
-        let units = (pinnedStart + unitSize - 1) / unitSize
         prefetching.async { [self] in
-            for unit in 0..<units where !unitRange(unit).isEmpty {
+            var position = headEnd
+            while position < pinnedStart {
                 guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
-                fetchAhead(unit, into: cache)
+                let from = position
+                defer { if position <= from { position = pinnedStart } }
+                switch claim(at: position, anchor: position == headEnd ? payloadStart : position, in: cache) {
+                case .stored(let unit), .waitFor(let unit, _):
+                    position = unit.upperBound
+                case .owned(let unit, let group):
+                    fetchRest(of: unit, from: 0, into: UnitBuffer(count: Int(unit.count)), group: group, cache: cache)
+                    position = unit.upperBound
+                }
             }
         }
     }
 
-    /// Drops the cached units under `count` bytes at `offset` that failed
-    /// authentication: the reader reads them once more, fresh from the
-    /// server (without a cache, too: a body damaged on the way may arrive
-    /// whole the second time). The head and the pinned index were
-    /// fetched once at open and are not fetched again.
+    /// Drops the cached units that hold any of `count` bytes at `offset`,
+    /// which failed authentication: the reader reads them once more, fresh
+    /// from the server (without a cache, too: a body damaged on the way
+    /// may arrive whole the second time). The head and the pinned index
+    /// were fetched once at open and are not fetched again.
     public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool {
         guard count > 0, offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
-        if let cache {
-            let first = max(offset, headEnd) / unitSize
-            let last = (min(offset + UInt64(count), pinnedStart) - 1) / unitSize
-            for unit in first...last { cache.discard(unit) }
+        let bytes = max(offset, headEnd)..<min(offset + UInt64(count), pinnedStart)
+        // A unit whose first bytes were handed out while the rest arrives.
+        inFlight.withLock { claims in
+            for at in claims.flights.indices where claims.flights[at].handedOut.overlaps(bytes) { claims.flights[at].discarded = true }
+        }
+        guard let dropped = cache?.discard(overlapping: bytes), !dropped.isEmpty else { return true }
+        inFlight.withLock { claims in
+            claims.holes.append(contentsOf: dropped)
+            claims.holes.removeFirst(max(0, claims.holes.count - Claims.holeLimit))
         }
         return true
     }

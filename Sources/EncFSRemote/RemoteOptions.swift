@@ -22,7 +22,9 @@ public struct RemoteOptions: Sendable, Equatable {
     public var cacheDirectory: [UInt8]?
     /// Most bytes the cache keeps (`--cache-size`, default 4 GiB).
     public var cacheSize: UInt64 = 4 << 30
-    /// Bytes per request and per cache file (`--fetch-size`, default 4 MiB).
+    /// About the bytes per cache file (`--fetch-size`, default 4 MiB): a
+    /// unit is cut to (or, for a longer chunk, extended to) a chunk
+    /// boundary (``RemoteBundleSource``).
     public var fetchSize: Int = 4 << 20
     /// Kept-alive connections (`--connections`, default 4).
     public var connections: Int = 4

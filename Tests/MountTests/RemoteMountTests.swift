@@ -202,13 +202,10 @@ final class RemoteMountTests: RemoteTestCase {
     /// ahead are left alone.
     func testCache_SequentialReadsReadNextUnitsAhead() throws {
         let server = try RemoteServer(test: self, withProxy: false)
-        // One file: its ciphertext starts a few hundred bytes into the
-        // bundle, so plaintext offset ≈ bundle offset.
         let published = try publish(server, ["big.bin": 4 << 20])
         let cache = try scratch.makeDirectory("cache")
         let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
-        // 1 MiB in 64 KiB preads, the kernel's read-ahead off: the last
-        // read lies in unit 4 (256 KiB units).
+        // 1 MiB in 64 KiB preads, the kernel's read-ahead off.
         func readFirstMiB() throws {
             _ = try python("""
                 import os, sys
@@ -218,28 +215,43 @@ final class RemoteMountTests: RemoteTestCase {
                     os.pread(fd, 1 << 16, offset)
                 """, [mounted.path("big.bin")])
         }
-        // Cold: units 5 and 6 are fetched ahead, unit 10 is not.
+        // Where the last read's chunks end in the bundle (8 KiB chunks).
+        let lastReadEnd = try BundleSurgery.offset(ofChunk: 127, byte: 8192 + 16, ofFile: "big.bin", in: published.bundle,
+                                                   keyFile: published.key)
+        // Units are 31 chunks (the most whole chunks in 256 KiB).
+        let unit: UInt64 = 31 * (8192 + 16)
+        // Cold: the unit holding the last read ends before lastReadEnd +
+        // unit; the two after it are fetched ahead, none further.
         try readFirstMiB()
-        let directory = try XCTUnwrap(try sh("dirname \"$(find \"$1\" -name unit-1)\"", [cache]).output
-            .split(separator: "\n").first.map(String.init))
-        XCTAssertTrue(Deadline.poll(seconds: 10) { access("\(directory)/unit-5", F_OK) == 0 && access("\(directory)/unit-6", F_OK) == 0 },
-                      (try? FileManager.default.contentsOfDirectory(atPath: directory).sorted())?.joined(separator: " ") ?? "")
-        XCTAssertNotEqual(access("\(directory)/unit-a", F_OK), 0, "unit 10 was fetched ahead too")
+        /// How far the units stored from the start cover the bundle.
+        func coveredEnd() -> UInt64 {
+            var end: UInt64 = 0
+            for stored in (try? unitFiles(cache)) ?? [] where stored.start <= end || end == 0 { end = max(end, stored.start + stored.size) }
+            return end
+        }
+        XCTAssertTrue(Deadline.poll(seconds: 10) { coveredEnd() >= lastReadEnd + 2 * unit },
+                      "\(lastReadEnd): \((try? unitFiles(cache))?.map { "\($0.start)+\($0.size)" } ?? [])")
+        usleep(500_000)
+        XCTAssertFalse(try unitFiles(cache).contains { $0.start >= lastReadEnd + 3 * unit }, "a unit far ahead was fetched")
         // Warm: everything cached, the page cache dropped.
         XCTAssertEqual(try sha256(mounted.path("big.bin")), try sha256("\(published.source)/big.bin"))
         try dropKernelCaches()
         try readFirstMiB()
-        /// Bytes of unit `unit`'s file in the page cache, and its size.
-        func resident(_ unit: Int) throws -> (cached: Int, size: Int) {
-            let fields = try check("/usr/bin/fincore", ["--raw", "--bytes", "--noheadings", "--output", "RES,SIZE",
-                                                         "\(directory)/unit-\(String(unit, radix: 16))"])
+        /// Bytes of a unit file in the page cache, and its size.
+        func resident(_ path: String) throws -> (cached: Int, size: Int) {
+            let fields = try check("/usr/bin/fincore", ["--raw", "--bytes", "--noheadings", "--output", "RES,SIZE", path])
                 .output.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
             return (fields.first ?? -1, fields.last ?? -1)
         }
-        XCTAssertTrue(Deadline.poll(seconds: 10) { [5, 6].allSatisfy { (try? resident($0)).map { $0.cached == $0.size } ?? false } },
-                      "units 5 and 6: \((try? resident(5)).debugDescription), \((try? resident(6)).debugDescription)")
-        XCTAssertEqual(try resident(10).cached, 0, "unit 10 was read ahead too")
-        XCTAssertEqual(try resident(12).cached, 0, "unit 12 was read ahead too")
+        let units = try unitFiles(cache)
+        let current = try XCTUnwrap(units.firstIndex { $0.start < lastReadEnd && $0.start + $0.size >= lastReadEnd })
+        let ahead = units[(current + 1)...].prefix(2).map(\.path)
+        XCTAssertEqual(ahead.count, 2)
+        XCTAssertTrue(Deadline.poll(seconds: 10) { ahead.allSatisfy { (try? resident($0)).map { $0.cached >= $0.size } ?? false } },
+                      "\(ahead.map { (try? resident($0)).debugDescription })")
+        for far in units where far.start >= lastReadEnd + 4 * unit {
+            XCTAssertEqual(try resident(far.path).cached, 0, "a unit far ahead was read ahead too: \(far.start)")
+        }
         unmount(mounted)
     }
 
@@ -255,7 +267,8 @@ final class RemoteMountTests: RemoteTestCase {
             XCTAssertEqual(try pread(mounted.path("big.bin"), offset: offset).result,
                            try expected("\(published.source)/big.bin", offset: offset))
         }
-        XCTAssertFalse(Deadline.poll(seconds: 2) { (try? server.proxyStats().requests) != 2 },
+        // Two requests per read: its own chunk, then the rest of its unit.
+        XCTAssertFalse(Deadline.poll(seconds: 2) { (try? server.proxyStats().requests) != 4 },
                        "requests: \((try? server.proxyStats().requests) ?? -1), expected the two reads' units only")
         unmount(mounted)
     }

@@ -86,4 +86,15 @@ class RemoteTestCase: MountTestCase {
         Int(try sh("find \"$1\" -name 'unit-*' -type f -printf '%s\\n' | awk '{s+=$1} END {print s+0}'", [cache])
             .output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
+
+    /// The unit files of a cache directory: where each unit starts in the
+    /// bundle (its name) and its length, by start.
+    func unitFiles(_ cache: String) throws -> [(start: UInt64, size: UInt64, path: String)] {
+        try sh("find \"$1\" -name 'unit-*' -type f -printf '%f %s %p\\n'", [cache]).output.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", maxSplits: 2)
+            guard fields.count == 3, fields[0].hasPrefix("unit-"), let start = UInt64(fields[0].dropFirst(5), radix: 16),
+                  let size = UInt64(fields[1]) else { return nil }
+            return (start, size, String(fields[2]))
+        }.sorted { $0.start < $1.start }
+    }
 }
