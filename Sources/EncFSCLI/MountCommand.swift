@@ -189,44 +189,24 @@ public enum MountCommand {
             diagnostics.report(error)
             return ExitCode.code(for: error)
         }
-        // In the foreground this process serves: open everything. Otherwise
-        // only the header is unlocked here; the daemon loads and checks the
-        // index (once, not in both processes) and reports a damaged one
-        // through its verdict pipe before anything is mounted.
-        let opened: OpenedBundle
+        if !args.has("--foreground") {
+            return mountInBackground(configuration, materials: materials, options: openOptions, diagnostics: diagnostics)
+        }
+        // In the foreground this process serves: open everything.
+        let reader: ReaderHandoff
+        let source: FileByteSource
         do {
-            if args.has("--foreground") {
-                // Handed over, not kept: a lock must drop the last reference.
-                let source = try FileByteSource(path: configuration.bundlePath)
-                opened = .reader(ReaderHandoff(try BundleReader.open(source: source, materials: materials,
-                                                                     indexCacheBytes: configuration.indexCacheKB << 10,
-                                                                     options: openOptions)), source: source)
-            } else {
-                let source = try FileByteSource(path: configuration.bundlePath)
-                opened = .unlocked(source: source, keys: try BundleReader.unlock(source: source, materials: materials,
-                                                                                 options: openOptions))
-            }
+            // Handed over, not kept: a lock must drop the last reference.
+            source = try FileByteSource(path: configuration.bundlePath)
+            reader = ReaderHandoff(try BundleReader.open(source: source, materials: materials,
+                                                         indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions))
         } catch {
             diagnostics.report(error, path: configuration.bundlePath)
             if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.failure
         }
         guard let prepared = preparedForServing(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
-        configuration = prepared
-        switch opened {
-        case .unlocked(let source, let keys):
-            do {
-                try MountDaemon.start(bundle: source.descriptor, contentKey: keys.contentKey,
-                                      arguments: daemonArguments(configuration), mountpoint: configuration.mountpoint)
-                return ExitCode.success
-            } catch {
-                diagnostics.report(error, path: configuration.mountpoint)
-                if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
-                return ExitCode.failure
-            }
-        case .reader(let reader, let source):
-            return serveInForeground(reader, source: source, configuration, options: openOptions, diagnostics: diagnostics)
-        }
+        return serveInForeground(reader, source: source, prepared, options: openOptions, diagnostics: diagnostics)
     }
 
     /// `--start-locked`: checks that the bundle is one (its header, which
@@ -255,13 +235,6 @@ public enum MountCommand {
             diagnostics.report(error, path: configuration.mountpoint)
             return ExitCode.failure
         }
-    }
-
-    /// What the command opened: the whole bundle when it serves in the
-    /// foreground, the unlocked file and keys when a daemon will serve.
-    private enum OpenedBundle {
-        case reader(ReaderHandoff, source: FileByteSource)
-        case unlocked(source: FileByteSource, keys: BundleKeys)
     }
 
     /// The remote settings, and what they change in `configuration`: the

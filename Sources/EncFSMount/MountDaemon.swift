@@ -38,12 +38,8 @@ package enum MountDaemon {
     // MARK: - Command side
 
     /// Starts the daemon and waits until it has mounted `mountpoint` and
-    /// serves it.
-    ///
-    /// SIGPIPE is ignored from here on in this process: a daemon that died
-    /// before taking the key then makes the write fail with EPIPE, which is
-    /// reported, rather than killing the command without a word. The
-    /// daemon starts with SIGPIPE at its default.
+    /// serves it (``launch(bundle:arguments:)``, then
+    /// ``Launched/handOver(contentKey:mountpoint:)``).
     ///
     /// - Parameters:
     ///   - bundle: the opened, checked bundle.
@@ -55,29 +51,27 @@ package enum MountDaemon {
     ///   mount or serve.
     package static func start(bundle: FileDescriptor, contentKey: SymmetricKey?, arguments: [[UInt8]],
                               mountpoint: [UInt8]) throws(MountError) {
-        signal(SIGPIPE, SIG_IGN)
-        let (pid, verdict) = try spawnWithKey(bundle: bundle, contentKey: contentKey, arguments: arguments)
-        let status = readVerdict(verdict)
-        if status.first == UInt8(ascii: "0") {
-            // statfs waits for the FUSE handshake and fails with ENOTCONN
-            // if the daemon died right after mounting.
-            guard MountSession.isServing(mountpoint) else { throw .daemonStopped }
-            return
-        }
-        reap(pid)
-        guard status.first == UInt8(ascii: "1") else { throw .daemonExited }
-        let parts = status.dropFirst().split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
-        throw .daemonFailed(message: String(decoding: parts.first ?? [], as: UTF8.self),
-                            path: parts.count > 1 && !parts[1].isEmpty ? Array(parts[1]) : nil)
+        try launch(bundle: bundle, arguments: arguments).handOver(contentKey: contentKey, mountpoint: mountpoint)
     }
 
-    /// Spawns the daemon and writes it the key. The daemon's ends of the
-    /// pipes and the key pipe are closed when this returns (they are owned
-    /// by locals), so the verdict pipe ends at the daemon's last close.
+    /// Starts the daemon without a key yet: it loads the program and
+    /// OpenSSL's tables (``CryptoStartup``) while this process unlocks the
+    /// header, then waits for ``Launched/handOver(contentKey:mountpoint:)``
+    /// or, once ``Launched/abandon()`` closes its key pipe, exits without
+    /// a trace (no log, no socket, no mount: it has not got that far).
     ///
-    /// - Returns: the daemon's pid and the read end of its verdict pipe.
-    private static func spawnWithKey(bundle: FileDescriptor, contentKey: SymmetricKey?,
-                                     arguments: [[UInt8]]) throws(MountError) -> (pid_t, FileDescriptor) {
+    /// SIGPIPE is ignored from here on in this process: a daemon that died
+    /// before taking the key then makes the write fail with EPIPE, which is
+    /// reported, rather than killing the command without a word. The
+    /// daemon starts with SIGPIPE at its default.
+    ///
+    /// - Parameters:
+    ///   - bundle: the opened bundle (checked by the command before the
+    ///     key is handed over).
+    ///   - arguments: the daemon's settings (what follows ``flag``).
+    /// - Throws: `MountError.daemonNotStarted`.
+    package static func launch(bundle: FileDescriptor, arguments: [[UInt8]]) throws(MountError) -> Launched {
+        signal(SIGPIPE, SIG_IGN)
         let key = try makePipe()
         let verdict = try makePipe()
         let bundleCopy: FileDescriptor
@@ -85,14 +79,54 @@ package enum MountDaemon {
         // fds 3…5 in turn and must not overwrite a source still to be copied.
         do { bundleCopy = try bundle.duplicate(lowest: 10) } catch { throw .daemonNotStarted(errno: error.errno, operation: "hand over the bundle") }
         let pid = try spawn(arguments: arguments, key: key.read, verdict: verdict.write, bundle: bundleCopy)
-        do {
-            try contentKey?.withUnsafeBytes { (bytes) throws(BundleError) in try key.write.writeAll(bytes) }
-        } catch {
-            kill(pid, SIGTERM)
-            reap(pid)
-            throw .keyNotHandedOver(errno: error.errno)
+        // The daemon's ends close when the locals go, so the verdict pipe
+        // ends at the daemon's last close.
+        return Launched(pid: pid, keyChannel: key.write, verdict: verdict.read)
+    }
+
+    /// A daemon started by ``launch(bundle:arguments:)``, waiting for its key.
+    package struct Launched: ~Copyable {
+        let pid: pid_t
+        let keyChannel: FileDescriptor
+        let verdict: FileDescriptor
+
+        /// Writes the key (nothing to start locked), closes the key pipe
+        /// and waits until the daemon has mounted `mountpoint` and serves it.
+        ///
+        /// - Throws: `MountError` when the daemon cannot take the key,
+        ///   mount or serve.
+        package consuming func handOver(contentKey: SymmetricKey?, mountpoint: [UInt8]) throws(MountError) {
+            let pid = self.pid
+            let verdict = self.verdict
+            do {
+                let channel = self.keyChannel
+                try contentKey?.withUnsafeBytes { (bytes) throws(BundleError) in try channel.writeAll(bytes) }
+                // `channel` closes here: end of file after the key.
+            } catch {
+                kill(pid, SIGTERM)
+                MountDaemon.reap(pid)
+                throw .keyNotHandedOver(errno: error.errno)
+            }
+            let status = MountDaemon.readVerdict(verdict)
+            if status.first == UInt8(ascii: "0") {
+                // statfs waits for the FUSE handshake and fails with ENOTCONN
+                // if the daemon died right after mounting.
+                guard MountSession.isServing(mountpoint) else { throw .daemonStopped }
+                return
+            }
+            MountDaemon.reap(pid)
+            guard status.first == UInt8(ascii: "1") else { throw .daemonExited }
+            let parts = status.dropFirst().split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
+            throw .daemonFailed(message: String(decoding: parts.first ?? [], as: UTF8.self),
+                                path: parts.count > 1 && !parts[1].isEmpty ? Array(parts[1]) : nil)
         }
-        return (pid, verdict.read)
+
+        /// Ends the daemon before it got a key (the command failed to
+        /// unlock) and waits for it: it has mounted nothing, logged nothing.
+        package consuming func abandon() {
+            kill(pid, SIGTERM)
+            MountDaemon.reap(pid)
+        }
     }
 
     /// `posix_spawn` of /proc/self/exe with fds 3, 4, 5 in place, stdio on
@@ -194,6 +228,9 @@ package enum MountDaemon {
             guard let error = error as? BundleError else { return fail("\(error)", path: path) }
             return fail(error.message, path: error.path ?? path)
         }
+        // Before the key: OpenSSL's tables load while the command unlocks
+        // the header (MountDaemon.launch).
+        CryptoStartup.prepare()
         var key: SymmetricKey?
         if !configuration.lock.startsLocked {
             do { key = try receiveKey() } catch {

@@ -117,6 +117,51 @@ final class IndexValidationTests: XCTestCase {
         XCTAssertThrowsError(try index.resolve(path: Array("d0000/f9999999.txt".utf8)))
     }
 
+    /// The check copies a batch's names in one piece when they lie close
+    /// together; names spread wider than that (here one name placed after
+    /// 70,000 unused bytes of the string region) are copied one by one,
+    /// with the same checks: the index opens, every name is found, and a
+    /// name out of order is still refused.
+    func testOpen_NamesSpreadBeyondOneCopy_SameChecks() throws {
+        let count = 300
+        var records = [Record(parent: 0, kind: .directory, name: [], size: UInt64(count), first: 1)]
+        for f in 0..<count {
+            records.append(Record(parent: 0, kind: .file, name: Array(String(format: "n%04d", f).utf8), size: 0, first: 0))
+        }
+        func spread(_ records: [Record]) -> [UInt8] {
+            var bytes = Self.plaintext(records)
+            let last = records.count - 1
+            let recordAt = 32 + last * IndexEntry.recordSize
+            let filler = [UInt8](repeating: 0x41, count: 70_000)
+            let stringsLength = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16, as: UInt64.self) })
+            // The last name moves behind the filler; its old bytes stay, unused.
+            bytes.withUnsafeMutableBytes {
+                $0.storeBytes(of: UInt32(stringsLength + filler.count).littleEndian, toByteOffset: recordAt + 8, as: UInt32.self)
+                $0.storeBytes(of: UInt64(stringsLength + filler.count + records[last].name.count).littleEndian,
+                              toByteOffset: 16, as: UInt64.self)
+            }
+            return bytes + filler + records[last].name
+        }
+        func open(_ bytes: [UInt8]) throws -> BundleIndex {
+            try bytes.withUnsafeBytes { try BundleIndex(plaintext: SecureBytes(copying: $0), layout: Self.layout, dataLength: 1 << 40) }
+        }
+        let index = try open(spread(records))
+        for position in 1...count {
+            let found = try records[position].name.withUnsafeBytes { try index.lookup($0, in: try index.root) }
+            XCTAssertEqual(found?.position, position)
+        }
+        // Out of order where the names are copied one by one, and where a
+        // batch's names are copied at once.
+        var unordered = records
+        unordered[count].name = Array("a0000".utf8) // sorts before its predecessor
+        XCTAssertThrowsError(try open(spread(unordered))) { error in
+            XCTAssertEqual(ExpectedBundleError(error as? BundleError ?? .notABundle), .corruptIndex, "\(error)")
+        }
+        var early = records
+        early[5].name = Array("a0000".utf8)
+        assertCorruptIndex(early, "name out of order inside a batch copied at once")
+    }
+
     // MARK: - File data ranges
 
     func testOpen_DataInRecordOrder_Opens() throws {

@@ -9,7 +9,8 @@ import Glibc
 ///
 /// The payload is mapped lazily (only pages a request or reply touched
 /// become resident); its first ``MountContext/maximumRead`` bytes, where
-/// read replies are decrypted, are locked like the classic reply buffer.
+/// read replies are decrypted, are locked like the classic reply buffer,
+/// each page as it is first touched.
 /// Used by its ring thread only.
 final class RingEntry: @unchecked Sendable {
     /// The position in its queue's entries: the SQE's user data.
@@ -39,7 +40,12 @@ final class RingEntry: @unchecked Sendable {
         vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(headers), iov_len: MemoryLayout<curing_req_header>.size)
         vectors[1] = iovec(iov_base: mapped, iov_len: payloadBytes)
         replyPart = UnsafeMutableRawBufferPointer(rebasing: payload[0..<min(payloadBytes, MountContext.maximumRead)])
-        locked = SecureMemory.lock(replyPart)
+        // Locked page by page as replies first touch them: locking (and so
+        // faulting in) every entry's whole reply part at INIT delayed the
+        // first answer of every mount. The part is whole pages of its own
+        // mapping, so no other buffer shares them. Where that is refused,
+        // the ordinary lock tries (and records a failure for the warning).
+        locked = curing_mlock_on_fault(mapped, replyPart.count) == 0 || SecureMemory.lock(replyPart)
     }
 
     /// Wipes the reply part of the payload from `start` on (what a read
