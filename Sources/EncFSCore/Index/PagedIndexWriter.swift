@@ -30,10 +30,10 @@ enum PagedIndexWriter {
 
     /// Record pages are cut at this size when every table page is at
     /// most this size too (no chunk tables, or few): a reader inflates
-    /// and checks a whole page to use one record of it, so random lookups
-    /// over more entries than its cache holds cost a quarter of what
-    /// 64 KiB pages cost (docs/PERFORMANCE.md, "Random access at
-    /// 1,000,000 files"). A bundle whose chunk tables take more keeps
+    /// and checks a whole page to use one record of it, so a random
+    /// lookup over more entries than its cache holds inflates and checks
+    /// a quarter of the bytes a 64 KiB page takes (docs/PERFORMANCE.md,
+    /// "Random access at 1,000,000 files"). A bundle whose chunk tables take more keeps
     /// 64 KiB record pages: its table pages are larger than 16 KiB, and a
     /// reader's cache gives every page a slot of the largest page's size,
     /// so smaller record pages would cache fewer entries in the same
