@@ -78,6 +78,8 @@ BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
 # encfs with --transport classic (/dev/fuse), beside encfs's default
 # (FUSE over io_uring where available); only when asked for with --systems.
 CLASSIC = "encfs-classic"
+# encfs-zstd with --transport classic, beside encfs-zstd; only when asked for.
+ZSTD_CLASSIC = "encfs-zstd-classic"
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
@@ -523,6 +525,13 @@ class EncFSClassic(EncFS):
         return super().mount_command() + ["--transport", "classic"]
 
 
+class EncFSZstdClassic(EncFSZstd):
+    """encfs-zstd with --transport classic, so compressed reads can be measured apart from the rings."""
+
+    def mount_command(self):
+        return super().mount_command() + ["--transport", "classic"]
+
+
 class EncFSBase(EncFS):
     """encfs built from another revision (--baseline-bin): the same commands and arguments as encfs."""
 
@@ -571,8 +580,8 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
-                   CLASSIC: EncFSClassic}
-        available = list(SYSTEMS) + [CLASSIC] + COMPRESSED_SYSTEMS
+                   CLASSIC: EncFSClassic, ZSTD_CLASSIC: EncFSZstdClassic}
+        available = list(SYSTEMS) + [CLASSIC] + COMPRESSED_SYSTEMS + [ZSTD_CLASSIC]
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]

@@ -153,7 +153,15 @@ final class PagedIndexTests: XCTestCase {
         let store = try store(reader)
         XCTAssertEqual(store.cachedPages, [])
         let entry = try reader.entry(bytes("d3/\(fileName(499))"))
-        XCTAssertEqual(store.cachedPages, [1, store.directory.recordPage(holding: entry.position)])
+        // The root's page, and pages of d3's children the name search
+        // passed (record pages may be 16 KiB: d3's children take several).
+        let children = try reader.entry(bytes("d3")).children
+        let childPages = store.directory.recordPage(holding: children.lowerBound)...store.directory.recordPage(holding: children.upperBound - 1)
+        let cached = store.cachedPages
+        XCTAssertEqual(cached.first, 1)
+        XCTAssertTrue(cached.contains(store.directory.recordPage(holding: entry.position)))
+        XCTAssertTrue(cached.dropFirst().allSatisfy { childPages.contains($0) }, "\(cached) outside \(childPages)")
+        XCTAssertLessThan(cached.count, store.directory.recordPageCount, "not every page")
     }
 
     /// A chunk table that spans two table pages (8,300 entries of 8 bytes)

@@ -49,6 +49,9 @@ struct IndexDirectory: Sendable {
     /// Where page k starts, from the start of page 1 (index k − 1).
     let pageOffsets: [UInt64]
     let suspectSymlinks: [UInt32]
+    /// The plaintext length of the largest page 1 … N−1 (what one cache
+    /// slot must hold).
+    let largestPageLength: Int
 
     /// Parses and checks page 0's plaintext against the index region it
     /// came from.
@@ -126,6 +129,7 @@ struct IndexDirectory: Sendable {
         }
         sealedLengths = sealed
         plainLengths = plain
+        largestPageLength = Int(plain.max() ?? 0)
         firstPositions = firsts
         pageOffsets = offsets
         suspectSymlinks = symlinks

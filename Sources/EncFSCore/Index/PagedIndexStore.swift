@@ -53,10 +53,17 @@ final class PagedIndexStore: Sendable {
         let directory = try plain.withUnsafeBytes { try IndexDirectory($0, remainingLength: length - UInt64(headLength)) }
         let rules = RecordPage.Rules(layout: layout, dataLength: dataLength, features: features, entryCount: directory.entryCount,
                                      tableStreamLength: directory.tableStreamLength, suspectSymlinks: directory.suspectSymlinks)
-        // The budget covers the two buffers of the page being loaded too.
-        let slots = max(4, min(cacheBytes / IndexDirectory.pageSize - 2, directory.pageCount - 1))
+        // Every slot holds the largest page (64 KiB, or 16 KiB for a bundle
+        // whose chunk tables are small: PagedIndexWriter.recordPageBytes).
+        // The budget keeps two 64 KiB pages' worth for the buffers of the
+        // page being loaded whatever the page size, so slots take the same
+        // memory for small pages as for 64 KiB ones (the daemon's peak RSS
+        // is gated in CI), four times as many of them.
+        let pageBytes = (directory.largestPageLength + 4095) / 4096 * 4096
+        let slots = max(4, min((cacheBytes - 2 * IndexDirectory.pageSize) / pageBytes, directory.pageCount - 1))
         let cache = try PagedIndexCache(source: source, pagesStart: start + UInt64(headLength), directory: directory,
-                                        key: key, baseAAD: baseAAD, rules: rules, gcm: gcm, slotCount: slots)
+                                        key: key, baseAAD: baseAAD, rules: rules, gcm: gcm, slotCount: slots,
+                                        slotBytes: pageBytes)
         return PagedIndexStore(directory: directory, cache: cache)
     }
 
@@ -150,6 +157,8 @@ final class PagedIndexStore: Sendable {
 /// `@unchecked Sendable`: touched only inside the mutex.
 private final class PagedIndexCache: @unchecked Sendable {
     let slotCount: Int
+    /// Bytes of one slot: the largest page, rounded up to whole memory pages.
+    private let slotBytes: Int
     private let slots: UnsafeMutableRawBufferPointer
     /// Per slot: nil until first filled, then whether `mlock` took.
     private var slotLocked: [Bool?]
@@ -172,15 +181,18 @@ private final class PagedIndexCache: @unchecked Sendable {
     private let rules: RecordPage.Rules
 
     init(source: any ByteSource, pagesStart: UInt64, directory: IndexDirectory, key: SymmetricKey, baseAAD: [UInt8],
-         rules: RecordPage.Rules, gcm: AESGCM, slotCount: Int) throws {
+         rules: RecordPage.Rules, gcm: AESGCM, slotCount: Int, slotBytes: Int) throws {
         decompressor = try ChunkDecompressor()
         self.slotCount = slotCount
-        slots = .allocate(byteCount: slotCount * IndexDirectory.pageSize, alignment: 4096)
+        self.slotBytes = slotBytes
+        slots = .allocate(byteCount: slotCount * slotBytes, alignment: 4096)
         slotLocked = Array(repeating: nil, count: slotCount)
-        frame = .allocate(byteCount: IndexDirectory.pageSize, alignment: 4096)
+        // A page's stored frame is never longer than its plaintext, and
+        // its sealed bytes that plus the tag (page 0 checked both).
+        frame = .allocate(byteCount: slotBytes, alignment: 4096)
         frame.initializeMemory(as: UInt8.self, repeating: 0)
         frameLocked = SecureMemory.lock(frame)
-        sealed = .allocate(byteCount: IndexDirectory.pageSize + AESGCM.tagByteCount, alignment: 4096)
+        sealed = .allocate(byteCount: slotBytes + AESGCM.tagByteCount, alignment: 4096)
         pageInSlot = Array(repeating: -1, count: slotCount)
         slotOfPage = Array(repeating: -1, count: directory.pageCount)
         referenced = Array(repeating: false, count: slotCount)
@@ -207,7 +219,7 @@ private final class PagedIndexCache: @unchecked Sendable {
 
     /// All of slot `slot`'s bytes.
     private func bytes(ofSlot slot: Int) -> UnsafeMutableRawBufferPointer {
-        UnsafeMutableRawBufferPointer(rebasing: slots[(slot * IndexDirectory.pageSize)..<((slot + 1) * IndexDirectory.pageSize)])
+        UnsafeMutableRawBufferPointer(rebasing: slots[(slot * slotBytes)..<((slot + 1) * slotBytes)])
     }
 
     /// The plaintext of `page` (1 … N−1), loaded on a miss.
@@ -219,7 +231,7 @@ private final class PagedIndexCache: @unchecked Sendable {
             try load(page, into: slot, length: length)
         }
         referenced[slot] = true
-        let base = slot * IndexDirectory.pageSize
+        let base = slot * slotBytes
         return UnsafeRawBufferPointer(rebasing: slots[base..<(base + length)])
     }
 
@@ -246,7 +258,7 @@ private final class PagedIndexCache: @unchecked Sendable {
         let got = try source.read(fromAbsoluteOffset: pagesStart + directory.pageOffsets[page - 1], into: input)
         guard got == sealedLength else { throw BundleError.corruptIndex("index page \(page) is truncated") }
         if slotLocked[slot] == nil { slotLocked[slot] = SecureMemory.lock(bytes(ofSlot: slot)) }
-        let base = slot * IndexDirectory.pageSize
+        let base = slot * slotBytes
         let target = UnsafeMutableRawBufferPointer(rebasing: slots[base..<(base + length)])
         let aad = IndexPageSeal.associatedData(base: baseAAD, page: page, pageCount: directory.pageCount)
         do {

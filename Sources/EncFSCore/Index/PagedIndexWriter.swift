@@ -2,7 +2,8 @@ import CryptCore
 
 /// Writes a paged index (format version 2, docs/FORMAT.md "The paged
 /// index") from the flat index plaintext `IndexBuilder` serializes: the
-/// records are cut into pages of at most 64 KiB that each carry their own
+/// records are cut into pages of at most 64 KiB (16 KiB when the chunk
+/// tables are small: ``smallRecordPageBytes``) that each carry their own
 /// names and symlink targets, chunk tables go to a table stream of 64 KiB
 /// pages, each page is compressed with zstd when that shrinks it, and each
 /// is sealed on its own.
@@ -26,6 +27,24 @@ enum PagedIndexWriter {
 
     /// The zstd level index pages are compressed with.
     static let compressionLevel = 3
+
+    /// Record pages are cut at this size when every table page is at
+    /// most this size too (no chunk tables, or few): a reader inflates
+    /// and checks a whole page to use one record of it, so a random
+    /// lookup over more entries than its cache holds inflates and checks
+    /// a quarter of the bytes a 64 KiB page takes (docs/PERFORMANCE.md,
+    /// "Random access at 1,000,000 files"). A bundle whose chunk tables take more keeps
+    /// 64 KiB record pages: its table pages are larger than 16 KiB, and a
+    /// reader's cache gives every page a slot of the largest page's size,
+    /// so smaller record pages would cache fewer entries in the same
+    /// memory there.
+    static let smallRecordPageBytes = 16 << 10
+
+    /// The size at which record pages are cut for a table stream of
+    /// `tableStreamLength` bytes.
+    static func recordPageBytes(tableStreamLength: Int) -> Int {
+        tableStreamLength <= smallRecordPageBytes ? smallRecordPageBytes : IndexDirectory.pageSize
+    }
 
     /// Compressed pages, not yet sealed (their plaintext is secret: wiped
     /// by ``wipe()``).
@@ -89,7 +108,9 @@ enum PagedIndexWriter {
         var tableOffsets: [UInt32: UInt32] = [:]
         var totals = Totals()
         var suspects: [UInt32] = []
-        var page = PageUnderConstruction(first: 0)
+        let pageBytes = recordPageBytes(tableStreamLength: distinctTableBytes(records: flat, count: count, strings: strings,
+                                                                              layout: layout))
+        var page = PageUnderConstruction(first: 0, limit: pageBytes)
         defer { page.wipe() }
 
         for position in 0..<count {
@@ -103,7 +124,7 @@ enum PagedIndexWriter {
                 : UnsafeRawBufferPointer(start: nil, count: 0)
             if !page.fits(nameBytes: name.count + target.count) {
                 try finish(&page, compressor: compressor, into: &pages, table: &table)
-                page = PageUnderConstruction(first: position)
+                page = PageUnderConstruction(first: position, limit: pageBytes)
             }
             r.storeLE(UInt32(page.strings.count), at: 8)
             page.strings += name
@@ -169,6 +190,22 @@ enum PagedIndexWriter {
         return Built(head: head, pages: pages)
     }
 
+    /// The length the table stream will have: the bytes of every distinct
+    /// chunk table (files that share a body share its table).
+    private static func distinctTableBytes(records flat: UnsafeRawBufferPointer, count: Int, strings: UnsafeRawBufferPointer,
+                                           layout: ChunkLayout) -> Int {
+        var seen = Set<UInt32>()
+        var total = 0
+        for position in 0..<count {
+            let r = UnsafeRawBufferPointer(rebasing: flat[(BundleIndex.headerSize + position * IndexEntry.recordSize)...]
+                .prefix(IndexEntry.recordSize))
+            guard IndexEntry.Kind(rawValue: r[4]) == .file, r[5] & IndexEntry.hasChunkTableFlag != 0,
+                  seen.insert(r.le32(at: 28)).inserted else { continue }
+            total += Int(layout.chunkCount(forPlaintextSize: r.le64(at: 32))) * ChunkTableWindow.entrySize
+        }
+        return total
+    }
+
     /// `count` bytes of `bytes` at `offset` (the flat index is consistent:
     /// the builder made it).
     private static func slice(_ bytes: UnsafeRawBufferPointer, at offset: Int, count: Int) -> UnsafeRawBufferPointer {
@@ -178,15 +215,21 @@ enum PagedIndexWriter {
     /// The record page being filled.
     private struct PageUnderConstruction {
         let first: Int
+        /// Bytes a page may take (a record with the longest name and
+        /// symlink target takes under 5 KiB: any record fits an empty page).
+        let limit: Int
         var records: [UInt8] = []
         var strings: [UInt8] = []
 
-        init(first: Int) { self.first = first }
+        init(first: Int, limit: Int) {
+            self.first = first
+            self.limit = limit
+        }
 
         /// Whether one more record with this many string bytes fits.
         func fits(nameBytes: Int) -> Bool {
             records.isEmpty || RecordPage.headerSize + records.count + IndexEntry.recordSize + strings.count + nameBytes
-                <= IndexDirectory.pageSize
+                <= limit
         }
 
         mutating func wipe() {
