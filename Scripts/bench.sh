@@ -19,7 +19,7 @@
 #   --reps N         repetitions per figure (default 3)
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
 #                    encfs-classic (encfs --transport classic),
-#                    squashfuse-zstd,encfs-zstd (and encfs-base with
+#                    encfs-uring (encfs --transport uring), squashfuse-zstd,encfs-zstd (and encfs-base with
 #                    --baseline-bin)
 #   --dataset NAME   random (default: incompressible) or resources: a
 #                    compressible tree like shipped resources (a SQLite

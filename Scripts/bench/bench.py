@@ -75,9 +75,11 @@ SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
 COMPRESSED_SYSTEMS = ["squashfuse-zstd", "encfs-zstd"]
 RESOURCE_SYSTEMS = ["plain", "squashfuse-zstd", "encfs", "encfs-zstd"]
 BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
-# encfs with --transport classic (/dev/fuse), beside encfs's default
-# (FUSE over io_uring where available); only when asked for with --systems.
+# encfs with --transport classic (/dev/fuse) and with --transport uring
+# (FUSE over io_uring), beside encfs's default (classic); only when asked
+# for with --systems.
 CLASSIC = "encfs-classic"
+URING = "encfs-uring"
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
@@ -523,6 +525,13 @@ class EncFSClassic(EncFS):
         return super().mount_command() + ["--transport", "classic"]
 
 
+class EncFSUring(EncFS):
+    """encfs with --transport uring: the per-CPU FUSE rings, to compare with /dev/fuse."""
+
+    def mount_command(self):
+        return super().mount_command() + ["--transport", "uring"]
+
+
 class EncFSBase(EncFS):
     """encfs built from another revision (--baseline-bin): the same commands and arguments as encfs."""
 
@@ -571,8 +580,8 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
-                   CLASSIC: EncFSClassic}
-        available = list(SYSTEMS) + [CLASSIC] + COMPRESSED_SYSTEMS
+                   CLASSIC: EncFSClassic, URING: EncFSUring}
+        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]
