@@ -19,6 +19,7 @@
 #   --reps N         repetitions per figure (default 3)
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
 #                    encfs-classic (encfs --transport classic),
+#                    encfs-uring (encfs --transport uring),
 #                    squashfuse-zstd,encfs-zstd, encfs-zstd-classic
 #                    (encfs-zstd --transport classic) (and encfs-base with
 #                    --baseline-bin)

@@ -75,11 +75,13 @@ SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
 COMPRESSED_SYSTEMS = ["squashfuse-zstd", "encfs-zstd"]
 RESOURCE_SYSTEMS = ["plain", "squashfuse-zstd", "encfs", "encfs-zstd"]
 BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
-# encfs with --transport classic (/dev/fuse), beside encfs's default
-# (FUSE over io_uring where available); only when asked for with --systems.
+# encfs with --transport classic (/dev/fuse) and with --transport uring
+# (FUSE over io_uring), beside encfs's default (classic); only when asked
+# for with --systems.
 CLASSIC = "encfs-classic"
 # encfs-zstd with --transport classic, beside encfs-zstd; only when asked for.
 ZSTD_CLASSIC = "encfs-zstd-classic"
+URING = "encfs-uring"
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
@@ -532,6 +534,13 @@ class EncFSZstdClassic(EncFSZstd):
         return super().mount_command() + ["--transport", "classic"]
 
 
+class EncFSUring(EncFS):
+    """encfs with --transport uring: the per-CPU FUSE rings, to compare with /dev/fuse."""
+
+    def mount_command(self):
+        return super().mount_command() + ["--transport", "uring"]
+
+
 class EncFSBase(EncFS):
     """encfs built from another revision (--baseline-bin): the same commands and arguments as encfs."""
 
@@ -580,8 +589,8 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
-                   CLASSIC: EncFSClassic, ZSTD_CLASSIC: EncFSZstdClassic}
-        available = list(SYSTEMS) + [CLASSIC] + COMPRESSED_SYSTEMS + [ZSTD_CLASSIC]
+                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_CLASSIC: EncFSZstdClassic}
+        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_CLASSIC]
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]

@@ -79,11 +79,11 @@ public enum MountCommand {
                                over io_uring, per-CPU queues; Linux 6.14+,
                                and as root the fuse module's enable_uring
                                parameter is turned on when off) or classic
-                               (/dev/fuse). Default: uring where available,
-                               else classic with one log line saying why;
-                               uring asked for and unavailable is an error;
-                               -o auto_unmount mounts and remote bundles
-                               are served classic
+                               (/dev/fuse). Default: classic (measured
+                               faster for sequential reads); uring asked
+                               for and unavailable is an error, and is
+                               refused with -o auto_unmount or a remote
+                               bundle
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)

@@ -39,8 +39,8 @@ package struct MountConfiguration: Sendable, Equatable {
     /// How the mount locks and where its control socket goes
     /// (`--protection`, `--idle-lock`, `--start-locked`).
     package var lock = LockSettings()
-    /// Which transport carries requests (`--transport`; by default uring
-    /// where available, else classic).
+    /// Which transport carries requests (`--transport`; by default
+    /// classic).
     package var transport = TransportRequest.automatic
     /// Whether reads may wait on a network (a remote bundle): such a mount
     /// is served classic (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``).

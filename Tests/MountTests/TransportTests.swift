@@ -85,7 +85,9 @@ final class TransportTests: LockTestCase {
         XCTAssertFalse(mounted.logLines().contains { $0.contains("io_uring") }, "\(mounted.logLines())")
     }
 
-    func testDefault_IsUringWhereAvailable() throws {
+    /// The rings are opt-in: without --transport the classic loop serves
+    /// and io_uring is not even probed.
+    func testDefault_IsClassic() throws {
         // Tools.withTestTransport must not choose for this mount.
         let result = try Subprocess.run(try Tools.mount(), [bundle, try scratch.makeDirectory("mnt-default"), "--key-file", key,
                                                             "--log-file", scratch.url("default.log")])
@@ -95,8 +97,9 @@ final class TransportTests: LockTestCase {
         let mounted = MountedBundle(bundle: bundle, mountpoint: mountpoint, logFile: scratch.url("default.log"), foreground: nil,
                                     daemonPID: ProcessTable.daemon(servingAt: mountpoint), secondsToServe: 0)
         try assertLargeFileReads(mounted)
-        XCTAssertEqual(try status(mounted)["transport"], "\"uring\"")
-        XCTAssertGreaterThan(try ringRequests(mounted), 0)
+        XCTAssertEqual(try status(mounted)["transport"], "\"classic\"")
+        XCTAssertEqual(try ringRequests(mounted), 0)
+        XCTAssertFalse(mounted.logLines().contains { $0.contains("io_uring") }, "\(mounted.logLines())")
     }
 
     func testOptionSpelling_OTransport() throws {
@@ -104,13 +107,11 @@ final class TransportTests: LockTestCase {
         XCTAssertEqual(try status(mounted)["transport"], "\"classic\"")
     }
 
-    /// auto_unmount: classic by default, with a line saying why (over
-    /// rings a killed daemon's mount would stay); uring with it is refused.
+    /// auto_unmount: served classic (over rings a killed daemon's mount
+    /// would stay); uring with it is refused.
     func testAutoUnmount_ServedClassic_UringRefused() throws {
         let mounted = try mount(bundle, keyFile: key, options: ["-o", "auto_unmount"])
         XCTAssertEqual(try status(mounted)["transport"], "\"classic\"")
-        XCTAssertTrue(mounted.logLines().contains { $0.contains("info: serving through /dev/fuse (classic): auto_unmount needs it") },
-                      "\(mounted.logLines())")
         let mountpoint = try scratch.makeDirectory("mnt-refused")
         let refused = try Subprocess.run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "-o", "auto_unmount",
                                                              "--transport", "uring"])
@@ -161,8 +162,8 @@ final class TransportTests: LockTestCase {
     }
 
     /// io_uring forbidden (`kernel.io_uring_disabled` = 2, restored after):
-    /// the default falls back to classic with one log line saying why and
-    /// serves; `--transport uring` is an error and mounts nothing.
+    /// `--transport uring` is an error and mounts nothing; the default
+    /// (classic) serves without a word about io_uring.
     func testIoUringDisabled_DefaultFallsBack_RequiredFails() throws {
         let sysctl = "/proc/sys/kernel/io_uring_disabled"
         guard let previous = try? String(contentsOfFile: sysctl, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
@@ -185,10 +186,7 @@ final class TransportTests: LockTestCase {
         XCTAssertEqual(result.status, 0, result.summary)
         let mounted = MountedBundle(bundle: bundle, mountpoint: fallback, logFile: log, foreground: nil,
                                     daemonPID: ProcessTable.daemon(servingAt: fallback), secondsToServe: 0)
-        XCTAssertEqual(mounted.logLines().filter { $0.contains("classic") }, mounted.logLines().filter {
-            $0.hasSuffix("info: serving through /dev/fuse (classic): io_uring refused: Operation not permitted")
-        })
-        XCTAssertEqual(mounted.logLines().filter { $0.contains("classic") }.count, 1, "\(mounted.logLines())")
+        XCTAssertFalse(mounted.logLines().contains { $0.contains("io_uring") }, "\(mounted.logLines())")
         try assertLargeFileReads(mounted)
         XCTAssertEqual(try status(mounted)["transport"], "\"classic\"")
     }

@@ -85,9 +85,10 @@ final class WorkerThreadTests: MountTestCase {
         XCTAssertEqual(try threadIDs(pid), ids, "a worker was ended and re-created under load")
     }
 
-    /// Over io_uring: one pinned thread and one helper per possible CPU,
-    /// all kept under load, and the classic loop beside them with two
-    /// workers at most (it serves only what still comes through /dev/fuse).
+    /// Over io_uring: one pinned thread and one helper (each with its own
+    /// ring) per possible CPU, all kept under load, and the classic loop
+    /// beside them with two workers at most (it serves only what still
+    /// comes through /dev/fuse).
     func testUring_RingThreadsPerCPU_KeptUnderLoad() throws {
         let (mounted, pid, expected) = try mountLoaded(threads: nil, transport: "uring")
         try runLoad(mounted, expected: expected)

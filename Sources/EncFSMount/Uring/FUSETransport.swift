@@ -18,7 +18,7 @@ import Glibc
 /// - the write hook adds that flag to libfuse's INIT reply (after opening
 ///   one ring per possible CPU, so that a ring that cannot be made means
 ///   classic, never a mount waiting for queues that will not come), then
-///   starts the queue threads (``RingQueue``);
+///   starts the queue threads (``RingQueue``, two per queue);
 /// - a reply written while a queue thread serves a ring request goes into
 ///   that request's entry instead of /dev/fuse.
 /// Every request therefore runs the same libfuse dispatch and the same
@@ -45,9 +45,9 @@ final class FUSETransport: @unchecked Sendable {
     /// The ring entry the calling queue thread is answering, if any.
     private let entryKey: pthread_key_t
 
-    /// Entries per queue. A queue thread answers one request at a time;
-    /// more entries let the kernel hand it the next one with the commit
-    /// of the last instead of queueing it, so a few are enough.
+    /// Entries per queue. A server answers one request at a time; more
+    /// entries let the kernel hand the next one with the commit of the
+    /// last instead of queueing it, and read-ahead sends several at once.
     static let entriesPerQueue = 4
     /// Classic loop threads while the rings serve: INIT, FORGET,
     /// INTERRUPT and anything sent before the rings were ready. (Should the
@@ -74,27 +74,28 @@ final class FUSETransport: @unchecked Sendable {
     var name: String { ringsServe.load(ordering: .relaxed) ? TransportChoice.uring.rawValue : TransportChoice.classic.rawValue }
 
     /// Requests the rings served since mount.
-    var ringRequests: Int { queues.withLock { $0.reduce(0) { $0 + $1.served.load(ordering: .relaxed) } } }
+    var ringRequests: Int { queues.withLock { $0.reduce(0) { $0 + $1.served } } }
 
     /// Whether the classic loop should run with few threads.
     var expectsRings: Bool { wantsRings.load(ordering: .relaxed) }
 
     /// Decides the transport before mounting: probes FUSE over io_uring
-    /// when it may be used and logs the outcome.
+    /// when it was asked for and logs the outcome.
     ///
-    /// - Parameter request: `--transport`, or automatic.
+    /// The default is classic: on the 2-CPU machines measured, sequential
+    /// reads over the rings did not reach the classic loop's
+    /// (docs/PERFORMANCE.md, "The rings' commit copies shared").
+    ///
+    /// - Parameter request: `--transport`, or the default.
     /// - Throws: `MountError.transportUnavailable` when uring was required
     ///   and is not available.
     /// - Parameter classicReason: why this mount needs the classic loop
     ///   (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``), or
-    ///   nil; an automatic choice then goes classic with that reason
-    ///   logged, and the command line refuses `--transport uring`.
+    ///   nil; uring required with one is refused (the command line
+    ///   refuses it first, as a usage error).
     func choose(_ request: TransportRequest, classicReason: String? = nil) throws {
-        if request == .required(.classic) { return }
-        if let classicReason, request == .automatic {
-            logger.log("info", "serving through /dev/fuse (classic): \(classicReason)")
-            return
-        }
+        guard request == .required(.uring) else { return }
+        if let classicReason { throw MountError.transportUnavailable(reason: classicReason) }
         switch UringAvailability.probe() {
         case .available(let enabled):
             if enabled {
@@ -102,8 +103,7 @@ final class FUSETransport: @unchecked Sendable {
             }
             wantsRings.store(true, ordering: .relaxed)
         case .unavailable(let reason):
-            if request == .required(.uring) { throw MountError.transportUnavailable(reason: reason) }
-            logger.log("info", "serving through /dev/fuse (classic): \(reason)")
+            throw MountError.transportUnavailable(reason: reason)
         }
     }
 
@@ -145,7 +145,9 @@ final class FUSETransport: @unchecked Sendable {
         guard !running.isEmpty else { return }
         var one: UInt64 = 1
         _ = write(stopFD, &one, MemoryLayout<UInt64>.size)
-        for queue in running { queue.join() }
+        withExtendedLifetime(running) {
+            for server in running.flatMap(\.servers) { server.join() }
+        }
         ringsServe.store(false, ordering: .relaxed)
     }
 
@@ -154,7 +156,7 @@ final class FUSETransport: @unchecked Sendable {
     /// first). Called at lock, after the reader is gone: the classic
     /// path's reply buffers are wiped with the worker scratch.
     func wipeRingBuffers() {
-        let all = queues.withLock { $0 }
+        let all = queues.withLock { $0 }.flatMap(\.servers)
         let asked = all.map { ($0, $0.requestWipe()) }
         _ = Self.poll(seconds: 2) { asked.allSatisfy { $0.0.wipeFinished($0.1) } }
     }
@@ -271,8 +273,9 @@ final class FUSETransport: @unchecked Sendable {
         return sent
     }
 
-    /// Opens one ring per possible CPU (the kernel makes one queue per
-    /// possible CPU and waits for all of them before using any).
+    /// Opens one queue per possible CPU (the kernel makes one per
+    /// possible CPU and waits for all of them before using any), each
+    /// with two rings.
     private func openQueues(payloadBytes: Int) throws(RingSetupError) {
         var opened: [RingQueue] = []
         for qid in 0..<Self.possibleCPUs() {
@@ -285,9 +288,15 @@ final class FUSETransport: @unchecked Sendable {
         guard let session else { return }
         let all = queues.withLock { $0 }
         var started = 0
-        for queue in all where queue.start(transport: self, session: session, fuseFD: fuseFD, stopFD: stopFD) { started += 1 }
-        ringsServe.store(started == all.count, ordering: .relaxed)
-        logger.log("info", "serving through FUSE over io_uring: \(all.count) queues of \(Self.entriesPerQueue) entries")
+        for queue in all {
+            for server in queue.servers {
+                let work = RingWork(server: server, queue: queue, transport: self, session: session, fuseFD: fuseFD, stopFD: stopFD)
+                if server.start(work) { started += 1 }
+            }
+        }
+        ringsServe.store(started == 2 * all.count, ordering: .relaxed)
+        logger.log("info", "serving through FUSE over io_uring: \(all.count) queues of \(Self.entriesPerQueue) entries, "
+                   + "each served by a pinned thread and a helper")
     }
 
     /// A queue thread's failure: the kernel falls back to /dev/fuse for

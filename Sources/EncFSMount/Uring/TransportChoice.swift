@@ -9,10 +9,10 @@ package enum TransportChoice: String, Sendable, Equatable, CaseIterable {
     case classic
 }
 
-/// What the user asked for: a transport, or the best available (`nil`
-/// in ``MountConfiguration/transport``, the default).
+/// What the user asked for: a transport, or the default.
 package enum TransportRequest: Sendable, Equatable {
-    /// uring where available, else classic with one log line saying why.
+    /// classic (the rings are opt-in: docs/PERFORMANCE.md, "The rings'
+    /// commit copies shared").
     case automatic
     /// Exactly this transport; uring unavailable is an error.
     case required(TransportChoice)
