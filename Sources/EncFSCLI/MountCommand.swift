@@ -274,12 +274,8 @@ public enum MountCommand {
         }
         logger.warnIfSecretsNotLocked()
         do {
-            let session = try MountSession(reader: reader, source: source, options: options, lock: configuration.lock,
-                                           bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
-                                           extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
-                                           logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access, transport: configuration.transport,
-                                           waitsOnNetwork: configuration.waitsOnNetwork)
+            let session = try MountSession(reader: reader, source: source, options: options,
+                                           configuration: configuration, logger: logger)
             // Type=notify: ready once mounted (requests queue until the
             // loop runs), stopping once the loop has ended.
             let notifier = ServiceNotifier.fromEnvironment()

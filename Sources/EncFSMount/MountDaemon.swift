@@ -260,12 +260,8 @@ package enum MountDaemon {
         // Only the reader holds the key from here on (a lock drops it).
         key = nil
         do {
-            let session = try MountSession(reader: reader, source: source, options: options, lock: configuration.lock,
-                                           bundlePath: configuration.bundlePath, mountpoint: configuration.mountpoint,
-                                           extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
-                                           logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
-                                           accessRules: configuration.access, transport: configuration.transport,
-                                           waitsOnNetwork: configuration.waitsOnNetwork)
+            let session = try MountSession(reader: reader, source: source, options: options,
+                                           configuration: configuration, logger: logger)
             try session.serve(readaheadKB: configuration.readaheadKB) {
                 report([UInt8(ascii: "0")])
                 logger.log("info", "serving", path: configuration.mountpoint)
