@@ -229,15 +229,10 @@ public final class IndexPages: Sendable {
 /// `@unchecked Sendable`: its creator fills it before sharing it, and from
 /// then on it is touched only inside `IndexPages`' mutex.
 private final class PageCache: @unchecked Sendable {
-    let slotCount: Int
+    var slotCount: Int { clock.slotCount }
     private let slots: UnsafeMutableRawBufferPointer
     private let slotsLocked: Bool
-    /// The page in each slot, −1 when free.
-    private var pageInSlot: [Int]
-    /// The slot holding each page, −1 when not cached.
-    private var slotOfPage: [Int32]
-    private var referenced: [Bool]
-    private var hand = 0
+    private var clock: PageSlotClock
     /// Slots handed out while the index was first decrypted.
     private var adopted = 0
     /// Ciphertext of the page being loaded (not secret).
@@ -265,13 +260,10 @@ private final class PageCache: @unchecked Sendable {
         } catch {
             throw BundleError.crypto("index decryption failed")
         }
-        self.slotCount = slotCount
+        clock = PageSlotClock(slotCount: slotCount, pageCount: pageCount)
         slots = .allocate(byteCount: slotCount * IndexPages.pageSize, alignment: 4096)
         slots.initializeMemory(as: UInt8.self, repeating: 0)
         slotsLocked = SecureMemory.lock(slots)
-        pageInSlot = Array(repeating: -1, count: slotCount)
-        slotOfPage = Array(repeating: -1, count: pageCount)
-        referenced = Array(repeating: false, count: slotCount)
         sealed = .allocate(byteCount: IndexPages.pageSize, alignment: 4096)
         self.source = source
         self.start = start
@@ -287,7 +279,7 @@ private final class PageCache: @unchecked Sendable {
         loadedTag.deallocate()
     }
 
-    var cachedPages: [Int] { pageInSlot.filter { $0 >= 0 }.sorted() }
+    var cachedPages: [Int] { clock.cachedPages }
 
     /// Writes the GMAC tag of a page's ciphertext into `tag` (16 bytes):
     /// AES-GCM under ``tagKey`` with nonce = page number, the ciphertext as
@@ -312,20 +304,21 @@ private final class PageCache: @unchecked Sendable {
         guard adopted < slotCount else { return nil }
         let slot = adopted
         adopted += 1
-        pageInSlot[slot] = page
-        slotOfPage[page] = Int32(slot)
+        clock.place(page, in: slot)
         return UnsafeMutableRawBufferPointer(rebasing: slots[(slot * IndexPages.pageSize)..<(slot * IndexPages.pageSize + byteCount)])
     }
 
     /// The plaintext of `page`, loaded on a miss.
     func page(_ page: Int, tags: [UInt8]) throws -> UnsafeRawBufferPointer {
         let pageBytes = min(IndexPages.pageSize, length - page * IndexPages.pageSize)
-        var slot = Int(slotOfPage[page])
-        if slot < 0 {
-            slot = victim()
+        let slot: Int
+        if let cached = clock.slot(holding: page) {
+            slot = cached
+        } else {
+            slot = clock.victim()
             try load(page, into: slot, byteCount: pageBytes, tags: tags)
         }
-        referenced[slot] = true
+        clock.touch(slot)
         let base = slot * IndexPages.pageSize
         return UnsafeRawBufferPointer(rebasing: slots[base..<(base + pageBytes)])
     }
@@ -341,22 +334,6 @@ private final class PageCache: @unchecked Sendable {
             UnsafeMutableRawBufferPointer(rebasing: buffer[done..<(done + take)])
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[within..<(within + take)]))
             done += take
-        }
-    }
-
-    /// The slot to reuse: a free one, else the first unreferenced one the
-    /// clock hand finds (clearing reference bits as it passes).
-    private func victim() -> Int {
-        while true {
-            let slot = hand
-            hand = (hand + 1) % slotCount
-            if pageInSlot[slot] < 0 { return slot }
-            if !referenced[slot] {
-                slotOfPage[pageInSlot[slot]] = -1
-                pageInSlot[slot] = -1
-                return slot
-            }
-            referenced[slot] = false
         }
     }
 
@@ -383,8 +360,6 @@ private final class PageCache: @unchecked Sendable {
             SecureBytes.wipe(target)
             throw BundleError.crypto("index decryption failed")
         }
-        pageInSlot[slot] = page
-        slotOfPage[page] = Int32(slot)
-        referenced[slot] = false
+        clock.place(page, in: slot)
     }
 }

@@ -156,16 +156,13 @@ final class PagedIndexStore: Sendable {
 /// grows with the pages used), and wiped before it is freed.
 /// `@unchecked Sendable`: touched only inside the mutex.
 private final class PagedIndexCache: @unchecked Sendable {
-    let slotCount: Int
+    var slotCount: Int { clock.slotCount }
     /// Bytes of one slot: the largest page, rounded up to whole memory pages.
     private let slotBytes: Int
     private let slots: UnsafeMutableRawBufferPointer
     /// Per slot: nil until first filled, then whether `mlock` took.
     private var slotLocked: [Bool?]
-    private var pageInSlot: [Int]
-    private var slotOfPage: [Int32]
-    private var referenced: [Bool]
-    private var hand = 0
+    private var clock: PageSlotClock
     /// Sealed bytes of the page being loaded (not secret).
     private let sealed: UnsafeMutableRawBufferPointer
     /// The decrypted zstd frame of the page being loaded; wiped after each load.
@@ -183,7 +180,7 @@ private final class PagedIndexCache: @unchecked Sendable {
     init(source: any ByteSource, pagesStart: UInt64, directory: IndexDirectory, key: SymmetricKey, baseAAD: [UInt8],
          rules: RecordPage.Rules, gcm: AESGCM, slotCount: Int, slotBytes: Int) throws {
         decompressor = try ChunkDecompressor()
-        self.slotCount = slotCount
+        clock = PageSlotClock(slotCount: slotCount, pageCount: directory.pageCount)
         self.slotBytes = slotBytes
         slots = .allocate(byteCount: slotCount * slotBytes, alignment: 4096)
         slotLocked = Array(repeating: nil, count: slotCount)
@@ -193,9 +190,6 @@ private final class PagedIndexCache: @unchecked Sendable {
         frame.initializeMemory(as: UInt8.self, repeating: 0)
         frameLocked = SecureMemory.lock(frame)
         sealed = .allocate(byteCount: slotBytes + AESGCM.tagByteCount, alignment: 4096)
-        pageInSlot = Array(repeating: -1, count: slotCount)
-        slotOfPage = Array(repeating: -1, count: directory.pageCount)
-        referenced = Array(repeating: false, count: slotCount)
         self.gcm = gcm
         self.source = source
         self.pagesStart = pagesStart
@@ -215,7 +209,7 @@ private final class PagedIndexCache: @unchecked Sendable {
         sealed.deallocate()
     }
 
-    var cachedPages: [Int] { pageInSlot.filter { $0 >= 0 }.sorted() }
+    var cachedPages: [Int] { clock.cachedPages }
 
     /// All of slot `slot`'s bytes.
     private func bytes(ofSlot slot: Int) -> UnsafeMutableRawBufferPointer {
@@ -225,29 +219,16 @@ private final class PagedIndexCache: @unchecked Sendable {
     /// The plaintext of `page` (1 … N−1), loaded on a miss.
     func page(_ page: Int) throws -> UnsafeRawBufferPointer {
         let length = Int(directory.plainLengths[page - 1])
-        var slot = Int(slotOfPage[page])
-        if slot < 0 {
-            slot = victim()
+        let slot: Int
+        if let cached = clock.slot(holding: page) {
+            slot = cached
+        } else {
+            slot = clock.victim()
             try load(page, into: slot, length: length)
         }
-        referenced[slot] = true
+        clock.touch(slot)
         let base = slot * slotBytes
         return UnsafeRawBufferPointer(rebasing: slots[base..<(base + length)])
-    }
-
-    /// A free slot, or the first unreferenced one the clock hand finds.
-    private func victim() -> Int {
-        while true {
-            let slot = hand
-            hand = (hand + 1) % slotCount
-            if pageInSlot[slot] < 0 { return slot }
-            if !referenced[slot] {
-                slotOfPage[pageInSlot[slot]] = -1
-                pageInSlot[slot] = -1
-                return slot
-            }
-            referenced[slot] = false
-        }
     }
 
     /// Reads, authenticates, inflates and (record pages) checks `page`.
@@ -280,8 +261,6 @@ private final class PagedIndexCache: @unchecked Sendable {
             SecureBytes.wipe(target)
             throw error
         }
-        pageInSlot[slot] = page
-        slotOfPage[page] = Int32(slot)
-        referenced[slot] = false
+        clock.place(page, in: slot)
     }
 }
