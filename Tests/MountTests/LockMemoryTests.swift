@@ -10,49 +10,19 @@ import Glibc
 /// of `/proc/PID/mem` is searched, as root, for the content key, the keys
 /// derived from it and the key of the file that was read.
 final class LockMemoryTests: LockTestCase {
-    /// Prints the names (argv[2:] are `name=hex` pairs) of the byte
-    /// strings found anywhere in the readable memory of process argv[1].
-    private static let searchMemory = """
-        import sys
-        pid = int(sys.argv[1])
-        needles = dict(arg.split('=') for arg in sys.argv[2:])
-        needles = {name: bytes.fromhex(hex) for name, hex in needles.items()}
-        found, searched = set(), 0
-        with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb', 0) as mem:
-            for line in maps:
-                fields = line.split()
-                lo, hi = (int(x, 16) for x in fields[0].split('-'))
-                if 'r' not in fields[1] or (len(fields) > 5 and fields[5] in ('[vvar]', '[vvar_vclock]', '[vsyscall]')):
-                    continue
-                try:
-                    mem.seek(lo)
-                    data = mem.read(hi - lo)
-                except OSError:
-                    continue
-                searched += len(data)
-                found |= {name for name, needle in needles.items() if needle in data}
-        print('searched', searched)
-        print('found', ' '.join(sorted(found)))
-        """
-
-    /// The keys of the bundle and of `docs/large`, as `name=hex` pairs.
-    private func keyNeedles() throws -> [String] {
+    /// The keys of the bundle and of `docs/large`, by name.
+    private func keyNeedles() throws -> [String: [UInt8]] {
         let keyFile = try KeyFiles.readKeyFile(Array(key.utf8))
         let reader = try BundleReader.open(path: Array(bundle.utf8), materials: [.rawKey(keyFile)])
         let docs = try reader.index.resolve(path: Array("docs/large".utf8))
-        func hex(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Hex.encode(Array($0)) } }
-        return ["content=\(hex(reader.keys.contentKey))", "index=\(hex(reader.keys.indexKey))",
-                "header_mac=\(hex(reader.keys.headerMACKey))", "file=\(hex(try reader.fileKey(for: docs)))",
-                "key_file=\(hex(keyFile))"]
+        func bytes(_ key: SymmetricKey) -> [UInt8] { key.withUnsafeBytes { Array($0) } }
+        return ["content": bytes(reader.keys.contentKey), "index": bytes(reader.keys.indexKey),
+                "header_mac": bytes(reader.keys.headerMACKey), "file": bytes(try reader.fileKey(for: docs)),
+                "key_file": bytes(keyFile)]
     }
 
-    private func found(in pid: pid_t, _ needles: [String]) throws -> [String] {
-        let result = try python(Self.searchMemory, [String(pid)] + needles, timeout: 300)
-        guard result.status == 0 else { throw SubprocessError(result.summary) }
-        let lines = result.output.split(separator: "\n")
-        let searched = lines.first { $0.hasPrefix("searched ") }.flatMap { Int($0.dropFirst(9)) } ?? 0
-        XCTAssertGreaterThan(searched, 1 << 20, "the search read almost nothing: \(result.output)")
-        return lines.first { $0.hasPrefix("found") }.map { $0.dropFirst(5).split(separator: " ").map(String.init) } ?? []
+    private func found(in pid: pid_t, _ needles: [String: [UInt8]]) throws -> [String] {
+        try namesFound(inMemoryOf: pid, needles)
     }
 
     func testLock_DaemonMemoryHoldsNoKey() throws {

@@ -204,29 +204,6 @@ final class TransportTests: LockTestCase {
         try assertLargeFileReads(mounted)
     }
 
-    /// Whether `needle` is anywhere in the readable memory of `pid`.
-    private func memory(of pid: pid_t, contains needle: [UInt8]) throws -> Bool {
-        let result = try python("""
-            import sys
-            needle = bytes.fromhex(sys.argv[2])
-            found = False
-            with open(f'/proc/{sys.argv[1]}/maps') as maps, open(f'/proc/{sys.argv[1]}/mem', 'rb', 0) as mem:
-                for line in maps:
-                    fields = line.split()
-                    lo, hi = (int(x, 16) for x in fields[0].split('-'))
-                    if 'r' not in fields[1] or (len(fields) > 5 and fields[5] in ('[vvar]', '[vvar_vclock]', '[vsyscall]')):
-                        continue
-                    try:
-                        mem.seek(lo)
-                        found = found or needle in mem.read(hi - lo)
-                    except OSError:
-                        continue
-            print('found' if found else 'absent')
-            """, [String(pid), needle.map { String(format: "%02x", $0) }.joined()], timeout: 300)
-        guard result.status == 0 else { throw SubprocessError(result.summary) }
-        return result.output == "found\n"
-    }
-
     /// Reads decrypt into the ring entries' buffers; a lock wipes them
     /// there too, like the classic reply buffers.
     func testLock_WipesPlaintextFromRingEntries() throws {

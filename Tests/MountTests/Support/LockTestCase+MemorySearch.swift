@@ -1,0 +1,54 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension LockTestCase {
+    /// Prints the names (argv[2…], `name=hex`) whose bytes occur anywhere
+    /// in the readable memory of process argv[1], and how many bytes were
+    /// searched. The kernel's special mappings ([vvar], [vdso],
+    /// [vsyscall]) are skipped: they hold no data of the process.
+    private static let memorySearchScript = """
+        import sys
+        pid = int(sys.argv[1])
+        needles = dict(arg.split('=') for arg in sys.argv[2:])
+        needles = {name: bytes.fromhex(hex) for name, hex in needles.items()}
+        found, searched = set(), 0
+        with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb', 0) as mem:
+            for line in maps:
+                fields = line.split()
+                lo, hi = (int(x, 16) for x in fields[0].split('-'))
+                if 'r' not in fields[1] or (len(fields) > 5 and fields[5].startswith('[v')):
+                    continue
+                try:
+                    mem.seek(lo)
+                    data = mem.read(hi - lo)
+                except OSError:
+                    continue
+                searched += len(data)
+                found |= {name for name, needle in needles.items() if needle in data}
+        print('searched', searched)
+        print('found', ' '.join(sorted(found)))
+        """
+
+    /// The names of `needles` whose bytes are somewhere in the readable
+    /// memory of `pid`, sorted (root only: `/proc/PID/mem`). Fails the
+    /// test when the search read less than 1 MiB, so a search that cannot
+    /// see the daemon's memory never passes as "nothing found".
+    func namesFound(inMemoryOf pid: pid_t, _ needles: [String: [UInt8]],
+                    file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
+        let arguments = needles.map { name, bytes in "\(name)=\(bytes.map { String(format: "%02x", $0) }.joined())" }
+        let result = try python(Self.memorySearchScript, [String(pid)] + arguments, timeout: 300)
+        guard result.status == 0 else { throw SubprocessError(result.summary) }
+        let lines = result.output.split(separator: "\n")
+        let searched = lines.first { $0.hasPrefix("searched ") }.flatMap { Int($0.dropFirst(9)) } ?? 0
+        XCTAssertGreaterThan(searched, 1 << 20, "the search read almost nothing: \(result.output)", file: file, line: line)
+        return lines.first { $0.hasPrefix("found") }.map { $0.dropFirst(5).split(separator: " ").map(String.init) } ?? []
+    }
+
+    /// Whether `needle` is somewhere in the readable memory of `pid`.
+    func memory(of pid: pid_t, contains needle: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws -> Bool {
+        try namesFound(inMemoryOf: pid, ["needle": needle], file: file, line: line) == ["needle"]
+    }
+}
