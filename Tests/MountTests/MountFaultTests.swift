@@ -271,7 +271,8 @@ print("reads=%d wrong=%d short=%d errors=%s" % (reads, wrong, short, ",".join("%
 
     /// SIGTERM to the daemon (background, or `encfs-mount -f`) while four
     /// readers are busy: it unmounts and exits cleanly; the readers get
-    /// correct bytes, then ENOTCONN (or ECONNABORTED for a request in flight).
+    /// correct bytes, then ENOTCONN (or ECONNABORTED for a request in flight,
+    /// or ECANCELED for one a FUSE ring had handed to a thread already gone).
     private func checkSIGTERMWhileBusy(foreground: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
         let mounted = try mount(bundle, keyFile: key, foreground: foreground)
         let daemon = try XCTUnwrap(mounted.daemonPID)
@@ -285,10 +286,11 @@ print("reads=%d wrong=%d short=%d errors=%s" % (reads, wrong, short, ",".join("%
         XCTAssertFalse(MountTable.isMounted(mounted.mountpoint), file: file, line: line)
         usleep(100_000)
         let summaries = stopReaders(readers, allowShort: true, file: file, line: line)
+        let teardownErrors = ["ENOTCONN:", "ECONNABORTED:", "ECANCELED:"]
         for summary in summaries {
             let errors = summary.components(separatedBy: "errors=").last ?? ""
-            XCTAssertTrue(errors == "none" || errors.split(separator: ",").allSatisfy { $0.hasPrefix("ENOTCONN:") || $0.hasPrefix("ECONNABORTED:") },
-                          summary, file: file, line: line)
+            let onlyTeardown = errors.split(separator: ",").allSatisfy { error in teardownErrors.contains { error.hasPrefix($0) } }
+            XCTAssertTrue(errors == "none" || onlyTeardown, summary, file: file, line: line)
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mounted.mountpoint), [], file: file, line: line)
         if mounted.foreground == nil {
