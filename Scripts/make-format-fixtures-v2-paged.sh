@@ -8,50 +8,37 @@
 # opens, and fails where it is first used.
 set -euo pipefail
 pack="$1" out="$2" work="$3"
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)/fixtures${PYTHONPATH:+:$PYTHONPATH}"
 here="$(cd "$(dirname "$0")" && pwd)"
 
 "$here/make-format-fixtures-v2.sh" "$pack" "$out" "$work"
 
 python3 - "$out/golden.bundle" "$out/broken" <<'PY'
 import json, os, sys
+from fixture_tree import Golden, write_cases, write_expected
 
-golden_path, broken = sys.argv[1], sys.argv[2]
-golden = open(golden_path, "rb").read()
-le = lambda at, size: int.from_bytes(golden[at:at + size], "little")
+golden = Golden(sys.argv[1])
+broken = sys.argv[2]
+flip, setbytes, le = golden.flip, golden.setbytes, golden.le
 H = le(12, 4)
 head = le(36, 4)  # page 0's sealed length: the index is paged
 assert head > 0, "expected a paged index"
 page1 = H + le(48, 8) + head
-
-def flip(at, mask=0x01):
-    b = bytearray(golden)
-    b[at] ^= mask
-    return bytes(b)
-
-def setbytes(at, value):
-    b = bytearray(golden)
-    b[at:at + len(value)] = value
-    return bytes(b)
 
 cases = [
     ("page-0-length-changed.bundle", setbytes(36, (head - 1).to_bytes(4, "little")), {"error": "headerAuthenticationFailed"},
      "header bytes 36..39 (page 0's sealed length) changed: the header MAC fails"),
     ("flipped-record-page-byte.bundle", flip(page1 + 3), {"error": "corruptIndex", "lookup": "hello.txt"},
      "a byte of record page 1: opens (only page 0 is read), the first lookup fails"),
-    ("flipped-table-page-byte.bundle", flip(len(golden) - 1), {"error": "corruptIndex", "read": "site/app.js"},
+    ("flipped-table-page-byte.bundle", flip(len(golden.data) - 1), {"error": "corruptIndex", "read": "site/app.js"},
      "the last byte of the last page, a chunk table page: opens and looks up, reading a compressed file fails"),
 ]
 expected_path = os.path.join(broken, "expected.json")
-table = json.load(open(expected_path))
-for name, data, expected, what in cases:
-    with open(os.path.join(broken, name), "wb") as f:
-        f.write(data)
-    table["cases"].append(dict(file=name, what=what, **expected))
-table["about"] = ("Copies of ../golden.bundle (format version 2, paged index), each opened with ../golden.key; 'error' is "
-                  "the BundleError case expected (from opening, from looking up 'lookup', or from reading 'read' when "
-                  "given). Made by Scripts/make-format-fixtures.sh v2-paged.")
-with open(expected_path, "w") as f:
-    json.dump(table, f, indent=2)
-    f.write("\n")
+table = json.load(open(expected_path))["cases"] + write_cases(broken, cases)
+write_expected(expected_path,
+               "Copies of ../golden.bundle (format version 2, paged index), each opened with ../golden.key; 'error' is "
+               "the BundleError case expected (from opening, from looking up 'lookup', or from reading 'read' when "
+               "given). Made by Scripts/make-format-fixtures.sh v2-paged.",
+               table)
 PY
 ls -l "$out/broken" >&2

@@ -6,6 +6,7 @@
 # not compress), golden.key, manifest.json, and broken/ with expected.json.
 set -euo pipefail
 pack="$1" out="$2" work="$3"
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)/fixtures${PYTHONPATH:+:$PYTHONPATH}"
 
 mkdir -p "$out/broken"
 rm -f "$out"/golden.* "$out"/manifest.json "$out"/broken/*
@@ -14,7 +15,8 @@ printf '%s\n' 2b7e151628aed2a6abf7158809cf4f3c762e7160f38b4da56a784d9045190cfe >
 
 # 1. The tree and its manifest (entries in index order).
 python3 - "$work/tree" "$out/manifest.json" <<'PY'
-import hashlib, json, os, random, sys
+import random, sys
+from fixture_tree import make_tree, write_manifest
 
 tree, manifest_path = sys.argv[1].encode(), sys.argv[2]
 rng = random.Random(2)
@@ -37,54 +39,11 @@ entries = [
     (b"site/link", "symlink", 0o777, 1_700_100_008_000_000_008, b"app.js"),
 ]
 root_mode, root_mtime = 0o755, 1_700_100_000_000_000_000
-os.mkdir(tree)
-for path, kind, mode, _, data in entries:
-    full = os.path.join(tree, path)
-    if kind == "directory":
-        os.mkdir(full)
-    elif kind == "symlink":
-        os.symlink(data, full)
-    else:
-        with open(full, "wb") as f:
-            f.write(data)
-    if kind != "symlink":
-        os.chmod(full, mode)
-os.chmod(tree, root_mode)
-for path, kind, mode, mtime, data in reversed(entries):
-    os.utime(os.path.join(tree, path), ns=(mtime, mtime), follow_symlinks=False)
-os.utime(tree, ns=(root_mtime, root_mtime))
-
-def describe(path, kind, mode, mtime, data):
-    e = {"path": path.decode(), "pathHex": path.hex(), "kind": kind,
-         "mode": "%04o" % mode, "mtime": mtime // 10**9, "mtimeNanoseconds": mtime % 10**9}
-    if kind == "file":
-        e["size"] = len(data)
-        e["sha256"] = hashlib.sha256(data).hexdigest()
-    elif kind == "symlink":
-        e["targetHex"] = data.hex()
-    return e
-
-by_parent = {}
-for e in entries:
-    by_parent.setdefault(e[0].rpartition(b"/")[0], []).append(e)
-order, queue = [], [b""]
-while queue:
-    directory = queue.pop(0)
-    for e in sorted(by_parent.get(directory, []), key=lambda e: e[0].rpartition(b"/")[2]):
-        order.append(e)
-        if e[1] == "directory":
-            queue.append(e[0])
-manifest = {
-    "about": "Expected contents of golden.bundle (format version 2), made by Scripts/make-format-fixtures.sh v2. "
-             "Entries are in index order (breadth-first, siblings by name bytes); the first is the root.",
-    "formatVersion": 2,
-    "chunkSizeLog2": 12,
-    "slots": [{"kind": "raw-key"}],
-    "entries": [describe(b"", "directory", root_mode, root_mtime, None)] + [describe(*e) for e in order],
-}
-with open(manifest_path, "w") as f:
-    json.dump(manifest, f, indent=2)
-    f.write("\n")
+make_tree(tree, entries, root_mode, root_mtime)
+write_manifest(manifest_path, entries, root_mode, root_mtime,
+               about="Expected contents of golden.bundle (format version 2), made by Scripts/make-format-fixtures.sh v2. "
+                     "Entries are in index order (breadth-first, siblings by name bytes); the first is the root.",
+               formatVersion=2, chunkSizeLog2=12, slots=[{"kind": "raw-key"}])
 PY
 
 # 2. The golden bundle.
@@ -95,26 +54,17 @@ PY
 #    copy/app.js, ...; files are written in index order), whose chunks are
 #    zstd frames; hello.txt and noise.bin come before it in the payload.
 python3 - "$out/golden.bundle" "$out/broken" <<'PY'
-import json, os, sys
+import os, sys
+from fixture_tree import Golden, write_cases, write_expected
 
-golden_path, broken = sys.argv[1], sys.argv[2]
-golden = open(golden_path, "rb").read()
-n = len(golden)
-le = lambda at, size: int.from_bytes(golden[at:at + size], "little")
+golden = Golden(sys.argv[1])
+broken = sys.argv[2]
+flip, setbytes, le = golden.flip, golden.setbytes, golden.le
+n = len(golden.data)
 H = le(12, 4)
 index_start = H + le(48, 8)
 # hello.txt (13 bytes, raw: 29 sealed), then noise.bin (4106 bytes, raw: 2 chunks, 4106 + 32), then copy/app.js.
 app_js_start = H + (13 + 16) + (4106 + 32)
-
-def flip(at, mask=0x01):
-    b = bytearray(golden)
-    b[at] ^= mask
-    return bytes(b)
-
-def setbytes(at, value):
-    b = bytearray(golden)
-    b[at:at + len(value)] = value
-    return bytes(b)
 
 cases = [
     ("version-3.bundle", setbytes(8, (3).to_bytes(2, "little")), {"error": "unsupportedVersion", "version": 3},
@@ -127,18 +77,12 @@ cases = [
     ("flipped-frame-byte.bundle", flip(app_js_start + 5),
      {"error": "corruptChunk", "read": "copy/app.js", "entry": 5, "chunk": 0},
      "a byte of chunk 0 (a zstd frame) of copy/app.js, shared with site/app.js: opens, reading it fails"),
-    ("truncated.bundle", golden[:-1], {"error": "lengthMismatch", "expected": n, "actual": n - 1}, "last byte cut"),
+    ("truncated.bundle", golden.data[:-1], {"error": "lengthMismatch", "expected": n, "actual": n - 1}, "last byte cut"),
 ]
-table = []
-for name, data, expected, what in cases:
-    with open(os.path.join(broken, name), "wb") as f:
-        f.write(data)
-    table.append(dict(file=name, what=what, **expected))
-with open(os.path.join(broken, "expected.json"), "w") as f:
-    json.dump({"about": "Copies of ../golden.bundle (format version 2), each opened with ../golden.key; 'error' is the "
-                        "BundleError case expected (from opening, or from reading 'read' when given). "
-                        "Made by Scripts/make-format-fixtures.sh v2.",
-               "cases": table}, f, indent=2)
-    f.write("\n")
+write_expected(os.path.join(broken, "expected.json"),
+               "Copies of ../golden.bundle (format version 2), each opened with ../golden.key; 'error' is the "
+               "BundleError case expected (from opening, or from reading 'read' when given). "
+               "Made by Scripts/make-format-fixtures.sh v2.",
+               write_cases(broken, cases))
 PY
 ls -l "$out" "$out/broken" >&2

@@ -31,6 +31,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 swift build --package-path "$root" --product encfs-pack >&2
+# The Python parts share Scripts/fixtures/fixture_tree.py.
+export PYTHONPATH="$root/Scripts/fixtures${PYTHONPATH:+:$PYTHONPATH}"
 pack="$(swift build --package-path "$root" --show-bin-path)/encfs-pack"
 
 if [ "$version" = v2-paged ]; then
@@ -55,7 +57,8 @@ openssl pkey -in "$out/signed.sign" -pubout -out "$out/signed.sign.pub"
 # 1. The source tree and its manifest (entries in index order: breadth-first,
 #    siblings sorted by name bytes).
 python3 - "$work/tree" "$out/manifest.json" <<'PY'
-import hashlib, json, os, sys
+import sys
+from fixture_tree import make_tree, write_manifest
 
 tree, manifest_path = sys.argv[1].encode(), sys.argv[2]
 
@@ -74,58 +77,12 @@ entries = [
     (b"dir/\xff\xfe-not-utf8.bin", "file", 0o600, 1_700_000_008_000_800_000, pattern(100, 2)),
 ]
 root_mode, root_mtime = 0o755, 1_700_000_000_100_000_000
-
-os.mkdir(tree)
-for path, kind, mode, _, data in entries:
-    full = os.path.join(tree, path)
-    if kind == "directory":
-        os.mkdir(full)
-    elif kind == "symlink":
-        os.symlink(data, full)
-    else:
-        with open(full, "wb") as f:
-            f.write(data)
-    if kind != "symlink":
-        os.chmod(full, mode)
-os.chmod(tree, root_mode)
-# mtimes last: creating an entry changes its directory's mtime.
-for path, kind, mode, mtime, data in reversed(entries):
-    os.utime(os.path.join(tree, path), ns=(mtime, mtime), follow_symlinks=False)
-os.utime(tree, ns=(root_mtime, root_mtime))
-
-def describe(path, kind, mode, mtime, data):
-    e = {"path": path.decode("utf-8", "backslashreplace"), "pathHex": path.hex(), "kind": kind,
-         "mode": "%04o" % mode, "mtime": mtime // 10**9, "mtimeNanoseconds": mtime % 10**9}
-    if kind == "file":
-        e["size"] = len(data)
-        e["sha256"] = hashlib.sha256(data).hexdigest()
-    elif kind == "symlink":
-        e["targetHex"] = data.hex()
-    return e
-
-by_parent = {}
-for e in entries:
-    parent = e[0].rpartition(b"/")[0]
-    by_parent.setdefault(parent, []).append(e)
-order, queue = [], [b""]
-while queue:
-    directory = queue.pop(0)
-    for e in sorted(by_parent.get(directory, []), key=lambda e: e[0].rpartition(b"/")[2]):
-        order.append(e)
-        if e[1] == "directory":
-            queue.append(e[0])
-
-manifest = {
-    "about": "Expected contents of golden.bundle, made by Scripts/make-format-fixtures.sh. "
-             "Entries are in index order (breadth-first, siblings by name bytes); the first is the root.",
-    "formatVersion": 1,
-    "chunkSizeLog2": 12,
-    "slots": [{"kind": "raw-key"}, {"kind": "passphrase", "logN": 14, "r": 8, "p": 1}],
-    "entries": [describe(b"", "directory", root_mode, root_mtime, None)] + [describe(*e) for e in order],
-}
-with open(manifest_path, "w") as f:
-    json.dump(manifest, f, indent=2)
-    f.write("\n")
+make_tree(tree, entries, root_mode, root_mtime)
+write_manifest(manifest_path, entries, root_mode, root_mtime,
+               about="Expected contents of golden.bundle, made by Scripts/make-format-fixtures.sh. "
+                     "Entries are in index order (breadth-first, siblings by name bytes); the first is the root.",
+               formatVersion=1, chunkSizeLog2=12,
+               slots=[{"kind": "raw-key"}, {"kind": "passphrase", "logN": 14, "r": 8, "p": 1}])
 PY
 
 # 2. The golden bundle: a raw-key slot, then a passphrase slot at N = 2^14.
@@ -134,26 +91,17 @@ PY
 
 # 3. Broken copies, each with the error opening (or reading) it must give.
 python3 - "$out/golden.bundle" "$out/broken" <<'PY'
-import json, os, random, sys
+import os, random, sys
+from fixture_tree import Golden, write_cases, write_expected
 
-golden_path, broken = sys.argv[1], sys.argv[2]
-golden = open(golden_path, "rb").read()
-n = len(golden)
-le = lambda at, size: int.from_bytes(golden[at:at + size], "little")
+golden = Golden(sys.argv[1])
+broken = sys.argv[2]
+flip, setbytes, le = golden.flip, golden.setbytes, golden.le
+n = len(golden.data)
 H = le(12, 4)                       # header length
 raw_slot_body = 64 + 4              # slot 1 is the raw-key slot
 index_start = H + le(48, 8)         # index offset within the payload
 chunk_1 = H + 0 + (4096 + 16)       # a-multichunk.bin: first file, payload offset 0
-
-def flip(at, mask=0x01):
-    b = bytearray(golden)
-    b[at] ^= mask
-    return bytes(b)
-
-def setbytes(at, value):
-    b = bytearray(golden)
-    b[at:at + len(value)] = value
-    return bytes(b)
 
 cases = [
     ("empty.bundle", b"", {"error": "notABundle"}, "an empty file"),
@@ -169,23 +117,17 @@ cases = [
     ("flipped-chunk-byte.bundle", flip(chunk_1 + 10),
      {"error": "corruptChunk", "read": "a-multichunk.bin", "entry": 1, "chunk": 1},
      "a byte of chunk 1 of a-multichunk.bin: opens, reading that chunk fails"),
-    ("truncated.bundle", golden[:-1], {"error": "lengthMismatch", "expected": n, "actual": n - 1}, "last byte cut"),
-    ("truncated-middle.bundle", golden[:H + (n - H) // 2],
+    ("truncated.bundle", golden.data[:-1], {"error": "lengthMismatch", "expected": n, "actual": n - 1}, "last byte cut"),
+    ("truncated-middle.bundle", golden.data[:H + (n - H) // 2],
      {"error": "lengthMismatch", "expected": n, "actual": H + (n - H) // 2}, "cut in the middle of the payload"),
-    ("appended-byte.bundle", golden + b"\x00", {"error": "lengthMismatch", "expected": n, "actual": n + 1},
+    ("appended-byte.bundle", golden.data + b"\x00", {"error": "lengthMismatch", "expected": n, "actual": n + 1},
      "one zero byte appended"),
 ]
-table = []
-for name, data, expected, what in cases:
-    with open(os.path.join(broken, name), "wb") as f:
-        f.write(data)
-    table.append(dict(file=name, what=what, **expected))
-with open(os.path.join(broken, "expected.json"), "w") as f:
-    json.dump({"about": "Copies of ../golden.bundle, each opened with ../golden.key; 'error' is the BundleError "
-                        "case expected (from opening, or from reading 'read' when given). "
-                        "Made by Scripts/make-format-fixtures.sh.",
-               "cases": table}, f, indent=2)
-    f.write("\n")
+write_expected(os.path.join(broken, "expected.json"),
+               "Copies of ../golden.bundle, each opened with ../golden.key; 'error' is the BundleError "
+               "case expected (from opening, or from reading 'read' when given). "
+               "Made by Scripts/make-format-fixtures.sh.",
+               write_cases(broken, cases))
 PY
 
 # 4. The same tree signed: a raw-key slot (golden.key), then the signature.
