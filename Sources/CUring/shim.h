@@ -230,6 +230,20 @@ static inline int curing_cpu_allowed(int cpu) {
     if (syscall(__NR_sched_getaffinity, 0, sizeof(mask), mask) < 0) return 0;
     return (mask[cpu / (8 * sizeof(unsigned long))] >> (cpu % (8 * sizeof(unsigned long)))) & 1UL ? 1 : 0;
 }
+// Lets the calling thread run on every CPU it may use but `cpu`, when
+// there is another: 1 done, 0 nothing to do (no other CPU allowed), -1 and
+// errno on failure.
+static inline int curing_avoid_cpu(int cpu) {
+    unsigned long mask[CURING_CPU_WORDS];
+    unsigned long others = 0;
+    if (cpu < 0 || cpu >= 1024) return 0;
+    memset(mask, 0, sizeof(mask));
+    if (syscall(__NR_sched_getaffinity, 0, sizeof(mask), mask) < 0) return -1;
+    mask[cpu / (8 * sizeof(unsigned long))] &= ~(1UL << (cpu % (8 * sizeof(unsigned long))));
+    for (size_t word = 0; word < CURING_CPU_WORDS; word++) others |= mask[word];
+    if (others == 0) return 0;
+    return syscall(__NR_sched_setaffinity, 0, sizeof(mask), mask) < 0 ? -1 : 1;
+}
 static inline int curing_eventfd(void) { return eventfd(0, EFD_CLOEXEC); }
 
 // Locks a ring entry's reply buffer page by page as it is first touched

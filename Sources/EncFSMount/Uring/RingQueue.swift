@@ -10,7 +10,9 @@ import Glibc
 /// - the **pinned** server runs on CPU `qid`, so that a request is served
 ///   on the CPU that issued it (no cross-CPU wake-up, the dearest part of
 ///   a small read on these machines); it registers every entry;
-/// - the **helper** is not pinned: the scheduler puts it on an idle core.
+/// - the **helper** runs on any CPU but `qid` (when there is another), so
+///   that what it takes over runs beside the reader and the pinned server,
+///   not behind them.
 ///
 /// Read-ahead sends several requests at once, all on the reader's CPU. A
 /// server that gets two or more while the other idles hands every other

@@ -151,7 +151,14 @@ final class RingServer: @unchecked Sendable {
         // thread, which waits for them; libfuse blocks them in its workers
         // the same way.
         Self.blockSignals()
-        if pinned, curing_cpu_allowed(Int32(queue.qid)) == 1 { _ = curing_pin_to_cpu(Int32(queue.qid)) }
+        if pinned {
+            if curing_cpu_allowed(Int32(queue.qid)) == 1 { _ = curing_pin_to_cpu(Int32(queue.qid)) }
+        } else {
+            // Woken by the pinned server, an unpinned helper was placed
+            // on the pinned server's CPU (the reader's), where read-ahead
+            // then ran on one core while the other idled.
+            _ = curing_avoid_cpu(Int32(queue.qid))
+        }
         let enabled = curing_ring_enable(&ring)
         guard enabled == 0 else {
             work.transport.queueFailed(qid: queue.qid, reason: "cannot enable the ring: \(String(cString: strerror(-enabled)))")
