@@ -38,7 +38,9 @@
 #                    the system encfs-base, the same commands as encfs with
 #                    these binaries and a bundle of its own, and a table of
 #                    encfs / encfs-base ratios of medians, to show whether a
-#                    change moved a figure beyond the noise
+#                    change moved a figure beyond the noise; the system
+#                    encfs-base-uring (the same with --transport uring, on
+#                    request in --systems) gets its table against encfs-uring
 #
 # Environment: BENCH_ENCFS_PACK_ARGS (e.g. "--chunk-size 256K") and
 # BENCH_ENCFS_MOUNT_ARGS are appended to the encfs-pack / encfs-mount command

@@ -11,7 +11,8 @@ crypto), squashfuse (uncompressed image), gocryptfs -ro, encfs; with
 --baseline-bin DIR also encfs-base: the same encfs-pack and encfs-mount
 commands with another build's binaries from DIR (Scripts/build-baseline.sh),
 on a bundle of its own, so that two builds are compared in one run (the
-results then add a table of encfs / encfs-base ratios of medians).
+results then add a table of encfs / encfs-base ratios of medians); on request
+encfs-base-uring, the same with --transport uring, compared with encfs-uring.
 
 Each repetition runs every system in turn (interleaved, so that drift on a
 shared machine hits all of them alike; the order rotates by one each
@@ -82,6 +83,11 @@ CLASSIC = "encfs-classic"
 # encfs-zstd with --transport classic, beside encfs-zstd; only when asked for.
 ZSTD_CLASSIC = "encfs-zstd-classic"
 URING = "encfs-uring"
+# encfs-base with --transport uring, beside encfs-uring; only with
+# --baseline-bin and when asked for.
+BASELINE_URING = "encfs-base-uring"
+# The pairs (this build, the baseline build) compared by ratio tables.
+BASELINE_PAIRS = [("encfs", BASELINE), (URING, BASELINE_URING)]
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
@@ -548,6 +554,13 @@ class EncFSBase(EncFS):
         super().__init__(name, bench, bin_dir=bench.args.baseline_bin)
 
 
+class EncFSBaseUring(EncFSBase):
+    """encfs-base with --transport uring: the baseline of encfs-uring."""
+
+    def mount_command(self):
+        return super().mount_command() + ["--transport", "uring"]
+
+
 # ---------------------------------------------------------------- metrics
 
 # key, heading, unit, better ("higher"/"lower"), formatter
@@ -598,12 +611,13 @@ class Bench:
                 die(f"--baseline-bin {args.baseline_bin} has no {' or '.join(missing)}",
                     "build one with Scripts/build-baseline.sh REV")
             classes[BASELINE] = EncFSBase
-            available.append(BASELINE)
+            classes[BASELINE_URING] = EncFSBaseUring
+            available += [BASELINE, BASELINE_URING]
             default.append(BASELINE)
         wanted = args.systems.split(",") if args.systems else default
         for name in wanted:
-            if name == BASELINE and not args.baseline_bin:
-                die(f"{BASELINE} needs --baseline-bin DIR")
+            if name in (BASELINE, BASELINE_URING) and not args.baseline_bin:
+                die(f"{name} needs --baseline-bin DIR")
             if name not in classes:
                 die(f"unknown system ({name})", f"choose from {','.join(available)}")
         self.systems = [classes[n](n, self) for n in available if n in wanted]
@@ -964,8 +978,10 @@ class Bench:
         doc = {"machine": machine, "config": config,
                "metrics": {key: {"heading": heading, "better": better} for key, heading, better, _ in METRICS},
                "results": results, "details": self.details, "elapsed_s": round(self.elapsed, 1)}
-        if "encfs" in results and BASELINE in results:
-            doc["ratios"] = {f"encfs/{BASELINE}": {key: self.ratio(results, key) for key, *_ in METRICS}}
+        ratios = {f"{name}/{ref}": {key: self.ratio(results, key, name, ref) for key, *_ in METRICS}
+                  for name, ref in BASELINE_PAIRS if name in results and ref in results}
+        if ratios:
+            doc["ratios"] = ratios
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(doc, f, indent=2)
             f.write("\n")
@@ -1083,7 +1099,9 @@ class Bench:
 
         lines.extend(self.placement_table(names))
 
-        if "encfs" in results and BASELINE in results:
+        for name, ref in BASELINE_PAIRS:
+            if name not in results or ref not in results:
+                continue
             # One row per metric: the two builds side by side, each one's
             # spread, and whether their min-max ranges meet (if they do, the
             # difference is within this run's noise). One repetition has no
@@ -1096,16 +1114,16 @@ class Bench:
                     return "–"
                 return f"{(v['max'] - v['min']) / v['median'] * 100:.0f} %"
 
-            lines.append(f"### encfs / {BASELINE}: ratio of medians\n")
+            lines.append(f"### {name} / {ref}: ratio of medians\n")
             lines.append("Spread = (max - min) / median of each build; overlap = their min-max ranges meet"
                          " (both need 2 or more repetitions).\n")
-            lines.append(f"| metric | encfs | {BASELINE} | encfs / {BASELINE} | spread encfs / {BASELINE} | overlap |")
+            lines.append(f"| metric | {name} | {ref} | {name} / {ref} | spread {name} / {ref} | overlap |")
             lines.append("|---|---|---|---|---|---|")
             for key, heading, better, fmt in METRICS:
-                s, b = results["encfs"][key], results[BASELINE][key]
+                s, b = results[name][key], results[ref][key]
                 if s is None and b is None:
                     continue
-                r = self.ratio(results, key)
+                r = self.ratio(results, key, name, ref)
                 overlap = "–" if s is None or b is None or min(len(s["reps"]), len(b["reps"])) < 2 else (
                     "yes" if s["min"] <= b["max"] and b["min"] <= s["max"] else "no")
                 lines.append(f"| {heading} {'↑' if better == 'higher' else '↓'} | {cell(s, fmt)} | {cell(b, fmt)} | "
@@ -1126,7 +1144,9 @@ class Bench:
                      " Rounds A and B run the systems in turn, the order rotated by one each repetition."
                      + (f" {BASELINE} = the same encfs-pack and encfs-mount commands, with the binaries from"
                         f" --baseline-bin and a bundle of its own; it runs right after encfs in rounds A and B (first when the rotation puts it there)."
-                        if BASELINE in results else ""))
+                        if BASELINE in results else "")
+                     + (f" {BASELINE_URING} = the same as {BASELINE} with `--transport uring`."
+                        if BASELINE_URING in results else ""))
         lines.append(f"\nBenchmark time (measurements only, after the build): {self.elapsed / 60:.1f} min.")
         return "\n".join(lines) + "\n"
 

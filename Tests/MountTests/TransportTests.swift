@@ -76,6 +76,53 @@ final class TransportTests: LockTestCase {
         XCTAssertTrue(text.output.contains("transport:    uring ("), text.summary)
     }
 
+    /// Each queue's helper may run on every CPU but its queue's, where the
+    /// pinned server and the reader already are: read-ahead it takes over
+    /// decrypts on another core (woken by the pinned server, an unpinned
+    /// helper was placed beside it).
+    func testUring_HelperAvoidsItsQueuesCPU() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring"])
+        let daemon = try XCTUnwrap(mounted.daemonPID)
+        let usable = try allowedCPUs(task: daemon, of: daemon)
+        guard usable.count >= 2 else { throw XCTSkip("one CPU: nothing for a helper to avoid") }
+        try assertLargeFileReads(mounted)
+        // The threads set their affinity as they start; poll a moment.
+        var pinned: [Set<Int>] = []
+        var avoided: [Set<Int>] = []
+        let settled = Deadline.poll(seconds: 10) {
+            guard let threads = try? self.ringThreads(of: daemon) else { return false }
+            pinned = threads.filter { $0.name == "encfs-ring" }.map { $0.cpus.count == 1 ? $0.cpus : [] }.sorted { $0.description < $1.description }
+            avoided = threads.filter { $0.name == "encfs-ringhelp" }.map { usable.subtracting($0.cpus) }.sorted { $0.description < $1.description }
+            return !pinned.isEmpty && pinned == avoided
+        }
+        XCTAssertTrue(settled, "pinned servers on \(pinned), helpers kept off \(avoided)")
+        XCTAssertTrue(avoided.contains { $0.count == 1 }, "no helper avoids a CPU: \(avoided)")
+    }
+
+    /// The daemon's ring threads: name and the CPUs each may run on.
+    private func ringThreads(of pid: pid_t) throws -> [(name: String, cpus: Set<Int>)] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").compactMap { tid in
+            guard let task = pid_t(tid) else { return nil }
+            let name = try String(contentsOfFile: "/proc/\(pid)/task/\(tid)/comm", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            guard name.hasPrefix("encfs-ring") else { return nil }
+            return (name, try allowedCPUs(task: task, of: pid))
+        }
+    }
+
+    /// `Cpus_allowed_list` of one thread ("0-3,6").
+    private func allowedCPUs(task: pid_t, of pid: pid_t) throws -> Set<Int> {
+        let status = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
+        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") })
+        var cpus = Set<Int>()
+        for part in line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces).split(separator: ",") {
+            let bounds = part.split(separator: "-").compactMap { Int($0) }
+            let range = try XCTUnwrap(bounds.first.map { $0...(bounds.last ?? $0) }, "bad CPU list \(line)")
+            cpus.formUnion(range)
+        }
+        return cpus
+    }
+
     func testClassic_RingsStayIdle() throws {
         let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic"])
         try assertLargeFileReads(mounted)
