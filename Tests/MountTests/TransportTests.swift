@@ -87,12 +87,16 @@ final class TransportTests: LockTestCase {
         guard usable.count >= 2 else { throw XCTSkip("one CPU: nothing for a helper to avoid") }
         try assertLargeFileReads(mounted)
         // The threads set their affinity as they start; poll a moment.
-        var pinned: [Set<Int>] = []
-        var avoided: [Set<Int>] = []
+        // Per pinned server the CPU it is pinned to, per helper the CPUs
+        // it may not use: the same lists when each helper avoids its queue's.
+        var pinned: [[Int]] = []
+        var avoided: [[Int]] = []
         let settled = Deadline.poll(seconds: 10) {
             guard let threads = try? self.ringThreads(of: daemon) else { return false }
-            pinned = threads.filter { $0.name == "encfs-ring" }.map { $0.cpus.count == 1 ? $0.cpus : [] }.sorted { $0.description < $1.description }
-            avoided = threads.filter { $0.name == "encfs-ringhelp" }.map { usable.subtracting($0.cpus) }.sorted { $0.description < $1.description }
+            pinned = threads.filter { $0.name == "encfs-ring" }.map { $0.cpus.count == 1 ? $0.cpus.sorted() : [] }
+                .sorted { $0.lexicographicallyPrecedes($1) }
+            avoided = threads.filter { $0.name == "encfs-ringhelp" }.map { usable.subtracting($0.cpus).sorted() }
+                .sorted { $0.lexicographicallyPrecedes($1) }
             return !pinned.isEmpty && pinned == avoided
         }
         XCTAssertTrue(settled, "pinned servers on \(pinned), helpers kept off \(avoided)")
