@@ -20,9 +20,10 @@
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
 #                    encfs-classic (encfs --transport classic),
 #                    encfs-uring (encfs --transport uring),
-#                    squashfuse-zstd,encfs-zstd, encfs-zstd-classic
-#                    (encfs-zstd --transport classic) (and encfs-base with
-#                    --baseline-bin)
+#                    squashfuse-zstd,encfs-zstd, encfs-zstd-uring
+#                    (encfs-zstd --transport uring; encfs-zstd-classic is
+#                    another name for encfs-zstd, classic being the default)
+#                    (and encfs-base, encfs-zstd-base with --baseline-bin)
 #   --dataset NAME   random (default: incompressible) or resources: a
 #                    compressible tree like shipped resources (a SQLite
 #                    database, JS/CSS/JSON/HTML/CSV/text, some media, a
@@ -40,7 +41,9 @@
 #                    encfs / encfs-base ratios of medians, to show whether a
 #                    change moved a figure beyond the noise; the system
 #                    encfs-base-uring (the same with --transport uring, on
-#                    request in --systems) gets its table against encfs-uring
+#                    request in --systems) gets its table against encfs-uring,
+#                    and encfs-zstd-base (the same for encfs-zstd, on request)
+#                    against encfs-zstd
 #
 # Environment: BENCH_ENCFS_PACK_ARGS (e.g. "--chunk-size 256K") and
 # BENCH_ENCFS_MOUNT_ARGS are appended to the encfs-pack / encfs-mount command
@@ -97,8 +100,8 @@ if [ -n "$baseline" ]; then
   done
   baseline="$(cd "$baseline" && pwd)"
   extra+=(--baseline-bin "$baseline")
-elif [[ ",$systems," == *,encfs-base,* ]]; then
-  echo "bench.sh: error: --systems encfs-base needs --baseline-bin DIR" >&2
+elif [[ ",$systems," == *,encfs-base,* || ",$systems," == *,encfs-zstd-base,* ]]; then
+  echo "bench.sh: error: --systems encfs-base and encfs-zstd-base need --baseline-bin DIR" >&2
   exit 2
 fi
 [ -z "$systems" ] || extra+=(--systems "$systems")

@@ -80,14 +80,22 @@ BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
 # (FUSE over io_uring), beside encfs's default (classic); only when asked
 # for with --systems.
 CLASSIC = "encfs-classic"
-# encfs-zstd with --transport classic, beside encfs-zstd; only when asked for.
-ZSTD_CLASSIC = "encfs-zstd-classic"
 URING = "encfs-uring"
 # encfs-base with --transport uring, beside encfs-uring; only with
 # --baseline-bin and when asked for.
 BASELINE_URING = "encfs-base-uring"
+# encfs-zstd with --transport uring, beside encfs-zstd (classic, the
+# default); only when asked for.
+ZSTD_URING = "encfs-zstd-uring"
+# encfs-zstd with the --baseline-bin binaries (their own compressed bundle),
+# to compare two builds on compressed bundles; only with --baseline-bin and
+# when asked for.
+ZSTD_BASELINE = "encfs-zstd-base"
 # The pairs (this build, the baseline build) compared by ratio tables.
-BASELINE_PAIRS = [("encfs", BASELINE), (URING, BASELINE_URING)]
+BASELINE_PAIRS = [("encfs", BASELINE), (URING, BASELINE_URING), ("encfs-zstd", ZSTD_BASELINE)]
+# Old names that now mean another system: encfs-zstd-classic was encfs-zstd
+# with --transport classic, which is the default now.
+ALIASES = {"encfs-zstd-classic": "encfs-zstd"}
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
 
@@ -533,11 +541,18 @@ class EncFSClassic(EncFS):
         return super().mount_command() + ["--transport", "classic"]
 
 
-class EncFSZstdClassic(EncFSZstd):
-    """encfs-zstd with --transport classic, so compressed reads can be measured apart from the rings."""
+class EncFSZstdUring(EncFSZstd):
+    """encfs-zstd with --transport uring: compressed reads over the per-CPU FUSE rings."""
 
     def mount_command(self):
-        return super().mount_command() + ["--transport", "classic"]
+        return super().mount_command() + ["--transport", "uring"]
+
+
+class EncFSZstdBase(EncFSZstd):
+    """encfs-zstd built from another revision (--baseline-bin): the same commands and arguments as encfs-zstd."""
+
+    def __init__(self, name, bench):
+        super().__init__(name, bench, bin_dir=bench.args.baseline_bin)
 
 
 class EncFSUring(EncFS):
@@ -602,8 +617,8 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
-                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_CLASSIC: EncFSZstdClassic}
-        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_CLASSIC]
+                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_URING: EncFSZstdUring}
+        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_URING]
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]
@@ -612,11 +627,12 @@ class Bench:
                     "build one with Scripts/build-baseline.sh REV")
             classes[BASELINE] = EncFSBase
             classes[BASELINE_URING] = EncFSBaseUring
-            available += [BASELINE, BASELINE_URING]
+            classes[ZSTD_BASELINE] = EncFSZstdBase
+            available += [BASELINE, BASELINE_URING, ZSTD_BASELINE]
             default.append(BASELINE)
-        wanted = args.systems.split(",") if args.systems else default
+        wanted = [ALIASES.get(n, n) for n in args.systems.split(",")] if args.systems else default
         for name in wanted:
-            if name in (BASELINE, BASELINE_URING) and not args.baseline_bin:
+            if name in (BASELINE, BASELINE_URING, ZSTD_BASELINE) and not args.baseline_bin:
                 die(f"{name} needs --baseline-bin DIR")
             if name not in classes:
                 die(f"unknown system ({name})", f"choose from {','.join(available)}")
@@ -1146,7 +1162,9 @@ class Bench:
                         f" --baseline-bin and a bundle of its own; it runs right after encfs in rounds A and B (first when the rotation puts it there)."
                         if BASELINE in results else "")
                      + (f" {BASELINE_URING} = the same as {BASELINE} with `--transport uring`."
-                        if BASELINE_URING in results else ""))
+                        if BASELINE_URING in results else "")
+                     + (f" {ZSTD_BASELINE} = encfs-zstd's commands with the --baseline-bin binaries and a bundle of its own."
+                        if ZSTD_BASELINE in results else ""))
         lines.append(f"\nBenchmark time (measurements only, after the build): {self.elapsed / 60:.1f} min.")
         return "\n".join(lines) + "\n"
 
