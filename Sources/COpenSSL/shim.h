@@ -37,4 +37,24 @@ static inline void encfs_OPENSSL_free(void *addr) {
     OPENSSL_free(addr);
 }
 
+// A reusable HMAC-SHA256 context: the digest is an OSSL_PARAM whose name and
+// value are C strings that must outlive the call, which Swift's string
+// bridging does not promise; built here once per context, so re-keying it
+// later (EVP_MAC_init with no parameters) looks nothing up by name.
+static inline EVP_MAC_CTX *encfs_hmac_sha256_ctx_new(EVP_MAC *mac) {
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(mac);
+    if (ctx == NULL) {
+        return NULL;
+    }
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    if (EVP_MAC_CTX_set_params(ctx, params) != 1) {
+        EVP_MAC_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 #endif

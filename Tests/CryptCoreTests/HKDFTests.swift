@@ -24,6 +24,25 @@ final class HKDFTests: XCTestCase {
         }
     }
 
+    func testVectors_RFC5869ThroughOneReusedContext() throws {
+        let file = try TestVectors.load("hkdf-sha256-rfc5869", as: TestVectors.HKDF.self)
+        let context = try HMACSHA256Context()
+        // Each derivation re-keys the context twice (extract, expand):
+        // twice over, so no vector depends on a fresh context.
+        for _ in 0..<2 {
+            for v in file.vectors {
+                let okm = try v.ikm.bytes.withUnsafeBytes { i in
+                    try v.salt.bytes.withUnsafeBytes { s in
+                        try v.info.bytes.withUnsafeBytes { n in
+                            try HKDF.deriveKey(inputKey: i, salt: s, info: n, outputCount: v.okm.bytes.count, using: context)
+                        }
+                    }
+                }
+                XCTAssertEqual(TestSupport.bytes(of: okm).hexString, v.okm.description, v.name)
+            }
+        }
+    }
+
     func testDerive_EmptySaltMeansHashLengthZeros() throws {
         let ikm = try SecureRandom.bytes(32)
         let info = Array("encfs chunk key".utf8)

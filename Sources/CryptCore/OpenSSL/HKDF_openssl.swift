@@ -12,23 +12,34 @@ public enum HKDF {
     ///   - salt: optional salt; empty means 32 zero bytes, as the RFC says.
     ///   - info: context and application specific information.
     ///   - outputCount: how many bytes to derive.
+    ///   - context: an HMAC context to compute with (a thread that derives
+    ///     many keys keeps one: no per-call lookups in OpenSSL); nil uses
+    ///     the one-shot HMAC.
     /// - Returns: the output keying material in wiping storage.
     /// - Throws: `CryptError.invalidParameter` when `outputCount` is too large.
     public static func deriveKey(inputKey: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer,
-                                 info: UnsafeRawBufferPointer, outputCount: Int) throws -> SecureBytes {
+                                 info: UnsafeRawBufferPointer, outputCount: Int,
+                                 using context: HMACSHA256Context? = nil) throws -> SecureBytes {
         let hashLength = HMACSHA256.byteCount
         guard outputCount > 0, outputCount <= 255 * hashLength else {
             throw CryptError.invalidParameter("HKDF output length \(outputCount)")
+        }
+        func mac(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws {
+            if let context {
+                try context.authenticationCode(key: key, data: data, into: output)
+            } else {
+                try HMACSHA256.authenticationCode(key: key, data: data, into: output)
+            }
         }
         // Extract: PRK = HMAC(salt, IKM).
         let zeroSalt = [UInt8](repeating: 0, count: hashLength)
         let prk = try SecureBytes(count: hashLength) { (p: UnsafeMutableRawBufferPointer) throws in
             if salt.count == 0 {
                 try zeroSalt.withUnsafeBytes { (z: UnsafeRawBufferPointer) throws in
-                    try HMACSHA256.authenticationCode(key: z, data: inputKey, into: p)
+                    try mac(key: z, data: inputKey, into: p)
                 }
             } else {
-                try HMACSHA256.authenticationCode(key: salt, data: inputKey, into: p)
+                try mac(key: salt, data: inputKey, into: p)
             }
         }
         // Expand: T(i) = HMAC(PRK, T(i-1) || info || i). T(i) is output key
@@ -49,7 +60,7 @@ public enum HKDF {
                         }
                         input[previous + info.count] = counter
                         let message = UnsafeRawBufferPointer(rebasing: input[0..<(previous + info.count + 1)])
-                        try HMACSHA256.authenticationCode(key: prkBytes, data: message, into: block)
+                        try mac(key: prkBytes, data: message, into: block)
                         let take = min(hashLength, outputCount - produced)
                         UnsafeMutableRawBufferPointer(rebasing: out[produced..<(produced + take)])
                             .copyMemory(from: UnsafeRawBufferPointer(rebasing: block[0..<take]))

@@ -22,6 +22,9 @@ package struct BundleKeys: Sendable {
     /// What a signature records of the content key (``BundleSignature``):
     /// one-way, so it can be public, and no other key gives it.
     package let keyCommitment: [UInt8]
+    /// The file keys' HKDF info, "encfs v1 file" ‖ bundle id: the same for
+    /// every file, so made once instead of at each file's first read.
+    private let fileKeyInfo: [UInt8]
 
     /// Derives the header and index keys.
     ///
@@ -29,6 +32,7 @@ package struct BundleKeys: Sendable {
     package init(contentKey: SymmetricKey, bundleID: [UInt8]) throws {
         self.contentKey = contentKey
         self.bundleID = bundleID
+        fileKeyInfo = BundleFormat.labelFile + bundleID
         do {
             headerMACKey = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelHeaderMAC)
             indexKey = try HKDF.deriveKey(from: contentKey, salt: bundleID, info: BundleFormat.labelIndex)
@@ -41,14 +45,16 @@ package struct BundleKeys: Sendable {
 
     /// The key that seals the chunks of the file with id `fileID`.
     ///
-    /// - Parameter fileID: the 16-byte file id from the file's index record.
+    /// - Parameters:
+    ///   - fileID: the 16-byte file id from the file's index record.
+    ///   - context: the calling thread's HMAC context, when it derives many
+    ///     file keys (a reader's workspace, the packer); nil for one-off use.
     /// - Throws: `BundleError.crypto` if the derivation fails.
-    package func fileKey(fileID: UnsafeRawBufferPointer) throws -> SymmetricKey {
+    package func fileKey(fileID: UnsafeRawBufferPointer, using context: HMACSHA256Context? = nil) throws -> SymmetricKey {
         do {
-            let info = BundleFormat.labelFile + bundleID
             let bytes = try contentKey.withUnsafeBytes { k in
-                try info.withUnsafeBytes { i in
-                    try HKDF.deriveKey(inputKey: k, salt: fileID, info: i, outputCount: SymmetricKey.byteCount)
+                try fileKeyInfo.withUnsafeBytes { i in
+                    try HKDF.deriveKey(inputKey: k, salt: fileID, info: i, outputCount: SymmetricKey.byteCount, using: context)
                 }
             }
             return try SymmetricKey(bytes)

@@ -42,6 +42,9 @@ final class FileEncryptor {
     private let keys: BundleKeys
     private let codec: ChunkCodec
     private let pipeline: ChunkPipeline?
+    /// Derives each file's key (once per stored file) with one HMAC
+    /// context, re-keyed each time: no lookups inside OpenSSL per file.
+    private let keyDerivation: HMACSHA256Context
     /// Whole chunks of plaintext: ``readBatchBytes`` rounded down to the
     /// chunk size, at least one chunk (plus the byte that proves the end
     /// of a file).
@@ -65,6 +68,7 @@ final class FileEncryptor {
         self.progress = progress
         self.prefetcher = prefetcher
         codec = try ChunkCodec(bundleID: keys.bundleID)
+        do { keyDerivation = try HMACSHA256Context() } catch { throw BundleError.crypto("cannot create an HMAC context") }
         chunksPerRead = max(1, UInt64(Self.readBatchBytes) / layout.chunkSize)
         plaintext = .allocate(byteCount: Int(chunksPerRead * layout.chunkSize) + 1, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
@@ -85,7 +89,7 @@ final class FileEncryptor {
         let (file, before) = try open(source)
         let size = UInt64(max(before.st_size, 0))
         guard layout.isValidPlaintextSize(size) else { throw BundleError.limitExceeded("file larger than \(layout.maximumPlaintextSize) bytes") }
-        let fileKey = try body.fileID.withUnsafeBytes { try keys.fileKey(fileID: $0) }
+        let fileKey = try body.fileID.withUnsafeBytes { try keys.fileKey(fileID: $0, using: keyDerivation) }
         let chunks = layout.chunkCount(forPlaintextSize: size)
         var chunk: UInt64 = 0
         if let pipeline {
