@@ -42,11 +42,6 @@ package final class ChunkWorkspace: @unchecked Sendable {
     private var cachedKeys: [SymmetricKey?]
     /// The slot the next miss replaces (round robin).
     private var nextSlot = 0
-    /// Derives the file keys missing from the cache, re-keyed for each
-    /// (no lookups inside OpenSSL per file). It holds the HMAC state of the
-    /// last derivation, as secret as the cached keys, and goes with them:
-    /// freed (OpenSSL wipes it) when the workspace is, e.g. at lock.
-    private let keyDerivation: HMACSHA256Context
     /// Files cached per workspace. The mount's reads carry no per-open
     /// state (the kernel usually skips open and release), so a read finds its file's entry and
     /// key here, without touching the index; a few slots cover a thread
@@ -80,7 +75,6 @@ package final class ChunkWorkspace: @unchecked Sendable {
         cachedPositions = Array(repeating: -1, count: Self.cachedKeyCount)
         cachedEntries = Array(repeating: nil, count: Self.cachedKeyCount)
         cachedKeys = Array(repeating: nil, count: Self.cachedKeyCount)
-        do { keyDerivation = try HMACSHA256Context() } catch { throw BundleError.crypto("cannot create an HMAC context") }
     }
 
     /// The cached entry at index `position`, if this workspace read that
@@ -103,7 +97,11 @@ package final class ChunkWorkspace: @unchecked Sendable {
         for slot in 0..<Self.cachedKeyCount where cachedPositions[slot] == entry.position {
             if let key = cachedKeys[slot] { return key }
         }
-        let key = try entry.withFileID { try keys.fileKey(fileID: $0, using: keyDerivation) }
+        // The one-shot HMAC, not a kept ``HMACSHA256Context``: with a context
+        // kept here, LockMemoryTests found the content key (HKDF's input)
+        // still in the daemon's memory after a lock that freed the
+        // workspace and its context (docs/PERFORMANCE.md).
+        let key = try entry.withFileID { try keys.fileKey(fileID: $0) }
         let slot = nextSlot
         nextSlot = (nextSlot + 1) % Self.cachedKeyCount
         cachedPositions[slot] = entry.position
