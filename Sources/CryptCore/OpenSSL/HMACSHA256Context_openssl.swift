@@ -8,7 +8,10 @@ internal import COpenSSL
 /// SHA-256 digest by name and builds a new context on every call; here the
 /// context is made once and only re-keyed (`EVP_MAC_init` with no
 /// parameters), so a tag costs the hashing and no lookups. Not thread-safe:
-/// one per thread (a reader's ``ChunkWorkspace``, the packer).
+/// one per thread (the packer's file encryptor). Not kept by the mount
+/// daemon's readers: with one per reader workspace, the lock test found
+/// the content key in the daemon's memory after a lock
+/// (docs/PERFORMANCE.md).
 public final class HMACSHA256Context {
     private let context: OpaquePointer
 
