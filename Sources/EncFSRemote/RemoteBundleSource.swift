@@ -10,17 +10,19 @@ import Glibc
 /// memory, and everything else fetched in fetch units through the
 /// ciphertext cache, with read-ahead for sequential reads.
 ///
-/// A unit starts where a read's first missing byte is (the reader asks
-/// for whole sealed chunks, so that is a chunk's start) and ends about
-/// ``RemoteOptions/fetchSize`` bytes on, cut to a chunk boundary counted
-/// from where the read began, or at the next unit already stored or being
-/// fetched (``plannedEnd(from:anchor:)``): a chunk is never split between
-/// two requests, and units never overlap. The head and the pinned index
-/// are never fetched twice.
+/// A unit fills a cell of a grid of whole chunks, as many as fit in
+/// ``RemoteOptions/fetchSize``, on the chunk boundaries of the read that
+/// needs it (``payloadCell(holding:anchor:)``; the reader asks for whole
+/// sealed chunks), cut where a unit already stored or being fetched begins
+/// or ends: a read's chunks are never split between two requests, units
+/// never overlap, and none is longer than the fetch size (unless a chunk
+/// is). The head and the pinned index are never
+/// fetched twice.
 ///
 /// A cold read is answered as soon as its own bytes have arrived: the unit
-/// is fetched with two requests, the read's bytes first, then the rest in
-/// the background, and stored (whole, as one file) once both arrived.
+/// is fetched with up to three requests at once, the read's bytes on the
+/// reader's thread, the bytes before and after them in the background,
+/// and stored (whole, as one file) once all arrived.
 ///
 /// A read waits for the network only for bytes the cache lacks; at most
 /// ``RemoteOptions/maximumWaitingReads`` reads wait at once, so worker
@@ -80,6 +82,14 @@ public final class RemoteBundleSource: ByteSource {
     /// reader's requests out of order, within the kernel's read-ahead
     /// window (1 MiB for a mount).
     static let sequentialWindow: UInt64 = 2 << 20
+    /// Reads in a row that started near where the one before ended.
+    private let nearStreak = Atomic<Int>(0)
+    /// How many such reads in a row make a sequential reader: one alone
+    /// is as likely a random read that landed near the last (1 in 16 of
+    /// random reads of a 64 MiB file), and each such read started the
+    /// read-ahead of two units, from the network or the disk
+    /// (docs/PERFORMANCE.md, remote bundles).
+    static let sequentialStreak = 2
     /// Read-ahead and the rest of a unit a read was answered from run here,
     /// units in parallel (each request still waits for one of the
     /// `--connections` connections): one unit at a time left cold
@@ -180,8 +190,15 @@ public final class RemoteBundleSource: ByteSource {
         // One deadline for the whole read, however many units it spans.
         let deadline = http.deadline()
         let previousEnd = lastEnd.exchange(offset + UInt64(count), ordering: .relaxed)
-        let sequential = previousEnd != UInt64.max
+        let near = previousEnd != UInt64.max
             && max(offset, previousEnd) - min(offset, previousEnd) <= Self.sequentialWindow
+        let sequential: Bool
+        if near {
+            sequential = nearStreak.wrappingAdd(1, ordering: .relaxed).newValue >= Self.sequentialStreak
+        } else {
+            nearStreak.store(0, ordering: .relaxed)
+            sequential = false
+        }
         var done = 0
         while done < count {
             let position = offset + UInt64(done)
@@ -239,6 +256,29 @@ public final class RemoteBundleSource: ByteSource {
         return min(end, pinnedStart)
     }
 
+    /// The cell that holds `position` of a grid of units of whole chunks,
+    /// on the chunk boundaries of the read that began at `anchor` (a
+    /// chunk's start): as many chunks as fit in ``unitSize`` (at least
+    /// one); cells of ``unitSize`` from ``payloadStart`` for a compressed
+    /// bundle. A cold read fetches its cell (as far as no other unit holds
+    /// it), so that random reads fill a cell with one unit.
+    ///
+    /// Why a grid: units that started at each cold read and ran to the next
+    /// unit left gaps that each cost a round trip of their own (twice as
+    /// many cold misses as cells for 200 random reads of a 64 MiB file;
+    /// docs/PERFORMANCE.md, remote bundles).
+    private func payloadCell(holding position: UInt64, anchor: UInt64) -> Range<UInt64> {
+        var origin = payloadStart
+        var span = unitSize
+        if let stride = chunkStride, stride > 0 {
+            origin = anchor % stride
+            span = max(1, unitSize / stride) * stride
+        }
+        guard position >= origin else { return position..<(position + span) }
+        let start = origin + (position - origin) / span * span
+        return start..<(start + span)
+    }
+
     /// Who fetches the bytes at an offset.
     private enum Claim {
         /// A stored unit holds them (or is being written: look again).
@@ -253,24 +293,32 @@ public final class RemoteBundleSource: ByteSource {
     /// `position`, unless a unit already holds it: checked and registered
     /// under one lock, so that no two readers fetch the same bytes.
     ///
-    /// The unit starts at `position`, or before it: at the start of a
-    /// dropped unit (``Claims/holes``), or of its cell of the index's grid;
-    /// never inside bytes held.
+    /// The unit starts at `position`, or before it: at the start of its
+    /// cell (``payloadCell(holding:anchor:)``, or the index's grid), or of a
+    /// dropped unit (``Claims/holes``); never inside bytes held.
     ///
     /// Lock order: ``inFlight``, then the cache's.
     private func claim(at position: UInt64, anchor: UInt64, in cache: CiphertextCache) -> Claim {
         inFlight.withLock { claims in
             if let flight = claims.flights.first(where: { $0.range.contains(position) }) { return .waitFor(flight.range, flight.done) }
             if case .stored(let range) = cache.coverage(at: position, before: position + 1) { return .stored(range) }
-            var start = position
-            if position >= indexStart { start = max(headEnd, indexStart + (position - indexStart) / unitSize * unitSize) }
+            var start: UInt64
+            var end: UInt64
+            if position >= indexStart {
+                start = max(headEnd, indexStart + (position - indexStart) / unitSize * unitSize)
+                end = 0
+            } else {
+                let cell = payloadCell(holding: position, anchor: anchor)
+                start = max(headEnd, cell.lowerBound)
+                end = min(cell.upperBound, pinnedStart)
+            }
             if let hole = claims.holes.first(where: { $0.contains(position) }) { start = min(start, max(hole.lowerBound, headEnd)) }
             if start < position {
                 let before = start..<position
                 start = max(start, cache.lastEnd(overlapping: before) ?? start)
                 for flight in claims.flights where flight.range.overlaps(before) { start = max(start, flight.range.upperBound) }
             }
-            var end = plannedEnd(from: start, anchor: start < position ? start : anchor)
+            if end <= position { end = plannedEnd(from: start, anchor: start < position ? start : anchor) }
             if end <= position {
                 start = position
                 end = plannedEnd(from: start, anchor: anchor)
@@ -342,23 +390,40 @@ public final class RemoteBundleSource: ByteSource {
         return result
     }
 
-    /// Fetches the bytes of `unit` (claimed by the caller) up to those
-    /// `buffer` wants at `position`, copies those there and returns; the
-    /// rest of the unit follows in the background, and the unit is stored
-    /// and released once whole. A rest under ``smallestRest`` comes with
-    /// the first request.
+    /// Fetches `unit` (claimed by the caller) in up to three requests at
+    /// once: the bytes `buffer` wants at `position` on this thread, the
+    /// bytes before and after them in the background; copies the wanted
+    /// bytes into `buffer` as soon as they arrived and returns. Whichever
+    /// request finishes last stores the unit whole and releases it
+    /// (``finishPiece(of:_:assembly:bytes:group:cache:)``). A piece before
+    /// or after under ``smallestRest`` comes with the read's own request.
     private func fetchFirst(of unit: Range<UInt64>, group: DispatchGroup, at position: UInt64,
                             into buffer: UnsafeMutableRawBufferPointer, cache: CiphertextCache,
                             deadline: DispatchTime) throws(RemoteError) -> CiphertextCache.Hit {
         let bytes = UnitBuffer(count: Int(unit.count))
         let lead = Int(position - unit.lowerBound)
         let handed = min(buffer.count, bytes.count - lead)
-        let first = bytes.count - lead - handed > Self.smallestRest ? lead + handed : bytes.count
+        let first = lead > Self.smallestRest ? lead : 0
+        let last = bytes.count - lead - handed > Self.smallestRest ? lead + handed : bytes.count
+        let others = [0..<first, last..<bytes.count].filter { !$0.isEmpty }
+        let assembly = UnitAssembly(pieces: 1 + others.count)
+        for piece in others {
+            background.async { [self] in
+                var failure: RemoteError?
+                do throws(RemoteError) {
+                    try http.fetch(offset: unit.lowerBound + UInt64(piece.lowerBound), count: piece.count,
+                                   into: bytes.slice(piece))
+                } catch {
+                    failure = error
+                }
+                finishPiece(of: unit, failure, assembly: assembly, bytes: bytes, group: group, cache: cache)
+            }
+        }
         do {
-            try http.fetch(offset: unit.lowerBound, count: first, into: bytes.slice(0..<first), deadline: deadline)
+            try http.fetch(offset: unit.lowerBound + UInt64(first), count: last - first, into: bytes.slice(first..<last),
+                           deadline: deadline)
         } catch {
-            noteFailure(of: unit, error)
-            release(unit, group)
+            finishPiece(of: unit, error, assembly: assembly, bytes: bytes, group: group, cache: cache)
             throw error
         }
         inFlight.withLock { claims in
@@ -368,32 +433,38 @@ public final class RemoteBundleSource: ByteSource {
         }
         UnsafeMutableRawBufferPointer(rebasing: buffer[0..<handed])
             .copyMemory(from: UnsafeRawBufferPointer(bytes.slice(lead..<(lead + handed))))
-        if first == bytes.count {
-            clearFailure(of: unit)
-            cache.store(at: unit.lowerBound, bytes: UnsafeRawBufferPointer(bytes.slice(0..<bytes.count)))
-            release(unit, group)
-        } else {
-            background.async { [self] in fetchRest(of: unit, from: first, into: bytes, group: group, cache: cache) }
-        }
+        finishPiece(of: unit, nil, assembly: assembly, bytes: bytes, group: group, cache: cache)
         return CiphertextCache.Hit(count: handed, unit: unit)
     }
 
-    /// Fetches `unit` (claimed by the caller) from byte `from` on into
-    /// `bytes`, which holds the ones before, stores it whole, and releases
-    /// it. Failures are left to a reader that needs the unit.
-    private func fetchRest(of unit: Range<UInt64>, from: Int, into bytes: UnitBuffer, group: DispatchGroup,
-                           cache: CiphertextCache) {
+    /// Records that one request of `unit` ended (`failure` nil: its bytes
+    /// are in `bytes`); after the last one, stores the unit whole unless a
+    /// piece failed or handed-out bytes failed authentication, and
+    /// releases it. A failure is left to a reader that needs the unit.
+    private func finishPiece(of unit: Range<UInt64>, _ failure: RemoteError?, assembly: UnitAssembly, bytes: UnitBuffer,
+                             group: DispatchGroup, cache: CiphertextCache) {
+        guard let outcome = assembly.finish(failure) else { return }
         defer { release(unit, group) }
-        do {
-            try http.fetch(offset: unit.lowerBound + UInt64(from), count: bytes.count - from,
-                           into: bytes.slice(from..<bytes.count))
-        } catch {
+        if case .failure(let error) = outcome {
             noteFailure(of: unit, error)
             return
         }
         clearFailure(of: unit)
         guard !inFlight.withLock({ $0.flights.contains { $0.range == unit && $0.discarded } }) else { return }
         cache.store(at: unit.lowerBound, bytes: UnsafeRawBufferPointer(bytes.slice(0..<bytes.count)))
+    }
+
+    /// Fetches `unit` (claimed by the caller) whole in one request, stores
+    /// it and releases it: read-ahead and `--prefetch all`.
+    private func fetchWhole(_ unit: Range<UInt64>, group: DispatchGroup, cache: CiphertextCache) {
+        let bytes = UnitBuffer(count: Int(unit.count))
+        var failure: RemoteError?
+        do throws(RemoteError) {
+            try http.fetch(offset: unit.lowerBound, count: bytes.count, into: bytes.slice(0..<bytes.count))
+        } catch {
+            failure = error
+        }
+        finishPiece(of: unit, failure, assembly: UnitAssembly(pieces: 1), bytes: bytes, group: group, cache: cache)
     }
 
     /// Records that fetching `unit` failed with `error`.
@@ -462,7 +533,7 @@ public final class RemoteBundleSource: ByteSource {
             case .waitFor(let unit, _):
                 position = unit.upperBound
             case .owned(let unit, let group):
-                background.async { [self] in fetchRest(of: unit, from: 0, into: UnitBuffer(count: Int(unit.count)), group: group, cache: cache) }
+                background.async { [self] in fetchWhole(unit, group: group, cache: cache) }
                 position = unit.upperBound
             }
         }
@@ -481,7 +552,7 @@ public final class RemoteBundleSource: ByteSource {
                 case .stored(let unit), .waitFor(let unit, _):
                     position = unit.upperBound
                 case .owned(let unit, let group):
-                    fetchRest(of: unit, from: 0, into: UnitBuffer(count: Int(unit.count)), group: group, cache: cache)
+                    fetchWhole(unit, group: group, cache: cache)
                     position = unit.upperBound
                 }
             }

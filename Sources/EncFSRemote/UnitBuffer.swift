@@ -3,8 +3,10 @@
 /// arrives in the background (``RemoteBundleSource``); whoever finishes
 /// last frees it.
 ///
-/// `@unchecked Sendable`: the owner of the unit's claim writes each byte
-/// range once, one request at a time, and reads only what it wrote.
+/// `@unchecked Sendable`: each request of the unit writes its own byte
+/// range, once; a reader reads only the range its own request wrote, and
+/// the unit is stored whole only after every request ended
+/// (``UnitAssembly``, whose lock orders those writes before the read).
 final class UnitBuffer: @unchecked Sendable {
     let count: Int
     private let bytes: UnsafeMutableRawBufferPointer

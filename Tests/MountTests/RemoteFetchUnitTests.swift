@@ -6,10 +6,11 @@ import Glibc
 #endif
 
 /// Where fetch units of a remote bundle begin and end, and when a cold
-/// read returns: a unit starts at a read's first missing chunk and ends on
-/// a chunk boundary, so no chunk is split between two requests; a cold
-/// read returns once its own chunks have arrived, while the rest of its
-/// unit is still on the way, and the unit's cache file appears only whole.
+/// read returns: a unit fills its cell of the fetch-size grid, both ends
+/// on the chunk boundaries of the read that needs it, so no chunk is split
+/// between two requests; a cold read returns once its own chunks have
+/// arrived, while the rest of its unit (before and after them) is still on
+/// the way, and the unit's cache file appears only whole.
 final class RemoteFetchUnitTests: RemoteTestCase {
     /// The `Range` headers nginx logged, as byte ranges, in order.
     private func requestedRanges(_ server: RemoteServer) throws -> [Range<UInt64>] {
@@ -22,8 +23,10 @@ final class RemoteFetchUnitTests: RemoteTestCase {
     }
 
     /// A cold read of one chunk that straddles a 4 MiB boundary of the
-    /// bundle makes one request for that chunk (the fixed 4 MiB grid made
-    /// two, one per unit); a whole-file read then requests every byte once.
+    /// bundle makes one request for that chunk (a grid cut at bytes, not
+    /// chunks, made two); its unit comes in at most three requests (the
+    /// chunk, the bytes before and after it); a whole-file read then
+    /// requests every byte once.
     func testColdChunkAcrossAFourMiBBoundary_OneRequest_WholeFileOnce() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         let published = try publish(server, ["large.bin": 12 << 20], chunkSize: "64K")
@@ -46,7 +49,7 @@ final class RemoteFetchUnitTests: RemoteTestCase {
         XCTAssertEqual(ranges.filter { $0.overlaps(chunkBytes) }.count, 1, "requests for the chunk \(chunkBytes): \(Array(ranges))")
         XCTAssertTrue(ranges.contains { $0.lowerBound <= chunkBytes.lowerBound && $0.upperBound >= chunkBytes.upperBound },
                       "no one request holds the chunk \(chunkBytes): \(Array(ranges))")
-        XCTAssertLessThanOrEqual(ranges.count, 2, "\(Array(ranges))")
+        XCTAssertLessThanOrEqual(ranges.count, 3, "\(Array(ranges))")
         XCTAssertLessThanOrEqual(ranges.reduce(0) { $0 + $1.count }, (4 << 20) + Int(sealed))
 
         // The whole file: every byte requested at most once.
@@ -90,14 +93,54 @@ final class RemoteFetchUnitTests: RemoteTestCase {
         XCTAssertTrue(Deadline.poll(seconds: 20) { ((try? self.unitFiles(cache).count) ?? 0) == 1 })
         let stored = try unitFiles(cache)
         XCTAssertGreaterThan(stored.first?.size ?? 0, 4_000_000, "\(stored)")
-        // The whole unit is served from the cache.
+        // The whole unit is served from the cache: every chunk it holds.
         try server.setFault("pass", ["bytes_per_second": "0"])
         try dropKernelCaches()
         try server.resetProxy()
-        let plainStart = Int(offset / (64 << 10)) * (64 << 10)
-        XCTAssertEqual(try pread(mounted.path("large.bin"), offset: plainStart, count: 3 << 20).result,
-                       try expected("\(published.source)/large.bin", offset: plainStart, count: 3 << 20))
+        let sealed: UInt64 = (64 << 10) + 16
+        let firstChunk = try BundleSurgery.offset(ofChunk: 0, byte: 0, ofFile: "large.bin", in: published.bundle, keyFile: published.key)
+        let unit = try XCTUnwrap(stored.first)
+        let chunks = ((unit.start > firstChunk ? unit.start - firstChunk : 0) + sealed - 1) / sealed..<((unit.start + unit.size - firstChunk) / sealed)
+        XCTAssertTrue(chunks.contains(UInt64(offset >> 16)), "the unit \(unit) lacks the chunk read")
+        let plainStart = Int(chunks.lowerBound) << 16
+        let plainCount = chunks.count << 16
+        XCTAssertEqual(try pread(mounted.path("large.bin"), offset: plainStart, count: plainCount).result,
+                       try expected("\(published.source)/large.bin", offset: plainStart, count: plainCount))
         XCTAssertEqual(try server.proxyStats().bytes, 0, "the unit's rest was not stored")
+        unmount(mounted)
+    }
+
+    /// Cold random reads in one cell of the fetch-size grid share one unit:
+    /// a read late in a cell makes three requests at once (its chunk, the
+    /// cell's bytes before and after it; all three have reached the server
+    /// when the read returns, although each waits half a second there),
+    /// and a later read early in the same cell transfers nothing. Units
+    /// that began at each cold read left the cell's first part to a
+    /// request of its own, and asked for the rest only once the read's
+    /// chunk had returned.
+    func testColdReadsInOneCell_OneUnit_RequestedAtOnce() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["large.bin": 12 << 20], chunkSize: "64K")
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache,
+                                      ["--fetch-size", "4M", "--net-timeout", "30"])
+        // Cells of 63 sealed chunks (the most whole chunks in 4 MiB), on
+        // the chunk boundaries of the file, from bundle offset 0.
+        let sealed: UInt64 = (64 << 10) + 16
+        let firstChunk = try BundleSurgery.offset(ofChunk: 0, byte: 0, ofFile: "large.bin", in: published.bundle, keyFile: published.key)
+        let cellStart = Int(2 * 63 - firstChunk / sealed)
+        try server.resetProxy()
+        try server.setFault("pass", ["latency_ms": "500"])
+        let late = (cellStart + 50) << 16
+        XCTAssertEqual(try pread(mounted.path("large.bin"), offset: late).result,
+                       try expected("\(published.source)/large.bin", offset: late))
+        XCTAssertEqual(try server.proxyStats().requests, 3, "the unit's other bytes were not asked for with the read's chunk")
+        XCTAssertTrue(Deadline.poll(seconds: 20) { ((try? self.unitFiles(cache).count) ?? 0) == 1 })
+        try server.resetProxy()
+        let early = (cellStart + 5) << 16
+        XCTAssertEqual(try pread(mounted.path("large.bin"), offset: early).result,
+                       try expected("\(published.source)/large.bin", offset: early))
+        XCTAssertEqual(try server.proxyStats().bytes, 0, "the cell's first part was not in the first read's unit")
         unmount(mounted)
     }
 
