@@ -112,6 +112,12 @@ public final class RemoteBundleSource: ByteSource {
         /// The bytes handed to the reader that claimed it, before the rest
         /// arrived.
         var handedOut: Range<UInt64> = 0..<0
+        /// The thread of that reader: only it can find those bytes
+        /// corrupt (other readers get the unit from its file, once stored).
+        /// Another reader that finds the same chunk corrupt read it from
+        /// the file this unit replaces, before it was dropped: that must
+        /// not keep these fresh bytes out of the cache.
+        var handedTo: pthread_t = 0
         /// Some of ``handedOut`` failed authentication
         /// (``discardCopies(fromAbsoluteOffset:count:)``): it is not stored.
         var discarded = false
@@ -429,6 +435,7 @@ public final class RemoteBundleSource: ByteSource {
         inFlight.withLock { claims in
             if let at = claims.flights.firstIndex(where: { $0.range == unit }) {
                 claims.flights[at].handedOut = position..<(position + UInt64(handed))
+                claims.flights[at].handedTo = pthread_self()
             }
         }
         UnsafeMutableRawBufferPointer(rebasing: buffer[0..<handed])
@@ -567,9 +574,14 @@ public final class RemoteBundleSource: ByteSource {
     public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool {
         guard count > 0, offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
         let bytes = max(offset, headEnd)..<min(offset + UInt64(count), pinnedStart)
-        // A unit whose first bytes were handed out while the rest arrives.
+        // A unit whose first bytes were handed to this thread while the
+        // rest arrives.
+        let thread = pthread_self()
         inFlight.withLock { claims in
-            for at in claims.flights.indices where claims.flights[at].handedOut.overlaps(bytes) { claims.flights[at].discarded = true }
+            for at in claims.flights.indices
+            where claims.flights[at].handedOut.overlaps(bytes) && pthread_equal(claims.flights[at].handedTo, thread) != 0 {
+                claims.flights[at].discarded = true
+            }
         }
         guard let dropped = cache?.discard(overlapping: bytes), !dropped.isEmpty else { return true }
         inFlight.withLock { claims in

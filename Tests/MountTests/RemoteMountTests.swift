@@ -171,6 +171,12 @@ final class RemoteMountTests: RemoteTestCase {
     /// A unit file damaged in place while the mount keeps it open: the
     /// damaged bytes fail authentication, the unit is fetched again and
     /// its new file is read, never the descriptor of the old one.
+    ///
+    /// A unit fetched again may still be arriving when the read returns
+    /// (its bytes past the read's were served from the old file by other
+    /// workers): the test waits, bounded, until the cache covers again all
+    /// it covered before, so that no fetch of this read lands in the next
+    /// one's count.
     func testCache_UnitDamagedWhileOpen_IsFetchedAgain() throws {
         let server = try RemoteServer(test: self, withProxy: true)
         let published = try publish(server, ["f.bin": 1 << 20])
@@ -178,12 +184,27 @@ final class RemoteMountTests: RemoteTestCase {
         let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
         let digest = try sha256("\(published.source)/f.bin")
         XCTAssertEqual(try sha256(mounted.path("f.bin")), digest)
-        let units = try sh("find \"$1\" -name 'unit-*' -type f | sort", [cache]).output.split(separator: "\n").map(String.init)
+        let units = try unitFiles(cache)
         XCTAssertGreaterThanOrEqual(units.count, 3)
-        for unit in units { try BundleSurgery.flipByte(at: 100, in: unit) }
+        /// The bytes the unit files hold, as ranges merged where they meet.
+        func covered() -> [Range<UInt64>] {
+            ((try? unitFiles(cache)) ?? []).reduce(into: []) { ranges, unit in
+                let range = unit.start..<(unit.start + unit.size)
+                if let last = ranges.last, last.upperBound == range.lowerBound {
+                    ranges[ranges.count - 1] = last.lowerBound..<range.upperBound
+                } else {
+                    ranges.append(range)
+                }
+            }
+        }
+        let coveredBefore = covered()
+        // A byte in the first chunk of each unit (or its middle, when short).
+        for unit in units { try BundleSurgery.flipByte(at: min(100, unit.size / 2), in: unit.path) }
         try dropKernelCaches()
         try server.resetProxy()
         XCTAssertEqual(try sha256(mounted.path("f.bin")), digest, "a damaged cache file was served")
+        XCTAssertTrue(Deadline.poll(seconds: 10) { covered() == coveredBefore },
+                      "the units fetched again were not all stored: \(covered()) against \(coveredBefore)")
         XCTAssertGreaterThan(try server.proxyStats().bytes, 0, "damaged units must be fetched again")
         // The fresh files are the ones read now: nothing more is fetched.
         try dropKernelCaches()
