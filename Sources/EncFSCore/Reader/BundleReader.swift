@@ -326,14 +326,21 @@ public final class BundleReader: Sendable {
                             throw BundleError.corruptChunk(entry: entry.position,
                                                            chunk: window == nil ? batch.firstIncompleteChunk(fetched: got) : batch.chunks.lowerBound)
                         }
+                        // The sealed bytes of the chunk being opened: only
+                        // the copies of those are dropped when it fails (a
+                        // batch may span stored units that are sound).
+                        var opening = 0..<byteCount
                         do {
                             for slice in batch {
+                                opening = window.map { header.layout.storedSealedRange(of: slice, in: batch, window: $0) }
+                                    ?? slice.sealedRange
                                 try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, entry: entry,
                                               key: key, fileID: fileID, workspace: workspace, into: buffer)
                             }
                             break reading
                         } catch BundleError.corruptChunk where mayReadAgain
-                                    && source.discardCopies(fromAbsoluteOffset: sourceOffset, count: byteCount) {
+                                    && source.discardCopies(fromAbsoluteOffset: sourceOffset + UInt64(opening.lowerBound),
+                                                            count: opening.count) {
                             mayReadAgain = false
                         }
                     }

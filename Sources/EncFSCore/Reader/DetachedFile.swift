@@ -72,8 +72,12 @@ package final class DetachedFile: Sendable {
                         guard got == batch.byteCount else {
                             throw BundleError.corruptChunk(entry: entry.position, chunk: batch.firstIncompleteChunk(fetched: got))
                         }
+                        // The chunk being opened: only the copies of its
+                        // sealed bytes are dropped when it fails.
+                        var opening = 0..<batch.byteCount
                         do {
                             for slice in batch {
+                                opening = slice.sealedRange
                                 let sealed = UnsafeRawBufferPointer(rebasing: fetched[slice.sealedRange])
                                 // Whole chunks go straight to the caller; a partly
                                 // wanted one is opened aside, since nothing may be
@@ -92,7 +96,8 @@ package final class DetachedFile: Sendable {
                             }
                             break reading
                         } catch BundleError.corruptChunk where mayReadAgain
-                                    && source.discardCopies(fromAbsoluteOffset: batch.sourceOffset, count: batch.byteCount) {
+                                    && source.discardCopies(fromAbsoluteOffset: batch.sourceOffset + UInt64(opening.lowerBound),
+                                                            count: opening.count) {
                             mayReadAgain = false
                         }
                     }
