@@ -222,6 +222,7 @@ final class CiphertextCache: Sendable {
     /// - Returns: nil when no unit holding `offset` is in place, or its
     ///   file is missing or not as long as recorded (then dropped).
     private func openFile(holding offset: UInt64) -> (FileDescriptor, Range<UInt64>)? {
+        if let open = openFiles.file(holding: offset) { return open }
         let found = state.withLock { state -> (start: UInt64, length: Int, generation: UInt64)? in
             guard let start = state.start(holding: offset, cellSize: cellSize), let entry = state.units[start],
                   entry.ready else { return nil }
@@ -243,7 +244,19 @@ final class CiphertextCache: Sendable {
             discard(start)
             return nil
         }
-        return (openFiles.keep(file, of: start, generation: generation), range)
+        let (kept, closed) = openFiles.keep(file, of: start, length: length, generation: generation)
+        // Its uses while open were not counted here.
+        if let closed { touch(closed) }
+        return (kept, range)
+    }
+
+    /// Marks the unit that starts at `start` as used now.
+    private func touch(_ start: UInt64) {
+        state.withLock { state in
+            guard state.units[start] != nil else { return }
+            state.clock += 1
+            state.units[start]?.lastUse = state.clock
+        }
     }
 
     /// Stores a fetched unit that starts at `start`, evicting
@@ -253,13 +266,20 @@ final class CiphertextCache: Sendable {
     func store(at start: UInt64, bytes: UnsafeRawBufferPointer) {
         let length = UInt64(bytes.count)
         guard length > 0, length <= limit else { return }
+        // Open units are the most recently used (their reads bypass the
+        // table): evicted last.
+        let open = Set(openFiles.openUnits())
         let evicted = state.withLock { state -> [UInt64]? in
             guard state.start(holding: start, cellSize: cellSize) == nil,
                   state.start(holding: start + length - 1, cellSize: cellSize) == nil else { return nil }
             var evicted: [UInt64] = []
             while state.total + length > limit,
-                  let oldest = state.units.filter({ $0.value.ready }).min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                  let oldest = state.units.filter({ $0.value.ready }).min(by: {
+                      (open.contains($0.key) ? 1 : 0, $0.value.lastUse) < (open.contains($1.key) ? 1 : 0, $1.value.lastUse)
+                  }) {
                 _ = state.remove(at: oldest.key, cellSize: cellSize)
+                // Under this lock, so that no read finds it open after.
+                openFiles.remove(oldest.key)
                 evicted.append(oldest.key)
             }
             // Reserved now, so concurrent stores count it; readable once
@@ -270,10 +290,7 @@ final class CiphertextCache: Sendable {
             return evicted
         }
         guard let evicted else { return }
-        for old in evicted {
-            openFiles.remove(old)
-            Self.remove(directory, old)
-        }
+        for old in evicted { Self.remove(directory, old) }
         guard Self.writeUnit(bytes, to: Self.path(directory, start), directory: directory, unit: start) else {
             forget(start)
             return
@@ -317,6 +334,8 @@ final class CiphertextCache: Sendable {
             return units
         }
         for unit in units { discard(unit.lowerBound) }
+        // A file kept open for a unit the table dropped meanwhile.
+        openFiles.remove(overlapping: bytes)
         return units
     }
 
