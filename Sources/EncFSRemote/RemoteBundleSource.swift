@@ -319,6 +319,9 @@ public final class RemoteBundleSource: ByteSource {
                 end = min(cell.upperBound, pinnedStart)
             }
             if let hole = claims.holes.first(where: { $0.contains(position) }) { start = min(start, max(hole.lowerBound, headEnd)) }
+            // From a dropped unit's start in the cell before: still no
+            // longer than a unit, so that the cache's bound holds.
+            if end > start, end - start > unitSize { end = plannedEnd(from: start, anchor: start) }
             if start < position {
                 let before = start..<position
                 start = max(start, cache.lastEnd(overlapping: before) ?? start)
