@@ -10,9 +10,9 @@ import Glibc
 /// bundle is not (every chunk is encrypted), so packing writes 4 GiB.
 final class LargeFileTests: MountTestCase {
     static let size: UInt64 = (1 << 32) + 3
-    /// The default chunk size (8 KiB). The checker's windows around
+    /// The default chunk size (4 KiB). The checker's windows around
     /// k·65536 are chunk boundaries for it too.
-    static let chunk: UInt64 = 8192
+    static let chunk: UInt64 = 4096
     /// Offsets of the non-zero bytes: chunk edges near the start, 2^31 and
     /// 2^32, and the last byte.
     static let marks: [UInt64] = [0, 1, chunk - 1, chunk, (1 << 31) - 1, 1 << 31, (1 << 32) - chunk - 1,

@@ -125,11 +125,11 @@ print("reads=%d bytes=%d" % (done[0], done[1]))
     }
 
     func testRandomReads_DefaultChunks() throws {
-        try check(size: 5 * 1 << 20 + 12345, chunkSize: 8192, chunkArguments: [], reads: 2000, threads: 1)
+        try check(size: 5 * 1 << 20 + 12345, chunkSize: 4096, chunkArguments: [], reads: 2000, threads: 1)
     }
 
-    func testRandomReads_SmallestChunks() throws {
-        try check(size: 3 * 1 << 20 + 7, chunkSize: 4096, chunkArguments: ["--chunk-size", "4K"], reads: 1000, threads: 1)
+    func testRandomReads_8KChunks() throws {
+        try check(size: 3 * 1 << 20 + 7, chunkSize: 8192, chunkArguments: ["--chunk-size", "8K"], reads: 1000, threads: 1)
     }
 
     func testRandomReads_64KChunks() throws {
@@ -141,6 +141,6 @@ print("reads=%d bytes=%d" % (done[0], done[1]))
     }
 
     func testRandomReads_EightThreadsShareOneDescriptor() throws {
-        try check(size: 4 * 1 << 20 + 999, chunkSize: 8192, chunkArguments: [], reads: 2000, threads: 8)
+        try check(size: 4 * 1 << 20 + 999, chunkSize: 4096, chunkArguments: [], reads: 2000, threads: 8)
     }
 }

@@ -221,7 +221,7 @@ final class SignatureMountTests: KeyTestCase {
         XCTAssertEqual(try inspect(["ls", good] + key).output, "hello.txt\nsub\n")
         let verify = try inspect(["verify", good] + key)
         XCTAssertEqual(verify.status, 0, verify.summary)
-        XCTAssertEqual(verify.output, "verified 2 files, 14 chunks: intact\nsignature: every chunk is as signed by \(ci.fingerprint)\n")
+        XCTAssertEqual(verify.output, "verified 2 files, 26 chunks: intact\nsignature: every chunk is as signed by \(ci.fingerprint)\n")
     }
 
     func testInspectInfo_ShowsSignerAndChecksWithoutKey() throws {
@@ -283,7 +283,7 @@ final class SignatureMountTests: KeyTestCase {
 
         let verify = try inspect(["verify", bundle, "--identity", host.key, "--verify-key", ci.pub])
         XCTAssertEqual(verify.status, 1, verify.summary)
-        XCTAssertEqual(verify.output, "verified 2 files, 14 chunks: intact\nsignature: the chunks are not the ones signed by \(ci.fingerprint)\n")
+        XCTAssertEqual(verify.output, "verified 2 files, 26 chunks: intact\nsignature: the chunks are not the ones signed by \(ci.fingerprint)\n")
         XCTAssertEqual(verify.errorLines, ["encfs-inspect: error: chunk contents differ from what the signature covers "
                                            + "(re-sealed by a holder of the content key, or damaged) (\(bundle))"])
     }

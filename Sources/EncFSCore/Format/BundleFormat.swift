@@ -26,11 +26,11 @@ public enum BundleFormat {
     public static let idSize = 16
     /// Smallest and largest chunk size, as log2: 4 KiB … 1 MiB.
     public static let chunkSizeLog2Range: ClosedRange<UInt8> = 12...20
-    /// Default chunk size (8 KiB). A read decrypts whole chunks, so the
-    /// chunk size trades small random reads (each 4 KiB read pays one chunk)
-    /// against per-chunk costs on sequential reads; docs/PERFORMANCE.md has
-    /// the sweep that chose it.
-    public static let defaultChunkSizeLog2: UInt8 = 13
+    /// Default chunk size (4 KiB, the smallest). A read decrypts whole
+    /// chunks, so the chunk size trades small random reads (a 4 KiB read
+    /// pays one chunk) against per-chunk costs on sequential reads;
+    /// docs/PERFORMANCE.md has the sweep and the profile that chose it.
+    public static let defaultChunkSizeLog2: UInt8 = 12
     /// At most this many key slots.
     public static let maximumSlots = 64
     /// Names are at most 255 bytes, as on Linux file systems.

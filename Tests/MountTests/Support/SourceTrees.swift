@@ -2,7 +2,7 @@
 /// (never saved as files) and take the target directory as `argv[1]`.
 enum SourceTrees {
     /// The trees' sizes sit around multiples of 64 KiB, which are chunk
-    /// boundaries for every chunk size up to 64 KiB, the default (8 KiB)
+    /// boundaries for every chunk size up to 64 KiB, the default (4 KiB)
     /// included.
     static let chunkSize = 65536
 
