@@ -1,5 +1,6 @@
 import EncFS
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +19,7 @@ final class RemoteBundleTests: XCTestCase {
         let prefix = NSTemporaryDirectory() + "encfs-nginx-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: prefix, withIntermediateDirectories: true)
         for _ in 0..<5 {
-            let port = Int.random(in: 20000...60000)
+            guard let port = LoopbackPort.free() else { throw TestFailure("no free port on 127.0.0.1") }
             let config = """
             worker_processes 1; daemon off; master_process off; pid \(prefix)/pid; error_log \(prefix)/error.log;
             events { worker_connections 64; }
@@ -38,25 +39,13 @@ final class RemoteBundleTests: XCTestCase {
                 try? FileManager.default.removeItem(atPath: prefix)
             }
             for _ in 0..<100 where nginx.isRunning {
-                if Self.accepts(port) { return "http://127.0.0.1:\(port)/" }
+                if LoopbackPort.accepts(port) { return "http://127.0.0.1:\(port)/" }
                 usleep(50_000)
             }
         }
         throw TestFailure("nginx did not start")
     }
 
-    private static func accepts(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
 
     func testOpenURL_ReadsLikeTheFile() throws {
         let fixture = try LibraryFixture.shared()

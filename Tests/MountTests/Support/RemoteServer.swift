@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -98,7 +99,7 @@ final class RemoteServer: Sendable {
             let configPath = try scratch.write(test.uniqueName("nginx.conf"), Array(config.utf8))
             let process = try SpawnedProcess("/usr/sbin/nginx", ["-p", prefix, "-c", configPath],
                                              standardErrorFile: "\(prefix)/stderr")
-            if Deadline.poll(seconds: 10, { Self.accepts(port) || !process.isRunning }), process.isRunning {
+            if Deadline.poll(seconds: 10, { LoopbackPort.accepts(port) || !process.isRunning }), process.isRunning {
                 started = (process, port)
             } else {
                 process.signal(SIGKILL)
@@ -231,31 +232,7 @@ final class RemoteServer: Sendable {
     // MARK: - Ports
 
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SubprocessError("socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw SubprocessError("bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    private static func accepts(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
+        guard let port = LoopbackPort.free() else { throw SubprocessError("no free port on 127.0.0.1") }
+        return port
     }
 }
