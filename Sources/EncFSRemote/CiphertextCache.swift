@@ -37,6 +37,8 @@ final class CiphertextCache: Sendable {
     private let state: Mutex<State>
     /// Unit files kept open between reads.
     private let openFiles = OpenUnitFiles(capacity: openFileLimit)
+    /// Reads units into the page cache for ``readAhead(unitAt:)``.
+    private let warmer = PageCacheWarmer()
     /// Most unit files kept open: more than the mount's worker threads,
     /// so that each reader's current unit stays open.
     static let openFileLimit = 32
@@ -207,12 +209,15 @@ final class CiphertextCache: Sendable {
         }
     }
 
-    /// Asks the kernel to read the file of the unit that starts at `start`
-    /// into its page cache in the background: a sequential reader will
-    /// want it next, and the kernel's own read-ahead ends with each unit
-    /// file. Nothing when no such unit is stored.
+    /// Reads the file of the unit that starts at `start` into the kernel's
+    /// page cache (``PageCacheWarmer``): a sequential reader will want it
+    /// next, and the kernel's own read-ahead ends with each unit file.
+    /// Nothing when no such unit is stored.
+    ///
+    /// Waits for the disk: call it off the reader's thread.
     func readAhead(unitAt start: UInt64) {
         guard let (file, unit) = openFile(holding: start), unit.lowerBound == start else { return }
+        if let warmer, warmer.warm(file, count: unit.count) { return }
         _ = posix_fadvise(file.rawValue, 0, off_t(unit.count), POSIX_FADV_WILLNEED)
     }
 
