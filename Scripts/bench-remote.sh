@@ -14,7 +14,7 @@
 # the server sent per byte read (from nginx's access log).
 #
 #   Scripts/bench-remote.sh [--quick] [--reps N] [--out DIR] [--systems a,b,...]
-#                           [--baseline-bin DIR]
+#                           [--baseline-bin DIR] [--warm-passes N]
 #
 #   --quick        a 64 MiB file instead of 512 MiB, 200 random reads
 #                  instead of 1000; a few minutes on 2 cores
@@ -28,6 +28,13 @@
 #                  encfs-http-base: encfs-mount URL with the encfs-mount in
 #                  DIR (Scripts/build-baseline.sh REV), to compare two
 #                  builds in one run
+#   --warm-passes N
+#                  warm sequential reads: every system and latency of the
+#                  run mounted at once (each with its own cache), the file
+#                  read once through each, then N rounds of one pass per
+#                  system after dropping the kernel's caches, the order
+#                  rotated each round; medians and per-round ratios
+#                  (default 15 with --quick, else 5)
 #
 # Needs root (drop_caches, mounts); installs nginx and rclone when missing.
 # Leaves no mount or server behind, also on failure or Ctrl-C.
@@ -38,6 +45,7 @@ export PATH=/opt/swift/usr/bin:$PATH
 quick=0
 reps=1
 baseline=
+warm_passes=
 out=/var/tmp/encfs-bench-remote
 systems=encfs-local,encfs-http,rclone-http,rclone-crypt
 while [ $# -gt 0 ]; do
@@ -48,7 +56,9 @@ while [ $# -gt 0 ]; do
     --out) out=${2:?--out needs a directory}; shift ;;
     --baseline-bin) baseline=${2:?--baseline-bin needs a directory}; shift ;;
     --systems) systems=${2:?--systems needs a list}; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --warm-passes) warm_passes=${2:?--warm-passes needs a number}; shift
+            [[ "$warm_passes" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --warm-passes must be a positive number" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "bench-remote.sh: error: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -60,4 +70,4 @@ if [ ${#missing[@]} -gt 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install
 swift build -c release -Xswiftc -warnings-as-errors >/dev/null
 bin=$(swift build -c release --show-bin-path)
 exec /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick" --reps "$reps" \
-  --baseline-bin "$baseline"
+  --baseline-bin "$baseline" ${warm_passes:+--warm-passes "$warm_passes"}

@@ -169,8 +169,6 @@ def measure(system, latency, ctx, base_url):
     drop_caches()
     cold = read_all(large)
     transferred = served_bytes(ctx.access_log) - before
-    drop_caches()
-    warm = read_all(large)
     # Random reads: a fresh mount and an empty cache for the cold figure.
     mount(system, ctx, base_url, mnt, cache)
     rng = random.Random(7)
@@ -182,7 +180,7 @@ def measure(system, latency, ctx, base_url):
     unmount(mnt)
     per_byte = transferred / ctx.size if not system.startswith("encfs-local") else float("nan")
     return dict(system=system, latency=latency, mount_s=mount_seconds, first_byte_ms=first_byte * 1000,
-                cold_mibs=cold, warm_mibs=warm, cold_iops=cold_iops, warm_iops=warm_iops, bytes_per_byte=per_byte)
+                cold_mibs=cold, cold_iops=cold_iops, warm_iops=warm_iops, bytes_per_byte=per_byte)
 
 
 def prepare(ctx):
@@ -212,12 +210,47 @@ def prepare(ctx):
     return www
 
 
+def measure_warm(ctx, runs, urls):
+    """Warm sequential reads of every (system, latency) of the run, each
+    mounted on its own mount point with its own cache at once, the file
+    read once to fill the caches, then ``ctx.warm_passes`` rounds: in each,
+    every system once, each pass after dropping the kernel's caches, in an
+    order rotated from round to round.
+
+    Why not one pass per system inside each round of ``measure``: on a
+    shared 2-CPU machine a 64 MiB pass lasts 50–100 ms, and a burst of
+    load from elsewhere during it moved the reference (encfs-local) by
+    2.7× between rounds; passes of every system side by side, many of
+    them, let each round's ratios and the medians see the same load.
+
+    Returns {(system, latency): [MiB/s of each round]}.
+    """
+    mounted = {}
+    for index, (system, latency) in enumerate(runs):
+        mnt, cache = os.path.join(ctx.out, f"mnt-warm-{index}"), os.path.join(ctx.out, f"cache-warm-{index}")
+        mount(system, ctx, urls[latency], mnt, cache)
+        large = os.path.join(mnt, "large.bin")
+        read_all(large)
+        mounted[(system, latency)] = large
+    passes = {key: [] for key in mounted}
+    keys = list(mounted)
+    for round_number in range(ctx.warm_passes):
+        shift = round_number % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            drop_caches()
+            passes[key].append(read_all(mounted[key]))
+    for path in mounted.values():
+        unmount(os.path.dirname(path))
+    return passes
+
+
 METRICS = ("mount_s", "first_byte_ms", "cold_mibs", "warm_mibs", "cold_iops", "warm_iops", "bytes_per_byte")
 
 
-def summarize(results):
+def summarize(results, warm):
     """Per (system, latency): the median of each metric over the repetitions
-    and its range, in the order the runs came."""
+    (warm: over the rounds of ``measure_warm``) and its range, in the order
+    the runs came."""
     groups = {}
     for r in results:
         groups.setdefault((r["system"], r["latency"]), []).append(r)
@@ -225,7 +258,7 @@ def summarize(results):
     for (system, latency), runs in groups.items():
         row = dict(system=system, latency=latency, runs=len(runs))
         for m in METRICS:
-            values = sorted(r[m] for r in runs)
+            values = sorted(warm.get((system, latency), [float("nan")]) if m == "warm_mibs" else [r[m] for r in runs])
             row[m] = statistics.median(values)
             row[m + "_range"] = (values[0], values[-1])
         rows.append(row)
@@ -234,8 +267,8 @@ def summarize(results):
 
 def print_table(rows, load_start, load_end, ctx):
     print(f"file {ctx.size >> 20} MiB, {ctx.random_reads} random 4 KiB reads; one run, {ctx.reps} repetition(s) "
-          f"interleaved (medians below), {os.cpu_count()} CPUs, load average (1 min) {load_start:.2f} at the start, "
-          f"{load_end:.2f} at the end\n")
+          f"interleaved (medians below), warm seq over {ctx.warm_passes} rounds of every system mounted at once; "
+          f"{os.cpu_count()} CPUs, load average (1 min) {load_start:.2f} at the start, {load_end:.2f} at the end\n")
     formats = dict(mount_s="{:.2f}", first_byte_ms="{:.1f}", cold_mibs="{:.0f}", warm_mibs="{:.0f}", cold_iops="{:.0f}",
                    warm_iops="{:.0f}", bytes_per_byte="{:.3f}")
 
@@ -244,16 +277,16 @@ def print_table(rows, load_start, load_end, ctx):
         if value != value:  # NaN: not measured (the local bundle sends nothing)
             return "-"
         text = formats[m].format(value)
-        if ranged and r["runs"] > 1:
-            low, high = r[m + "_range"]
+        low, high = r[m + "_range"]
+        if ranged and low != high:
             text += f" ({formats[m].format(low)}–{formats[m].format(high)})"
         return text
 
     header = ("| system | added latency, ms | mount, s | first byte, ms | cold seq, MiB/s | warm seq, MiB/s "
               "| 4K random cold, reads/s | 4K random warm, reads/s | bytes sent per byte read |")
-    for ranged in ([False, True] if ctx.reps > 1 else [False]):
+    for ranged in ([False, True] if ctx.reps > 1 or ctx.warm_passes > 1 else [False]):
         if ranged:
-            print("\nranges (lowest–highest of the repetitions):\n")
+            print("\nranges (lowest–highest of the repetitions; warm seq: of the warm rounds):\n")
         print(header)
         print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
@@ -261,11 +294,16 @@ def print_table(rows, load_start, load_end, ctx):
             print(f"| {r['system']} | {latency} | " + " | ".join(cell(r, m, ranged) for m in METRICS) + " |")
 
 
-def print_ratios(results):
+def print_ratios(results, warm):
     """The issue's targets as ratios within each round (a system against
-    the reference measured minutes apart, not across the whole run)."""
+    the reference measured minutes apart, not across the whole run; warm:
+    within each round of ``measure_warm``, seconds apart)."""
     def find(system, latency, rep):
         return next((r for r in results if r["system"] == system and r["latency"] == latency and r["rep"] == rep), None)
+
+    def warm_ratios(system, latency, reference):
+        ours, theirs = warm.get((system, latency), []), warm.get((reference, 0), [])
+        return [a / b for a, b in zip(ours, theirs) if b > 0]
 
     lines = []
     for system in ("encfs-http", "encfs-http-base"):
@@ -275,8 +313,8 @@ def print_ratios(results):
                                          ("warm_mibs", "encfs-local-classic", "warm seq / encfs-local-classic"),
                                          ("cold_mibs", "rclone-crypt", "cold seq / rclone-crypt")):
             for latency in (0, 20):
-                ratios = []
-                for r in results:
+                ratios = warm_ratios(system, latency, reference) if metric == "warm_mibs" else []
+                for r in results if metric != "warm_mibs" else []:
                     if r["system"] != system or r["latency"] != latency:
                         continue
                     other = find(reference, 0 if reference.startswith("encfs-local") else latency, r["rep"])
@@ -301,13 +339,17 @@ def main():
     parser.add_argument("--quick", type=int, default=0)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--baseline-bin", default="")
+    parser.add_argument("--warm-passes", type=int, default=None)
     ctx = parser.parse_args()
     if "encfs-http-base" in ctx.systems.split(",") and not ctx.baseline_bin:
         raise SystemExit("bench-remote: error: encfs-http-base needs --baseline-bin DIR")
     ctx.size = (64 if ctx.quick else 512) << 20
     ctx.random_reads = 200 if ctx.quick else 1000
+    if ctx.warm_passes is None:
+        ctx.warm_passes = 15 if ctx.quick else 5
     os.makedirs(ctx.out, exist_ok=True)
     results = []
+    warm = {}
     load_start = os.getloadavg()[0]
     try:
         www = prepare(ctx)
@@ -321,6 +363,9 @@ def main():
                     url = f"http://127.0.0.1:{port if latency == 0 else proxy}"
                     results.append(dict(measure(system, latency, ctx, url), rep=rep))
                     print(json.dumps(results[-1]), file=sys.stderr)
+        runs = list(dict.fromkeys((r["system"], r["latency"]) for r in results))
+        warm = measure_warm(ctx, runs, {0: f"http://127.0.0.1:{port}", 20: f"http://127.0.0.1:{proxy}"})
+        print(json.dumps({f"{system} {latency}": passes for (system, latency), passes in warm.items()}), file=sys.stderr)
     finally:
         for mnt in set(mounts):
             unmount(mnt)
@@ -330,10 +375,11 @@ def main():
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
-    print_table(summarize(results), load_start, os.getloadavg()[0], ctx)
-    print_ratios(results)
+    print_table(summarize(results, warm), load_start, os.getloadavg()[0], ctx)
+    print_ratios(results, warm)
     with open(os.path.join(ctx.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        json.dump(dict(rounds=results, warm={f"{system} {latency}": passes for (system, latency), passes in warm.items()}),
+                  f, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 with the daemons' CPU time per pass (issue 12's warm target,
 docs/PERFORMANCE.md, remote bundles).
 
-    python3 Scripts/bench/remote_warm_cpu.py BIN_DIR [--baseline-bin DIR] [--passes N] [--record]
+    python3 Scripts/bench/remote_warm_cpu.py BIN_DIR [--baseline-bin DIR] [--other NAME=DIR]... [--passes N] [--record]
 
 Uses Scripts/bench-remote.sh's data set (64 MiB file, built on first use
 under /var/tmp/encfs-bench-remote-cpu) and nginx on loopback. Mounts, all
@@ -12,6 +12,7 @@ at once, each on its own mount point:
   local-classic  the same with --transport classic, as remote mounts are served
   http       encfs-mount URL with a fresh cache (BIN_DIR)
   http-base  the same with the encfs-mount in --baseline-bin, when given
+  http-NAME  the same with the encfs-mount in DIR, for each --other NAME=DIR
 reads the file once through each (fills the caches), then N rounds (default
 9): in each, every system once, in an order rotated from round to round,
 each pass after dropping the kernel's caches. A pass's daemon CPU time
@@ -76,6 +77,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("bin")
     parser.add_argument("--baseline-bin", default="")
+    parser.add_argument("--other", action="append", default=[], metavar="NAME=DIR",
+                        help="also http-NAME: encfs-mount URL with the encfs-mount in DIR")
     parser.add_argument("--passes", type=int, default=9)
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
@@ -94,6 +97,9 @@ def main():
         }
         if args.baseline_bin:
             systems["http-base"] = [args.baseline_bin + "/encfs-mount", url]
+        for other in args.other:
+            name, _, directory = other.partition("=")
+            systems["http-" + name] = [directory + "/encfs-mount", url]
         daemons = {}
         for name, command in systems.items():
             mnt, cache = os.path.join(ctx.out, "mnt-" + name), os.path.join(ctx.out, "cache-" + name)
