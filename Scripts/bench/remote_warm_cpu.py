@@ -18,7 +18,8 @@ reads the file once through each (fills the caches), then N rounds (default
 each pass after dropping the kernel's caches. A pass's daemon CPU time
 (every thread's, from /proc/PID/task/*/schedstat) is measured around it.
 Prints per system the median MiB/s and CPU ms per pass with their ranges,
-and per round the ratios to `local`: a burst of load from elsewhere
+and per round the ratios to `local` (every pass in
+/tmp/remote-warm-passes.json): a burst of load from elsewhere
 touches the systems of one round alike, and CPU time is less disturbed by
 it than MiB/s. With --record, `perf record -g` of each daemon over its
 passes (to /tmp/remote-warm-NAME.data).
@@ -27,6 +28,7 @@ Needs root (and perf for --record). Every server and mount it starts is
 stopped, also on failure.
 """
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -140,6 +142,8 @@ def main():
         for child in bench.children:
             child.send_signal(signal.SIGTERM)
             child.wait(10)
+    with open("/tmp/remote-warm-passes.json", "w") as f:
+        json.dump(passes, f)
     print(f"{args.passes} rounds of warm passes over a {ctx.size >> 20} MiB file, systems interleaved; {os.cpu_count()} CPUs, "
           f"load average (1 min) {load_start:.2f} at the start, {load_end:.2f} at the end\n")
     print("| system | warm MiB/s, median [range] | daemon CPU ms per pass | MiB/s / local, per round | CPU / local, per round |")
