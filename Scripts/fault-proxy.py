@@ -8,7 +8,8 @@ Usage: fault-proxy.py LISTEN_PORT UPSTREAM_PORT PORT_FILE
 Control requests go to the proxy itself, never upstream:
   GET /__proxy/set?mode=M&count=N&...   faults for the next N requests
                                         (count omitted: until changed)
-  GET /__proxy/stats                    {"requests", "bytes", "auth_seen"}
+  GET /__proxy/stats                    {"requests", "bytes", "auth_seen",
+                                        "connections"}
   GET /__proxy/reset                    counters to zero, mode pass
 Modes: pass, latency (ms=), rate (bytes_per_second=), stall (after= body
 bytes, then nothing), reset (after= bytes of the response, then close),
@@ -19,7 +20,9 @@ etag (value=V: the object looks replaced: responses carry ETag V, a request
 whose If-Match is not V gets 412), noetag (responses carry no ETag).
 Parameters combine: latency_ms= and bytes_per_second= apply to any mode.
 require_auth=VALUE answers 401 to requests without that Authorization.
-"bytes" counts response body bytes sent to clients (what a mount transfers).
+"bytes" counts response body bytes sent to clients (what a mount transfers);
+"connections" the client connections that carried a request since the reset
+(at most --connections of one mount's daemon, kept alive).
 Standard library only; one upstream connection per request; bodies are
 relayed as they arrive (latency and bandwidth apply per piece).
 """
@@ -29,7 +32,7 @@ import sys
 import urllib.parse
 
 state = {"mode": "pass", "count": None, "params": {}, "requests": 0, "bytes": 0, "auth_seen": 0,
-         "require_auth": None, "latency_ms": 0, "bytes_per_second": 0}
+         "require_auth": None, "latency_ms": 0, "bytes_per_second": 0, "used": set()}
 
 
 def current_fault():
@@ -78,8 +81,9 @@ def control(target, writer):
         state["params"] = query
     elif parsed.path == "/__proxy/reset":
         state.update(mode="pass", count=None, params={}, requests=0, bytes=0, auth_seen=0,
-                     latency_ms=0, bytes_per_second=0)
-    body = json.dumps({k: state[k] for k in ("requests", "bytes", "auth_seen", "mode")}).encode()
+                     latency_ms=0, bytes_per_second=0, used=set())
+    body = json.dumps(dict({k: state[k] for k in ("requests", "bytes", "auth_seen", "mode")},
+                           connections=len(state["used"]))).encode()
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 
 
@@ -119,6 +123,7 @@ async def handle(reader, writer, upstream):
                 await writer.drain()
                 continue
             state["requests"] += 1
+            state["used"].add(id(writer))
             auth = [h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("authorization:")]
             if state["require_auth"] is not None:
                 if auth != [state["require_auth"]]:

@@ -273,6 +273,45 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// The cache holds ciphertext only: after a whole file was read through
+    /// the mount, no piece of its plaintext and neither form of the key
+    /// (the key file's hex text, its bytes) is in any file of the cache.
+    func testCache_HoldsNoPlaintextAndNoKey() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["plain.bin": 1 << 20])
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
+        XCTAssertEqual(try sha256(mounted.path("plain.bin")), try sha256("\(published.source)/plain.bin"))
+        // The file's ciphertext but for what came with the mount's first
+        // request (64 KiB, kept in memory); the last unit may be stored
+        // just after the read that needed it returned.
+        let stored = (1 << 20) - (64 << 10)
+        XCTAssertTrue(Deadline.poll(seconds: 10) { ((try? self.unitFiles(cache)) ?? []).reduce(0) { $0 + Int($1.size) } >= stored })
+        unmount(mounted)
+        // 32-byte pieces of the plaintext every 4 KiB, and the key.
+        let found = try python("""
+            import os, sys
+            plain = open(sys.argv[1], 'rb').read()
+            text = open(sys.argv[2], 'rb').read().strip()
+            needles = {f'plaintext at {i}': plain[i:i + 32] for i in range(0, len(plain) - 32, 4096)}
+            needles.update({'key file text': text, 'key bytes': bytes.fromhex(text.decode())})
+            cached = 0
+            for root, _, files in os.walk(sys.argv[3]):
+                for name in files:
+                    data = open(os.path.join(root, name), 'rb').read()
+                    cached += len(data)
+                    for what, needle in needles.items():
+                        if needle in data:
+                            print(what, 'in', name)
+            print('cached', cached)
+            """, ["\(published.source)/plain.bin", published.key, cache]).output
+        let lines = found.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.filter { !$0.hasPrefix("cached ") }, [], "the cache holds what it must not")
+        // Not vacuous: the scan saw the ciphertext.
+        let cachedBytes = try XCTUnwrap(lines.last.flatMap { Int($0.split(separator: " ").last ?? "") })
+        XCTAssertGreaterThanOrEqual(cachedBytes, stored, found)
+    }
+
     /// Random reads that happen to land in the unit after the last one
     /// start no read-ahead: each would cost two more units.
     func testRandomReadsIntoTheNextUnit_StartNoReadAhead() throws {
@@ -344,6 +383,96 @@ final class RemoteMountTests: RemoteTestCase {
         }
         XCTAssertFalse(mounted.logLines().contains { $0.contains("error") }, mounted.logLines().joined(separator: "\n"))
         unmount(mounted)
+    }
+
+    /// A transfer that trickles below the minimum rate (1 KiB/s) is cut
+    /// after a third of `--net-timeout` and retried, instead of holding
+    /// the read until its deadline (then EIO).
+    func testFaults_TrickleBelowTheMinimumRateIsCutAndRetried() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["t.bin": 300_000])
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, ["--net-timeout", "12", "--fetch-size", "64K"])
+        try server.resetProxy()
+        try server.setFault("pass", ["bytes_per_second": "500"])
+        let reader = try SpawnedProcess(Tools.python, ["-c", """
+            import errno, hashlib, os, sys
+            fd = os.open(sys.argv[1], os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            try:
+                print(hashlib.sha256(os.pread(fd, 4096, 150000)).hexdigest())
+            except OSError as e:
+                print(errno.errorcode[e.errno])
+            """, mounted.path("t.bin")])
+        addTeardownBlock {
+            reader.signal(SIGKILL)
+            _ = reader.wait(deadline: Deadline(seconds: 10))
+        }
+        // Once the slow responses have begun (each keeps its rate), later
+        // ones go at full speed.
+        XCTAssertTrue(Deadline.poll(seconds: 10) { ((try? server.proxyStats().bytes) ?? 0) > 0 })
+        let trickling = try server.proxyStats().requests
+        try server.setFault("pass", ["bytes_per_second": "0"])
+        let out = reader.drain(deadline: Deadline(seconds: 30))
+        XCTAssertFalse(out.timedOut)
+        XCTAssertEqual(String(decoding: out.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
+                       try expected("\(published.source)/t.bin", offset: 150_000))
+        XCTAssertGreaterThan(try server.proxyStats().requests, trickling, "the slow transfer was not retried")
+        unmount(mounted)
+    }
+
+    /// `--retries N` is the budget of attempts after the first: with 0 a
+    /// single 503 fails the read (EIO, logged), with 1 the same fault is
+    /// retried and the read served.
+    func testRetries_TheOptionIsTheBudget() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 600_000])
+        let offset = 300_000
+        let expectedPiece = try expected("\(published.source)/a.bin", offset: offset)
+        for (retries, result) in [("0", "EIO"), ("1", expectedPiece)] {
+            let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key,
+                                          ["--retries", retries, "--net-timeout", "10", "--fetch-size", "64K"])
+            try server.setFault("status", count: 1, ["code": "503"])
+            XCTAssertEqual(try pread(mounted.path("a.bin"), offset: offset).result, result, "--retries \(retries)")
+            XCTAssertEqual(mounted.logLines().contains { $0.contains("503") }, retries == "0", "\(retries): \(mounted.logLines())")
+            unmount(mounted)
+            try server.resetProxy()
+        }
+    }
+
+    /// `--connections N`: reads of many units at once share at most N
+    /// kept-alive connections, and use more than one when N allows.
+    func testConnections_TheOptionBoundsTheConnections() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let names = (0..<8).map { "c\($0).bin" }
+        let published = try publish(server, Dictionary(uniqueKeysWithValues: names.map { ($0, 100_000) }))
+        let expectedPieces = try names.map { try expected("\(published.source)/\($0)", offset: 0) }
+        for connections in [1, 3] {
+            let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key,
+                                          ["--connections", String(connections), "--net-timeout", "30", "--fetch-size", "64K"])
+            try server.resetProxy()
+            // Each request answered 100 ms late: the eight reads overlap.
+            try server.setFault("pass", ["latency_ms": "100"])
+            let read = try python("""
+                import hashlib, os, sys, threading
+                digests = {}
+                def piece(path):
+                    fd = os.open(path, os.O_RDONLY)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                    digests[path] = hashlib.sha256(os.pread(fd, 4096, 0)).hexdigest()
+                    os.close(fd)
+                readers = [threading.Thread(target=piece, args=(path,)) for path in sys.argv[1:]]
+                for reader in readers: reader.start()
+                for reader in readers: reader.join()
+                print("\\n".join(digests.get(path, "failed") for path in sys.argv[1:]))
+                """, names.map { mounted.path($0) }, timeout: 60)
+            XCTAssertEqual(read.output.split(separator: "\n").map(String.init), expectedPieces, "--connections \(connections)")
+            let used = try server.proxyConnectionsUsed()
+            XCTAssertGreaterThanOrEqual(used, 1)
+            XCTAssertLessThanOrEqual(used, connections, "--connections \(connections)")
+            if connections > 1 { XCTAssertGreaterThan(used, 1, "eight reads at once went over one connection") }
+            unmount(mounted)
+            try server.resetProxy()
+        }
     }
 
     /// Connections refused (nothing listens yet, or any more) are retried
@@ -615,7 +744,8 @@ final class RemoteMountTests: RemoteTestCase {
         try server.setFault("pass", ["require_auth": "Bearer \(token)"])
         let headerFile = try scratch.write("headers", Array("# private bucket\nAuthorization: Bearer \(token)\n".utf8), mode: 0o600)
         let url = server.url("bundle.encfs", query: "?X-Amz-Signature=\(signature)&X-Amz-Expires=60")
-        let mounted = try mountRemote(url, key: published.key, ["--header-file", headerFile])
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(url, key: published.key, cache: cache, ["--header-file", headerFile])
         XCTAssertEqual(try sha256(mounted.path("s.bin")), try sha256("\(published.source)/s.bin"))
         XCTAssertGreaterThanOrEqual(try server.proxyStats().authSeen, 2, "the Authorization header did not reach the server")
         var exposed: [(String, String)] = []
@@ -641,7 +771,9 @@ final class RemoteMountTests: RemoteTestCase {
         // Cached data is still served after the server starts refusing.
         XCTAssertEqual(try pread(mounted.path("s.bin"), offset: 0).result, try expected("\(published.source)/s.bin", offset: 0))
         scan("mount log after 403", mounted.logLines().joined(separator: "\n"))
-        XCTAssertTrue(exposed.isEmpty, "secrets exposed: \(exposed)")
         unmount(mounted)
+        // Nor in a file of the cache (its names, its contents).
+        scan("cache", try sh("find \"$1\" -type f -print -exec cat {} +", [cache]).output)
+        XCTAssertTrue(exposed.isEmpty, "secrets exposed: \(exposed)")
     }
 }

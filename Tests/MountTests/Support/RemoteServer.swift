@@ -160,6 +160,12 @@ final class RemoteServer: Sendable {
         return (json["requests"] as? Int ?? -1, json["bytes"] as? Int ?? -1, json["auth_seen"] as? Int ?? -1)
     }
 
+    /// Client connections that carried a request since the last
+    /// ``resetProxy()``.
+    func proxyConnectionsUsed() throws -> Int {
+        try control("stats")["connections"] as? Int ?? -1
+    }
+
     /// Sets the proxy's fault (`mode` with its parameters) for the next
     /// `count` requests, or until changed.
     func setFault(_ mode: String, count: Int? = nil, _ parameters: [String: String] = [:]) throws {
