@@ -218,7 +218,7 @@ def measure_warm(ctx, runs, urls):
     order rotated from round to round.
 
     Why not one pass per system inside each round of ``measure``: on a
-    shared 2-CPU machine a 64 MiB pass lasts 50–100 ms, and a burst of
+    shared 2-CPU machine a 64 MiB pass lasts 55–145 ms, and a burst of
     load from elsewhere during it moved the reference (encfs-local) by
     2.7× between rounds; passes of every system side by side, many of
     them, let each round's ratios and the medians see the same load.
