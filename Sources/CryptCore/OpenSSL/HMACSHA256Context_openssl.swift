@@ -3,11 +3,10 @@ internal import COpenSSL
 /// HMAC-SHA256 with one OpenSSL context kept for many keys: for a thread
 /// that derives a key per file (HKDF runs two HMACs per key).
 ///
-/// The one-shot ``HMACSHA256/authenticationCode(key:data:into:)`` goes
-/// through OpenSSL's `HMAC`, which fetches the HMAC algorithm and the
-/// SHA-256 digest by name and builds a new context on every call; here the
-/// context is made once and only re-keyed (`EVP_MAC_init` with no
-/// parameters), so a tag costs the hashing and no lookups. Not thread-safe:
+/// The one-shot ``HMACSHA256/authenticationCode(key:data:into:)`` makes
+/// and frees a digest context on every call; here OpenSSL's HMAC context is
+/// made once and only re-keyed (`EVP_MAC_init` with no parameters), so a
+/// tag costs the hashing and no set-up. Not thread-safe:
 /// one per thread (the packer's file encryptor). Not kept by the mount
 /// daemon's readers: with one per reader workspace, the lock test found
 /// the content key in the daemon's memory after a lock
