@@ -11,15 +11,22 @@ import Glibc
 /// zstd costs far more than AES-GCM, and one packing thread would leave
 /// the other cores idle (mksquashfs uses them all). The packer thread reads
 /// chunks into slots and submits them; each slot is compressed and sealed
-/// on a dispatch worker with the slot's own compressor and codec; the
-/// packer takes finished slots back strictly in submission order, appends
+/// on a dispatch worker with the slot's own compressor and codec, a few
+/// slots per job (``jobBytes``); the packer takes finished slots back
+/// strictly in submission order, appends
 /// their sealed bytes to the sink and records each in its body's chunk
 /// table. Chunks of several files are in flight at once, so small files
 /// are compressed in parallel too; a body's `first` is set when its first
 /// chunk reaches the sink.
 ///
-/// Memory: `slotCount` slots of two chunk buffers each (plaintext and
-/// frame, wiped after each use and when freed) and one sealed buffer.
+/// Jobs of several chunks, whose slots are signalled together at the end:
+/// with a job per chunk the packer thread slept and woke for every 32 KiB
+/// chunk (ten times mksquashfs's context switches, docs/PERFORMANCE.md);
+/// now it wakes once a job.
+///
+/// Memory: per core, two jobs' worth of slots (at least four), each with two
+/// chunk buffers (plaintext and frame, wiped after each use and when freed)
+/// and one sealed buffer.
 final class ChunkPipeline {
     /// One chunk in flight. `@unchecked Sendable`: the packer fills it
     /// before submitting and reads it only after `done` was signalled; the
@@ -61,7 +68,7 @@ final class ChunkPipeline {
         }
 
         /// Compresses (when that makes the chunk shorter) and seals: runs
-        /// on a worker.
+        /// on a worker, which then signals `done`.
         func work() {
             let piece = UnsafeRawBufferPointer(rebasing: plaintext[0..<length])
             let compressed = compressor.compress(piece, into: UnsafeMutableRawBufferPointer(rebasing: frame[0..<(length - 1)]))
@@ -79,17 +86,25 @@ final class ChunkPipeline {
             }
             SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<length]))
             SecureBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: frame[0..<min(length, frame.count)]))
-            done.signal()
         }
     }
 
     private let slots: [Slot]
     /// Slots submitted and not yet taken back, oldest first, as indices into `slots`.
     private var inFlight: [Int] = []
+    /// Slots submitted but not yet handed to a worker: the newest of
+    /// `inFlight`, in order.
+    private var pending: [Int] = []
     /// Slots free to fill.
     private var free: [Int]
     private let sink: ChunkSink
     private let workers = DispatchQueue(label: "encfs-pack.compress", attributes: .concurrent)
+    /// Chunks one worker job compresses and seals, one after the other:
+    /// about ``jobBytes`` of plaintext.
+    private let chunksPerJob: Int
+    /// Plaintext bytes of one job: four chunks of the compressed default
+    /// (32 KiB), one of 128 KiB or more.
+    static let jobBytes = 128 << 10
 
     /// - Parameters:
     ///   - chunkSize: the bundle's chunk size.
@@ -97,18 +112,21 @@ final class ChunkPipeline {
     ///   - bundleID: the bundle id (for the chunks' associated data).
     ///   - sink: where sealed chunks go, in order.
     init(chunkSize: Int, level: Int, bundleID: [UInt8], sink: ChunkSink) throws {
-        // Enough chunks in flight to keep every core busy while the packer
+        // Enough jobs in flight to keep every core busy while the packer
         // reads the next ones and writes finished ones.
-        let count = 4 * max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 16))
+        chunksPerJob = max(1, Self.jobBytes / chunkSize)
+        let count = max(4, 2 * chunksPerJob) * max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 16))
         slots = try (0..<count).map { _ in try Slot(chunkSize: chunkSize, level: level, bundleID: bundleID) }
         free = Array(slots.indices.reversed())
         self.sink = sink
         inFlight.reserveCapacity(count)
+        pending.reserveCapacity(chunksPerJob)
     }
 
     deinit {
-        // Workers still running hold their slots: wait for them.
-        for index in inFlight { slots[index].done.wait() }
+        // Workers still running hold their slots: wait for them (pending
+        // slots never reached a worker).
+        for index in inFlight.dropLast(pending.count) { slots[index].done.wait() }
     }
 
     /// A slot to fill, taking finished ones back (in order) until one is free.
@@ -128,7 +146,8 @@ final class ChunkPipeline {
         slot.length = length
         slot.failed = false
         inFlight.append(index)
-        workers.async { slot.work() }
+        pending.append(index)
+        if pending.count == chunksPerJob { startPending() }
     }
 
     /// Takes back every slot in flight.
@@ -136,9 +155,24 @@ final class ChunkPipeline {
         while !inFlight.isEmpty { try takeOldest() }
     }
 
+    /// Hands the pending slots to a worker as one job, which signals them
+    /// all when the last is sealed.
+    private func startPending() {
+        guard !pending.isEmpty else { return }
+        let job = pending.map { slots[$0] }
+        pending.removeAll(keepingCapacity: true)
+        workers.async {
+            for slot in job { slot.work() }
+            for slot in job { slot.done.signal() }
+        }
+    }
+
     /// Waits for the oldest slot, appends its sealed chunk to the sink and
     /// records it in its body.
     private func takeOldest() throws {
+        // Pending slots are the newest in flight: the oldest is one of
+        // them only when all are.
+        if inFlight.count == pending.count { startPending() }
         let index = inFlight.removeFirst()
         let slot = slots[index]
         slot.done.wait()
