@@ -61,6 +61,26 @@ final class SourcePrefetcherTests: XCTestCase {
                       "the prefetcher did not follow the packer")
     }
 
+    func testPrefetch_AtItsWindow_WaitsForAQuarterOfItBeforeHintingAgain() throws {
+        let size = 4 << 20
+        try makeEvictedFile("big.bin", bytes: size)
+        let window = 1 << 20, step = 64 << 10
+        let prefetcher = SourcePrefetcher(root: root, files: [.init(relativePath: bytes("big.bin"), size: UInt64(size))],
+                                          window: UInt64(window), step: UInt64(step))
+        defer { prefetcher.stop() }
+        let reach = window + step
+        XCTAssertTrue(waitUntilCached("big.bin", pages: 0..<(reach / page)), "the window was not read ahead")
+        // Two steps on, less than a quarter of the window: no new hint.
+        prefetcher.packerReached(file: 0, offset: UInt64(2 * step))
+        usleep(300_000)
+        XCTAssertEqual(try cachedPages("big.bin", (reach / page)..<((reach + 2 * step) / page)), 0,
+                       "woken for less than a quarter of its window")
+        // A quarter of the window past where it stopped: it follows.
+        prefetcher.packerReached(file: 0, offset: UInt64(step + window / 4))
+        XCTAssertTrue(waitUntilCached("big.bin", pages: (reach / page)..<((reach + window / 4) / page)),
+                      "the prefetcher did not follow the packer")
+    }
+
     func testPrefetch_FileThatCannotBeOpened_IsSkipped() throws {
         try makeEvictedFile("present.bin", bytes: 256 << 10)
         let prefetcher = SourcePrefetcher(root: root, files: [.init(relativePath: bytes("missing.bin"), size: 4096),

@@ -17,7 +17,11 @@ import Glibc
 /// them, so many are in flight while the packer works. It stays within a
 /// window of bytes (plus one step) and of files ahead of what the packer
 /// has read, so that the prefetched pages are still cached when they are
-/// needed and few descriptors are opened ahead.
+/// needed and few descriptors are opened ahead. When it reaches that limit
+/// it sleeps until the packer has moved a quarter of the window (and of the
+/// file limit) on: woken at every chunk, as it first was, it cost the
+/// packer a context switch and an open, a hint and a close per 32 KiB chunk
+/// of a compressed pack (docs/PERFORMANCE.md).
 ///
 /// Only page-cache hints: it reads no file into this process, never fails
 /// the pack (a file it cannot open is skipped; the packer reports it), and
@@ -52,6 +56,10 @@ final class SourcePrefetcher: Sendable {
     private let consumedFile = Atomic<Int>(0)
     /// Set when the prefetch thread sleeps until the packer moves on.
     private let waiting = Atomic<Bool>(false)
+    /// Where the sleeping prefetch thread wants to go on: it is woken when
+    /// a hint there would be within reach (set before `waiting`).
+    private let resumePosition = Atomic<UInt64>(0)
+    private let resumeFile = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let wake = DispatchSemaphore(value: 0)
     private let exited = DispatchSemaphore(value: 0)
@@ -92,6 +100,8 @@ final class SourcePrefetcher: Sendable {
         guard file < files.count else { return }
         consumedFile.store(file, ordering: .relaxed)
         consumed.store(starts[file] &+ min(bytes, files[file].size), ordering: .releasing)
+        guard waiting.load(ordering: .acquiring),
+              isWithinReach(position: resumePosition.load(ordering: .relaxed), file: resumeFile.load(ordering: .relaxed)) else { return }
         if waiting.exchange(false, ordering: .acquiringAndReleasing) { wake.signal() }
     }
 
@@ -150,12 +160,17 @@ final class SourcePrefetcher: Sendable {
         return position <= packer &+ window && file <= consumedFile.load(ordering: .relaxed) &+ maximumFilesAhead
     }
 
-    /// Sleeps until ``packerReached(file:offset:)`` or ``stop()``; the
-    /// flag is set before the condition is checked again, so a move in
-    /// between is not missed.
+    /// Sleeps until ``packerReached(file:offset:)`` finds the packer a
+    /// quarter of the window and of the file limit further on (a hint at
+    /// `position` then within reach with that much to spare), or
+    /// ``stop()``; the flag is set before the condition is checked again, so
+    /// a move in between is not missed.
     private func sleepUntilThePackerMoves(position: UInt64, file: Int) {
+        let resume = (position: position &+ window / 4, file: file &+ maximumFilesAhead / 4)
+        resumePosition.store(resume.position, ordering: .relaxed)
+        resumeFile.store(resume.file, ordering: .relaxed)
         waiting.store(true, ordering: .sequentiallyConsistent)
-        if stopping.load(ordering: .sequentiallyConsistent) || isWithinReach(position: position, file: file) {
+        if stopping.load(ordering: .sequentiallyConsistent) || isWithinReach(position: resume.position, file: resume.file) {
             // Take back the flag; if the packer already took it, its
             // signal is pending and is consumed here.
             if !waiting.exchange(false, ordering: .acquiringAndReleasing) { wake.wait() }
