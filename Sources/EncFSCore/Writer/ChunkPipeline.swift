@@ -11,8 +11,9 @@ import Glibc
 /// zstd costs far more than AES-GCM, and one packing thread would leave
 /// the other cores idle (mksquashfs uses them all). The packer thread reads
 /// chunks into slots and submits them; each slot is compressed and sealed
-/// on a dispatch worker with the slot's own compressor and codec, a few
-/// slots per job (``jobBytes``); the packer takes finished slots back
+/// on a dispatch worker with the slot's own codec and a compressor lent to
+/// the job (``ChunkCompressionPool``), a few slots per job (``jobBytes``);
+/// the packer takes finished slots back
 /// strictly in submission order, appends
 /// their sealed bytes to the sink and records each in its body's chunk
 /// table. Chunks of several files are in flight at once, so small files
@@ -24,18 +25,16 @@ import Glibc
 /// chunk (ten times mksquashfs's context switches, docs/PERFORMANCE.md);
 /// now it wakes once a job.
 ///
-/// Memory: per core, two jobs' worth of slots (at least four), each with two
-/// chunk buffers (plaintext and frame, wiped after each use and when freed)
-/// and one sealed buffer.
+/// Memory: per core, two jobs' worth of slots (at least four), each with a
+/// plaintext buffer (wiped after each use and when freed) and a sealed one;
+/// a compressor and a frame buffer per job in flight.
 final class ChunkPipeline {
     /// One chunk in flight. `@unchecked Sendable`: the packer fills it
     /// before submitting and reads it only after `done` was signalled; the
     /// worker touches it in between.
     final class Slot: @unchecked Sendable {
         let plaintext: UnsafeMutableRawBufferPointer
-        let frame: UnsafeMutableRawBufferPointer
         let sealed: UnsafeMutableRawBufferPointer
-        let compressor: ChunkCompressor
         let codec: ChunkCodec
         let done = DispatchSemaphore(value: 0)
         // Set by the packer before submitting.
@@ -49,27 +48,23 @@ final class ChunkPipeline {
         var encoding: StoredChunkEncoding = .raw
         var failed = false
 
-        init(chunkSize: Int, level: Int, bundleID: [UInt8]) throws {
+        init(chunkSize: Int, bundleID: [UInt8]) throws {
             plaintext = .allocate(byteCount: chunkSize, alignment: 4096)
             plaintext.initializeMemory(as: UInt8.self, repeating: 0)
-            frame = .allocate(byteCount: chunkSize, alignment: 4096)
-            frame.initializeMemory(as: UInt8.self, repeating: 0)
             sealed = .allocate(byteCount: chunkSize + AESGCM.tagByteCount, alignment: 4096)
-            compressor = try ChunkCompressor(level: level)
             codec = try ChunkCodec(bundleID: bundleID, compressed: true)
         }
 
         deinit {
             SecureBytes.wipe(plaintext)
-            SecureBytes.wipe(frame)
             plaintext.deallocate()
-            frame.deallocate()
             sealed.deallocate()
         }
 
-        /// Compresses (when that makes the chunk shorter) and seals: runs
-        /// on a worker, which then signals `done`.
-        func work() {
+        /// Compresses (when that makes the chunk shorter) with the job's
+        /// compressor and seals: runs on a worker, which then signals `done`.
+        func work(with lease: ChunkCompressionPool.Lease) {
+            let compressor = lease.compressor, frame = lease.frame
             let piece = UnsafeRawBufferPointer(rebasing: plaintext[0..<length])
             let compressed = compressor.compress(piece, into: UnsafeMutableRawBufferPointer(rebasing: frame[0..<(length - 1)]))
             let stored = compressed.map { UnsafeRawBufferPointer(rebasing: frame[0..<$0]) } ?? piece
@@ -90,6 +85,7 @@ final class ChunkPipeline {
     }
 
     private let slots: [Slot]
+    private let compressions: ChunkCompressionPool
     /// Slots submitted and not yet taken back, oldest first, as indices into `slots`.
     private var inFlight: [Int] = []
     /// Slots submitted but not yet handed to a worker: the newest of
@@ -116,7 +112,8 @@ final class ChunkPipeline {
         // reads the next ones and writes finished ones.
         chunksPerJob = max(1, Self.jobBytes / chunkSize)
         let count = max(4, 2 * chunksPerJob) * max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 16))
-        slots = try (0..<count).map { _ in try Slot(chunkSize: chunkSize, level: level, bundleID: bundleID) }
+        slots = try (0..<count).map { _ in try Slot(chunkSize: chunkSize, bundleID: bundleID) }
+        compressions = try ChunkCompressionPool(count: (count + chunksPerJob - 1) / chunksPerJob, chunkSize: chunkSize, level: level)
         free = Array(slots.indices.reversed())
         self.sink = sink
         inFlight.reserveCapacity(count)
@@ -161,8 +158,11 @@ final class ChunkPipeline {
         guard !pending.isEmpty else { return }
         let job = pending.map { slots[$0] }
         pending.removeAll(keepingCapacity: true)
+        let compressions = compressions
         workers.async {
-            for slot in job { slot.work() }
+            let lease = compressions.take()
+            for slot in job { slot.work(with: lease) }
+            compressions.giveBack(lease)
             for slot in job { slot.done.signal() }
         }
     }
