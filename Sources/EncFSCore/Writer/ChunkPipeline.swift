@@ -13,10 +13,9 @@ import Glibc
 /// chunks into slots and submits them; each slot is compressed and sealed
 /// on a dispatch worker with the slot's own codec and a compressor lent to
 /// the job (``ChunkCompressionPool``), a few slots per job (``jobBytes``);
-/// the packer takes finished slots back
-/// strictly in submission order, appends
-/// their sealed bytes to the sink and records each in its body's chunk
-/// table. Chunks of several files are in flight at once, so small files
+/// the packer takes finished slots back strictly in submission order,
+/// appends their sealed bytes to the sink and records each in its body's
+/// chunk table. Chunks of several files are in flight at once, so small files
 /// are compressed in parallel too; a body's `first` is set when its first
 /// chunk reaches the sink.
 ///
