@@ -194,14 +194,28 @@ final class WriterFaultTests: XCTestCase {
         }
     }
 
-    private func assertChangeWhileReadFails(_ change: @escaping @Sendable ([UInt8]) -> Void,
+    /// A compressed pack fails the same way while chunks of the file are
+    /// with the pipeline's workers or still waiting to be handed to them.
+    func testPack_CompressedFileGrewWhileRead_FailsSourceChanged() throws {
+        var compressed = options(chunkSizeLog2: 15)
+        compressed.compression = .zstd
+        try assertChangeWhileReadFails(options: compressed) { path in
+            let fd = path.withCPath { open($0, O_WRONLY | O_APPEND | O_CLOEXEC) }
+            if fd >= 0 {
+                _ = write(fd, "x", 1)
+                close(fd)
+            }
+        }
+    }
+
+    private func assertChangeWhileReadFails(options packOptions: PackOptions? = nil, _ change: @escaping @Sendable ([UInt8]) -> Void,
                                             file: StaticString = #filePath, line: UInt = #line) throws {
         let big = join(source, bytes("big.bin"))
         try FileTree.writeFile(big, [UInt8](repeating: 0xC3, count: 16 << 20))
         let trigger = try ReadTrigger(path: big) { change(big) }
         let destination = join(out, bytes("b.bundle"))
         XCTAssertThrowsBundleError(.sourceChanged(path: big), file: file, line: line) {
-            try BundleWriter.pack(source: source, destination: destination, options: options()) { _, _ in }
+            try BundleWriter.pack(source: source, destination: destination, options: packOptions ?? options()) { _, _ in }
         }
         XCTAssertTrue(trigger.wait(), "the file was never read", file: file, line: line)
         XCTAssertEqual(try FileTree.list(out), [], "nothing may be left at the destination", file: file, line: line)
