@@ -4,7 +4,9 @@
   Scripts/bench/seq_cpu.py REPS FILE NAME=KIND:BIN:SOURCE[:ARG,ARG...] ...
 
 KIND is `encfs` (BIN/encfs-mount SOURCE MNT ARGs, SOURCE a bundle; give the
-key with ARGs, e.g. `--key-file,/path/key`) or `nullfuse` (BIN SOURCE MNT
+key with ARGs, e.g. `--key-file,/path/key`), `gocryptfs` (BIN -ro -q ARGs
+SOURCE MNT, SOURCE a cipher directory, e.g. ARGs `-passfile,FILE`) or
+`nullfuse` (BIN SOURCE MNT
 ARGs, SOURCE a directory, e.g. `-o,max_read=262144`); an ARG `ENV:K=V` sets
 an environment variable for the mount command instead. FILE is the path of the
 big file inside every mount (e.g. big.bin). Every mount gets a 1 MiB
@@ -59,6 +61,8 @@ def mount(s, base):
     subprocess.run(["fusermount3", "-uz", mp], capture_output=True)
     if s["kind"] == "encfs":
         cmd = [f"{s['bin']}/encfs-mount", s["source"], mp] + s["args"]
+    elif s["kind"] == "gocryptfs":
+        cmd = [s["bin"], "-ro", "-q"] + s["args"] + [s["source"], mp]
     else:
         cmd = [s["bin"], s["source"], mp] + s["args"]
     if os.environ.get("CHRT"):
