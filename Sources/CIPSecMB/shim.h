@@ -13,6 +13,7 @@
 #define CIPSECMB_SHIM_H
 #include <intel-ipsec-mb.h>
 #include <stdint.h>
+#include <string.h>
 
 void aes_gcm_pre_256_vaes_avx512(const void *key, struct gcm_key_data *key_data);
 void aes_gcm_dec_256_vaes_avx512(const struct gcm_key_data *key_data, struct gcm_context_data *context_data,
@@ -53,9 +54,7 @@ static inline int cimb_gcm256_open(const void *key_data, void *out, const void *
     uint8_t diff = 0;
     for (int i = 0; i < 16; i++)
         diff |= (uint8_t)(a[i] ^ b[i]);
-    volatile uint8_t *state = (volatile uint8_t *)&ctx;
-    for (size_t i = 0; i < sizeof(ctx); i++)
-        state[i] = 0;
+    explicit_bzero(&ctx, sizeof(ctx));
     return diff == 0;
 }
 #endif
