@@ -46,7 +46,8 @@ let package = Package(
         // ABI (kernel headers only, no library); used only in
         // Sources/EncFSMount/Uring/ (Scripts/check-layering.sh).
         .systemLibrary(name: "CUring"),
-        .target(name: "CryptCore", dependencies: ["COpenSSL"]),
+        .systemLibrary(name: "CIPSecMB", providers: [.apt(["libipsec-mb-dev"])]),
+        .target(name: "CryptCore", dependencies: ["COpenSSL", "CIPSecMB"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore", "CZstd"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse", "CUring"]),

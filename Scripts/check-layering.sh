@@ -12,6 +12,7 @@
 #   - CCurl (libcurl) only in Sources/EncFSRemote/;
 #   - CUring (io_uring system calls, the FUSE ring ABI) only in
 #     Sources/EncFSMount/Uring/;
+#   - CIPSecMB (ipsec-mb's VAES AES-GCM) only in Sources/CryptCore/IPSecMB/;
 #   - no OpenSSL symbol outside CryptCore;
 #   - the core never reads the environment, prompts or exits: those belong
 #     to EncFSCLI;
@@ -34,6 +35,8 @@ while IFS= read -r hit; do report "CCurl imported outside Sources/EncFSRemote/" 
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CCurl' Sources Tests | grep -v '^Sources/EncFSRemote/' || true)
 while IFS= read -r hit; do report "CUring imported outside Sources/EncFSMount/Uring/" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CUring' Sources Tests | grep -v '^Sources/EncFSMount/Uring/' || true)
+while IFS= read -r hit; do report "CIPSecMB imported outside Sources/CryptCore/IPSecMB/" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CIPSecMB' Sources Tests | grep -v '^Sources/CryptCore/IPSecMB/' || true)
 while IFS= read -r hit; do report "libcurl symbol outside Sources/EncFSRemote/" "$hit"; done \
   < <(grep -rnE '\b(curl_easy_|curl_global_|curl_slist_|ccurl_)' Sources | grep -v '^Sources/EncFSRemote/' | grep -v '^Sources/CCurl/' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \

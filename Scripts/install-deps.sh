@@ -7,7 +7,7 @@
 # RemoteMountTests. Installs only what is missing.
 set -euo pipefail
 
-packages=(libfuse3-dev fuse3 libssl-dev libzstd-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd
+packages=(libfuse3-dev fuse3 libssl-dev libipsec-mb-dev libzstd-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd
   scdoc man-db bash-completion dpkg-dev lintian openssl)
 missing=()
 for p in "${packages[@]}"; do

@@ -2,7 +2,7 @@
 # Builds dist/encfs-tools_VERSION_amd64.deb: the encfs-* executables linked
 # with --static-swift-stdlib (the target machine needs no Swift), man pages,
 # bash completion, the systemd examples. Depends: are computed by
-# dpkg-shlibdeps from the binaries (libc6, libfuse3-3, libssl3, …), plus
+# dpkg-shlibdeps from the binaries (libc6, libfuse3-3, libssl3, libipsec-mb1, …), plus
 # fuse3 for fusermount3 and mount.fuse3.
 #
 # The static build goes to .build-static (kept: a second run only relinks

@@ -25,6 +25,7 @@
  * not change while it is mounted, so paths stay valid).
  *
  * Usage: nullfuse SRC_DIR MOUNTPOINT [-f] [-s] [-d] [-o opt,...]
+ *   (with -o max_read=N, set NULLFUSE_MAX_READ=N too: smaller requests)
  * Build: gcc -O2 -Wall nullfuse.c $(pkg-config --cflags --libs fuse3) -lpthread
  */
 #define _GNU_SOURCE
@@ -164,6 +165,11 @@ static void nf_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->max_readahead = max_io;
 	conn->time_gran = 1;
+	/* -o max_read=N must be repeated here (libfuse refuses the INIT
+	 * otherwise); NULLFUSE_MAX_READ carries it, to compare request sizes. */
+	const char *max_read = getenv("NULLFUSE_MAX_READ");
+	if (max_read)
+		conn->max_read = (unsigned)strtoul(max_read, NULL, 10);
 }
 
 static void nf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

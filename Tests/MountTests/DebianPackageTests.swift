@@ -33,7 +33,7 @@ final class DebianPackageTests: MountTestCase {
 
         // Metadata: the exact shared libraries, fuse3 for fusermount3, nothing of Swift.
         let depends = try check("/usr/bin/dpkg-deb", ["-f", deb, "Depends"]).output
-        for library in ["libc6", "libfuse3-3", "libssl3", "fuse3"] {
+        for library in ["libc6", "libfuse3-3", "libssl3", "libipsec-mb1", "fuse3"] {
             XCTAssertTrue(depends.contains(library), "\(library) not in Depends: \(depends)")
         }
         XCTAssertFalse(depends.lowercased().contains("swift"), depends)
