@@ -439,6 +439,44 @@ final class RemoteMountTests: RemoteTestCase {
         }
     }
 
+    /// `--net-timeout 0` waits as long as the server fails, like a hard NFS
+    /// mount: a read that meets nothing but 503s is neither failed at once
+    /// nor at any short deadline, keeps retrying, and returns the right
+    /// bytes once the server answers again.
+    func testNetTimeoutZero_ReadWaitsForTheServerToRecover() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 600_000])
+        let offset = 300_000
+        let expectedPiece = try expected("\(published.source)/a.bin", offset: offset)
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key,
+                                      ["--net-timeout", "0", "--retries", "1000", "--fetch-size", "64K"])
+        try server.setFault("status", ["code": "503"])
+        let requestsBefore = try server.proxyStats().requests
+        let resultFile = scratch.url(uniqueName("read.result"))
+        let reader = try SpawnedProcess(Tools.python, ["-c", """
+            import errno, hashlib, os, sys
+            fd = os.open(sys.argv[1], os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            try:
+                result = hashlib.sha256(os.pread(fd, 4096, int(sys.argv[2]))).hexdigest()
+            except OSError as e:
+                result = errno.errorcode[e.errno]
+            open(sys.argv[3], 'w').write(result)
+            """, mounted.path("a.bin"), String(offset), resultFile])
+        defer {
+            reader.signal(SIGKILL)
+            _ = reader.wait(deadline: Deadline(seconds: 10))
+        }
+        func result() -> String { (try? String(contentsOfFile: resultFile, encoding: .utf8)) ?? "(none)" }
+        // Twice the deadline the other tests mount with.
+        XCTAssertNil(reader.wait(deadline: Deadline(seconds: 4)), "the read ended while the server failed: \(result())")
+        XCTAssertGreaterThan(try server.proxyStats().requests, requestsBefore + 1, "the read did not retry")
+        try server.resetProxy()
+        XCTAssertNotNil(reader.wait(deadline: Deadline(seconds: 30)), "the read did not end after the server recovered")
+        XCTAssertEqual(result(), expectedPiece)
+        unmount(mounted)
+    }
+
     /// `--connections N`: reads of many units at once share at most N
     /// kept-alive connections, and use more than one when N allows.
     func testConnections_TheOptionBoundsTheConnections() throws {
