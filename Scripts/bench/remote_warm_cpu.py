@@ -38,23 +38,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_remote as bench  # noqa: E402
+from bench import daemon_pid  # noqa: E402  (one copy of the /proc walk)
+
 
 class Context:
     pass
 
 
 def daemon_of(mnt):
-    """The pid of the encfs-mount process serving `mnt` (its argv names it)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"encfs-mount") and mnt.encode() in argv:
-            return int(pid)
-    raise SystemExit(f"remote_warm_cpu: error: no encfs-mount serves {mnt}")
+    """The pid of the daemon serving `mnt` (bench.py's /proc walk)."""
+    pid = daemon_pid(mnt)
+    if pid is None:
+        raise SystemExit(f"remote_warm_cpu: error: no encfs-mount serves {mnt}")
+    return pid
 
 
 def cpu_seconds(pid):

@@ -23,6 +23,9 @@ The figures to quote next to it come from Scripts/bench.sh.
 """
 import ctypes, os, re, resource, signal, statistics, subprocess, sys, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import daemon_pid  # noqa: E402  (one copy of the /proc walk)
+
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -34,20 +37,6 @@ def parse(spec):
     env = dict(a[4:].split("=", 1) for a in args if a.startswith("ENV:"))
     args = [a for a in args if not a.startswith("ENV:")]
     return {"name": name, "kind": kind, "bin": binary, "source": source, "args": args, "env": env}
-
-
-def daemon_pid(mountpoint):
-    for e in os.listdir("/proc"):
-        if not e.isdigit():
-            continue
-        try:
-            argv = open(f"/proc/{e}/cmdline", "rb").read().split(b"\0")
-            if mountpoint.encode() in argv and any(
-                    os.readlink(f"/proc/{e}/fd/{f}") == "/dev/fuse" for f in os.listdir(f"/proc/{e}/fd")):
-                return int(e)
-        except OSError:
-            pass
-    return None
 
 
 def cpu_seconds(pid):
