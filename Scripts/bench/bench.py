@@ -91,6 +91,8 @@ ZSTD_URING = "encfs-zstd-uring"
 # to compare two builds on compressed bundles; only with --baseline-bin and
 # when asked for.
 ZSTD_BASELINE = "encfs-zstd-base"
+# encfs-zstd with 64 KiB chunks instead of the default for compressed bundles.
+ZSTD_64K = "encfs-zstd-64k"
 # The pairs (this build, the baseline build) compared by ratio tables.
 BASELINE_PAIRS = [("encfs", BASELINE), (URING, BASELINE_URING), ("encfs-zstd", ZSTD_BASELINE)]
 # Old names that now mean another system: encfs-zstd-classic was encfs-zstd
@@ -529,9 +531,20 @@ class EncFSZstd(EncFS):
         if os.path.exists(self.bundle):
             os.unlink(self.bundle)
         run([os.path.join(self.bin, "encfs-pack"), self.bench.data.path, self.bundle,
-             "--key-file", self.bench.key_file, "--quiet", "--compress", "zstd"]
+             "--key-file", self.bench.key_file, "--quiet", "--compress", "zstd"] + self.chunk_size_args()
             + self.bench.args.encfs_pack_args.split() + os.environ.get("BENCH_ENCFS_ZSTD_ARGS", "").split())
         os.sync()
+
+    def chunk_size_args(self):
+        """None: encfs-pack's default chunk size for compressed bundles."""
+        return []
+
+
+class EncFSZstd64K(EncFSZstd):
+    """encfs-zstd packed with --chunk-size 64K: the chunk-size trade-off (sequential against 4 KiB random) side by side."""
+
+    def chunk_size_args(self):
+        return ["--chunk-size", "64K"]
 
 
 class EncFSClassic(EncFS):
@@ -617,8 +630,8 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
-                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_URING: EncFSZstdUring}
-        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_URING]
+                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_URING: EncFSZstdUring, ZSTD_64K: EncFSZstd64K}
+        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_URING, ZSTD_64K]
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]
