@@ -32,9 +32,10 @@
 #                  warm sequential reads: every system and latency of the
 #                  run mounted at once (each with its own cache), the file
 #                  read once through each, then N rounds of one pass per
-#                  system after dropping the kernel's caches, the order
-#                  rotated each round; medians and per-round ratios
-#                  (default 15 with --quick, else 5)
+#                  system after dropping the kernel's caches, in
+#                  balanced orders (each system after each other equally
+#                  often); medians, quartiles and per-round ratios
+#                  (default 60 with --quick, else 10)
 #
 # Needs root (drop_caches, mounts); installs nginx and rclone when missing.
 # Leaves no mount or server behind, also on failure or Ctrl-C.
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
     --systems) systems=${2:?--systems needs a list}; shift ;;
     --warm-passes) warm_passes=${2:?--warm-passes needs a number}; shift
             [[ "$warm_passes" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --warm-passes must be a positive number" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     *) echo "bench-remote.sh: error: unknown option $1" >&2; exit 2 ;;
   esac
   shift

@@ -210,12 +210,38 @@ def prepare(ctx):
     return www
 
 
+def balanced_orders(items):
+    """Orders of `items` for successive rounds, cycled through: each item
+    comes at each place, and right after each other item, equally often (a
+    Williams design; twice as many orders for an odd count).
+
+    Why not the same order rotated each round: then every item always
+    follows the same one (encfs-http always came right after encfs-local),
+    so whatever a pass leaves behind for the next one (the kernel's caches
+    just dropped, a daemon's threads still winding down) fell on the same
+    pair in every round."""
+    n = len(items)
+    if n < 2:
+        return [list(items)]
+    sequence, low, high = [0], 1, n - 1
+    while len(sequence) < n:
+        sequence.append(low if len(sequence) % 2 else high)
+        if len(sequence) % 2 == 0:
+            low += 1
+        else:
+            high -= 1
+    orders = [[items[(s + shift) % n] for s in sequence] for shift in range(n)]
+    if n % 2:
+        orders += [order[::-1] for order in orders]
+    return orders
+
+
 def measure_warm(ctx, runs, urls):
     """Warm sequential reads of every (system, latency) of the run, each
     mounted on its own mount point with its own cache at once, the file
     read once to fill the caches, then ``ctx.warm_passes`` rounds: in each,
-    every system once, each pass after dropping the kernel's caches, in an
-    order rotated from round to round.
+    every system once, each pass after dropping the kernel's caches, in
+    the orders of ``balanced_orders``.
 
     Why not one pass per system inside each round of ``measure``: on a
     shared 2-CPU machine a 64 MiB pass lasts 55–145 ms, and a burst of
@@ -233,10 +259,9 @@ def measure_warm(ctx, runs, urls):
         read_all(large)
         mounted[(system, latency)] = large
     passes = {key: [] for key in mounted}
-    keys = list(mounted)
+    orders = balanced_orders(list(mounted))
     for round_number in range(ctx.warm_passes):
-        shift = round_number % len(keys)
-        for key in keys[shift:] + keys[:shift]:
+        for key in orders[round_number % len(orders)]:
             drop_caches()
             passes[key].append(read_all(mounted[key]))
     for path in mounted.values():
@@ -294,6 +319,17 @@ def print_table(rows, load_start, load_end, ctx):
             print(f"| {r['system']} | {latency} | " + " | ".join(cell(r, m, ranged) for m in METRICS) + " |")
 
 
+def middle_half(values):
+    """The first and third quartiles of sorted `values`: single warm
+    rounds on a shared machine scatter 0.3–2.5, so the range says little;
+    the median of 15 such rounds still moved by ±0.07 from run to run
+    (docs/PERFORMANCE.md, remote bundles)."""
+    if len(values) < 4:
+        return "-"
+    quartiles = statistics.quantiles(values, n=4)
+    return f"{quartiles[0]:.2f}–{quartiles[2]:.2f}"
+
+
 def print_ratios(results, warm):
     """The issue's targets as ratios within each round (a system against
     the reference measured minutes apart, not across the whole run; warm:
@@ -323,11 +359,11 @@ def print_ratios(results, warm):
                 if ratios:
                     ratios.sort()
                     lines.append(f"| {system} | {latency} | {label} | {statistics.median(ratios):.2f} "
-                                 f"| {ratios[0]:.2f}–{ratios[-1]:.2f} | {len(ratios)} |")
+                                 f"| {middle_half(ratios)} | {ratios[0]:.2f}–{ratios[-1]:.2f} | {len(ratios)} |")
     if lines:
-        print("\nratios within each round:\n")
-        print("| system | added latency, ms | ratio | median | range | rounds |")
-        print("|---|---|---|---|---|---|")
+        print("\nratios within each round (middle half: the rounds between the quartiles):\n")
+        print("| system | added latency, ms | ratio | median | middle half | range | rounds |")
+        print("|---|---|---|---|---|---|---|")
         print("\n".join(lines))
 
 
@@ -346,7 +382,7 @@ def main():
     ctx.size = (64 if ctx.quick else 512) << 20
     ctx.random_reads = 200 if ctx.quick else 1000
     if ctx.warm_passes is None:
-        ctx.warm_passes = 15 if ctx.quick else 5
+        ctx.warm_passes = 60 if ctx.quick else 10
     os.makedirs(ctx.out, exist_ok=True)
     results = []
     warm = {}
