@@ -74,6 +74,10 @@ public final class RemoteBundleSource: ByteSource {
     private let lastUnit = Atomic<UInt64>(UInt64.max)
     /// Where the unit that last started read-ahead starts.
     private let lastReadAhead = Atomic<UInt64>(UInt64.max)
+    /// Where the stored units read into the page cache ahead of the
+    /// sequential reader end (0 after a read that was not sequential):
+    /// each is read ahead once, not again when it becomes the next unit.
+    private let warmedUpTo = Atomic<UInt64>(0)
     /// Where the last read ended, to tell a sequential reader from random
     /// reads that happen to enter the next unit.
     private let lastEnd = Atomic<UInt64>(UInt64.max)
@@ -203,6 +207,8 @@ public final class RemoteBundleSource: ByteSource {
             sequential = nearStreak.wrappingAdd(1, ordering: .relaxed).newValue >= Self.sequentialStreak
         } else {
             nearStreak.store(0, ordering: .relaxed)
+            // Loaded first: random reads leave the shared line alone.
+            if warmedUpTo.load(ordering: .relaxed) != 0 { warmedUpTo.store(0, ordering: .relaxed) }
             sequential = false
         }
         var done = 0
@@ -530,7 +536,8 @@ public final class RemoteBundleSource: ByteSource {
 
     /// Makes sure the ``readAheadUnits`` units after `end` are coming:
     /// fetched in the background when not stored, or read from their
-    /// files into the kernel's page cache when stored.
+    /// files into the kernel's page cache when stored (each once while the
+    /// reads stay sequential, ``warmedUpTo``).
     private func readAhead(after end: UInt64, cache: CiphertextCache) {
         var position = end
         for _ in 0..<Self.readAheadUnits where position < pinnedStart {
@@ -538,7 +545,15 @@ public final class RemoteBundleSource: ByteSource {
             defer { if position <= from { position = pinnedStart } }
             switch claim(at: position, anchor: position, in: cache) {
             case .stored(let unit):
-                background.async { cache.readAhead(unitAt: unit.lowerBound) }
+                // The unit after the one being read was read ahead as the
+                // second of the last call: only the new one is. Reading it
+                // again cost a libdispatch thread's wake-up and a mapping
+                // made and torn down, for pages already cached
+                // (docs/PERFORMANCE.md, remote bundles).
+                if unit.upperBound > warmedUpTo.load(ordering: .relaxed) {
+                    warmedUpTo.store(unit.upperBound, ordering: .relaxed)
+                    background.async { cache.readAhead(unitAt: unit.lowerBound) }
+                }
                 position = unit.upperBound
             case .waitFor(let unit, _):
                 position = unit.upperBound
