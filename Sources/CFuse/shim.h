@@ -65,4 +65,13 @@ static inline int cfuse_pidfd_has_exited(int pidfd) {
     return rc > 0 ? 1 : 0;
 }
 
+// RUSAGE_THREAD needs _GNU_SOURCE, which the importer does not define:
+// the calling thread's involuntary context switches so far (RequestPoller
+// backs off when others wanted its CPU), 0 when getrusage fails.
+static inline long cfuse_thread_involuntary_switches(void) {
+    struct rusage usage;
+    if (getrusage(1 /* RUSAGE_THREAD */, &usage) != 0) return 0;
+    return usage.ru_nivcsw;
+}
+
 #endif

@@ -181,7 +181,8 @@ public enum CtlCommand {
             "open handles: \(fields[Field.openHandles] ?? "unknown")",
             "idle lock:    \(idleLock > 0 ? "after \(idleLock) s" : "off")",
             "idle for:     \(fields[Field.idleSeconds] ?? "?") s",
-            "transport:    \(fields[Field.transport] ?? "unknown") (\(fields[Field.ringRequests] ?? "0") requests on rings)",
+            "transport:    \(fields[Field.transport] ?? "unknown") (\(fields[Field.ringRequests] ?? "0") requests on rings, "
+                + "\(fields[Field.polledRequests] ?? "0") found by polling)",
         ].joined(separator: "\n")
     }
 
@@ -200,6 +201,7 @@ public enum CtlCommand {
             ("idle_seconds", number(Field.idleSeconds)),
             ("transport", .string(fields[Field.transport] ?? "unknown")),
             ("ring_requests", number(Field.ringRequests)),
+            ("polled_requests", number(Field.polledRequests)),
         ])
     }
 }

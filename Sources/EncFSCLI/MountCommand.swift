@@ -16,7 +16,7 @@ import Glibc
 /// mount is up, or prints the daemon's error.
 public enum MountCommand {
     static let help = """
-    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic]
+    usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic] [--poll-us N]
            encfs-mount URL MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
@@ -84,6 +84,13 @@ public enum MountCommand {
                                for and unavailable is an error, and is
                                refused with -o auto_unmount or a remote
                                bundle
+      --poll-us N              classic transport: while requests come one at
+                               a time, one worker polls N microseconds for
+                               the next before sleeping, 0 … 1000 (default
+                               50; 0: never); it spins a CPU only while
+                               requests keep coming within N µs, never for
+                               concurrent readers, an idle mount or a
+                               remote bundle
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
@@ -107,6 +114,7 @@ public enum MountCommand {
         .init(["--index-cache"], takesValue: true),
         .init(["--threads"], takesValue: true),
         .init(["--transport"], takesValue: true),
+        .init(["--poll-us"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
@@ -335,6 +343,10 @@ public enum MountCommand {
             }
             configuration.transport = .required(choice)
         }
+        if let text = args.value("--poll-us") {
+            configuration.pollMicroseconds = try number(text, in: 0...RequestPoller.maximumMicroseconds,
+                                                        "--poll-us must be a number of microseconds from 0 to \(RequestPoller.maximumMicroseconds)")
+        }
         if configuration.transport == .required(.uring), configuration.fuseOptions.contains("auto_unmount") {
             throw UsageError("--transport uring cannot be used with -o auto_unmount (a killed daemon's rings keep "
                              + "fusermount3 from unmounting): use --transport classic or leave --transport out")
@@ -370,6 +382,7 @@ public enum MountCommand {
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
         if case .required(let choice) = configuration.transport { add("--transport", Array(choice.rawValue.utf8)) }
+        add("--poll-us", Array(String(configuration.pollMicroseconds).utf8))
         out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         out += AccessOptions.daemonArguments(for: configuration.access)
         out += LockOptions.daemonArguments(configuration.lock)

@@ -42,6 +42,9 @@ package struct MountConfiguration: Sendable, Equatable {
     /// Which transport carries requests (`--transport`; by default
     /// classic).
     package var transport = TransportRequest.automatic
+    /// How long the classic loop polls for the next request, in
+    /// microseconds, 0 for never (`--poll-us`, ``RequestPoller``).
+    package var pollMicroseconds = RequestPoller.defaultMicroseconds
     /// Whether reads may wait on a network (a remote bundle): such a mount
     /// is served classic (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``).
     /// Not passed to the daemon: it parses the same remote settings.

@@ -20,6 +20,6 @@ extension MountSession {
                       extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                       logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
                       accessRules: configuration.access, transport: configuration.transport,
-                      waitsOnNetwork: configuration.waitsOnNetwork)
+                      waitsOnNetwork: configuration.waitsOnNetwork, pollMicroseconds: configuration.pollMicroseconds)
     }
 }

@@ -36,6 +36,9 @@ public final class MountSession {
     private let threads: Int
     /// The transport asked for (`--transport`), decided at ``serve(readaheadKB:mounted:)``.
     private let transportRequest: TransportRequest
+    /// The classic loop's polling window in microseconds (`--poll-us`),
+    /// 0 when it does not poll (``RequestPoller``).
+    private let pollMicroseconds: Int
     /// Why this mount must be served classic, if it must
     /// (``classicReason(autoUnmount:waitsOnNetwork:)``).
     private let classicReason: String?
@@ -121,9 +124,11 @@ public final class MountSession {
                  mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
                  threads: Int = MountSession.defaultThreads, logNames: Bool = false,
                  indexCacheBytes: Int = IndexPages.defaultCacheBytes, accessRules: AccessRules = AccessRules(),
-                 transport: TransportRequest = .automatic, waitsOnNetwork: Bool = false) throws {
+                 transport: TransportRequest = .automatic, waitsOnNetwork: Bool = false, pollMicroseconds: Int = 0) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
+        // Reads waiting on a network would hold the one polling worker.
+        self.pollMicroseconds = waitsOnNetwork ? 0 : pollMicroseconds
         transportRequest = transport
         classicReason = Self.classicReason(autoUnmount: extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount"),
                                            waitsOnNetwork: waitsOnNetwork)
@@ -215,7 +220,7 @@ public final class MountSession {
         let control = try makeControlServer()
         try context.transport.choose(transportRequest, classicReason: classicReason)
         try mount()
-        if let session { try context.transport.install(on: session) }
+        if let session { try context.transport.install(on: session, pollMicroseconds: pollMicroseconds) }
         if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {
             context.logger.log("warning", "read-ahead left at the kernel default: \(problem)")
         }

@@ -22,6 +22,9 @@ final class MountCommandTests: XCTestCase {
         configuration.readaheadKB = 2048
         configuration.logNames = true
         configuration.allowsExternalSymlinks = true
+        configuration.pollMicroseconds = 120
+        XCTAssertEqual(try roundTrip(configuration), configuration)
+        configuration.pollMicroseconds = 0
         XCTAssertEqual(try roundTrip(configuration), configuration)
         for choice in TransportChoice.allCases {
             configuration.transport = .required(choice)

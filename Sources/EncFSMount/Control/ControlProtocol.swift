@@ -67,6 +67,9 @@ package enum ControlProtocol {
         package static let transport = "transport"
         /// Requests served by the FUSE rings since mount (0 on classic).
         package static let ringRequests = "ring_requests"
+        /// Requests the classic loop found by polling since mount, not
+        /// waiting in the kernel (0 when it does not poll).
+        package static let polledRequests = "polled_requests"
     }
 
     /// Writes `body` as one frame to `socket`.

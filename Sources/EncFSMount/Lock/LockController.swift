@@ -106,6 +106,7 @@ final class LockController: Sendable {
             (ControlProtocol.StatusField.mountpoint, String(decoding: mountpoint.map { $0 == 0x0A ? 0x3F : $0 }, as: UTF8.self)),
             (ControlProtocol.StatusField.transport, context.transport.name),
             (ControlProtocol.StatusField.ringRequests, String(context.transport.ringRequests)),
+            (ControlProtocol.StatusField.polledRequests, String(context.transport.polledRequests)),
         ]
         return fields.map { "\($0.0)=\($0.1)\n" }.joined()
     }

@@ -27,8 +27,8 @@ import Glibc
 /// served by the classic loop with fewer threads, and notifications (cache
 /// invalidation at lock) are written there as before.
 final class FUSETransport: @unchecked Sendable {
-    // @unchecked: `session` and `fuseFD` are set right after mount, before
-    // the loop runs the hooks; the rest is behind atomics and a mutex.
+    // @unchecked: `session`, `fuseFD` and `poller` are set right after
+    // mount, before the loop runs the hooks; the rest is behind atomics and a mutex.
     private let logger: MountLogger
     private var session: OpaquePointer?
     private var fuseFD: Int32 = -1
@@ -73,6 +73,12 @@ final class FUSETransport: @unchecked Sendable {
     /// `uring` or `classic`: what serves now (encfs-ctl status).
     var name: String { ringsServe.load(ordering: .relaxed) ? TransportChoice.uring.rawValue : TransportChoice.classic.rawValue }
 
+    /// The classic loop's polling reader (`--poll-us`), nil when off.
+    private(set) var poller: RequestPoller?
+
+    /// Requests the classic loop found by polling since mount.
+    var polledRequests: Int { poller?.polledRequests.load(ordering: .relaxed) ?? 0 }
+
     /// Requests the rings served since mount.
     var ringRequests: Int { queues.withLock { $0.reduce(0) { $0 + $1.served } } }
 
@@ -108,12 +114,18 @@ final class FUSETransport: @unchecked Sendable {
     }
 
     /// Routes the session's /dev/fuse traffic through the hooks once
-    /// mounted (`fuse_session_mount` opened the fd); nothing to do when
-    /// the rings are not wanted.
+    /// mounted (`fuse_session_mount` opened the fd): the rings' when they
+    /// are wanted, else the poller's when `pollMicroseconds` is not 0,
+    /// else none.
     ///
+    /// - Parameter pollMicroseconds: `--poll-us`, 0 when off (always off
+    ///   for a remote bundle: see ``RequestPoller``).
     /// - Throws: `BundleError.io` when libfuse refuses the hooks.
-    func install(on session: OpaquePointer) throws {
-        guard wantsRings.load(ordering: .relaxed) else { return }
+    func install(on session: OpaquePointer, pollMicroseconds: Int = 0) throws {
+        guard wantsRings.load(ordering: .relaxed) else {
+            if pollMicroseconds > 0 { try installPoller(on: session, microseconds: pollMicroseconds) }
+            return
+        }
         self.session = session
         fuseFD = fuse_session_fd(session)
         var io = fuse_custom_io(writev: { fd, iov, count, userdata in
@@ -126,6 +138,21 @@ final class FUSETransport: @unchecked Sendable {
         let rc = fuse_session_custom_io(session, &io, fuseFD)
         guard rc == 0 else {
             throw BundleError.io(errno: -rc, operation: "install the io_uring transport", path: [])
+        }
+    }
+
+    /// The classic loop's hooks when it polls: reads through the poller,
+    /// writes unchanged.
+    private func installPoller(on session: OpaquePointer, microseconds: Int) throws {
+        poller = RequestPoller(session: session, microseconds: microseconds)
+        var io = fuse_custom_io(writev: { fd, iov, count, _ in writev(fd, iov, count) }, read: { fd, buffer, length, userdata in
+            guard let poller = FUSETransport.of(userdata)?.poller else { return read(fd, buffer, length) }
+            return poller.read(fd, buffer, length)
+        }, splice_receive: nil, splice_send: nil)
+        let rc = fuse_session_custom_io(session, &io, fuse_session_fd(session))
+        guard rc == 0 else {
+            poller = nil
+            throw BundleError.io(errno: -rc, operation: "install the polling reader", path: [])
         }
     }
 

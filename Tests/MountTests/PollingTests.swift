@@ -1,0 +1,154 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--poll-us N` on the classic transport: with one reader at a time the
+/// daemon finds requests by polling (encfs-ctl status counts them), never
+/// with `--poll-us 0`; an idle polling mount burns no CPU; a signal or an
+/// unmount ends a daemon whose worker is polling; bad values are refused.
+///
+/// These pin `--transport classic` themselves: the rings never poll.
+final class PollingTests: LockTestCase {
+    /// Reads FILE's 4 KiB blocks one at a time with O_DIRECT (each read
+    /// reaches the daemon) for COUNT reads, or forever when COUNT is 0,
+    /// checks each against EXPECTED and prints "ok N bad M" at the end.
+    static let reader = #"""
+    import mmap, os, sys
+    path, count, expected = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "rb").read()
+    blocks = len(expected) // 4096
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)
+    ok = bad = i = 0
+    while count == 0 or i < count:
+        off = (i * 7 % blocks) * 4096
+        n = os.preadv(fd, [buf], off)
+        if n == 4096 and buf[:n] == expected[off:off + n]: ok += 1
+        else: bad += 1
+        i += 1
+    print("ok", ok, "bad", bad)
+    """#
+
+    private func polledRequests(_ mounted: MountedBundle) throws -> Int {
+        try XCTUnwrap(Int(try status(mounted)["polled_requests"] ?? ""), "no polled_requests in status")
+    }
+
+    /// Runs the reader for `count` reads and requires every byte right.
+    private func readOneAtATime(_ mounted: MountedBundle, count: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        let result = try python(Self.reader, [mounted.path("docs/large"), String(count), "\(source)/docs/large"])
+        XCTAssertEqual(result.output, "ok \(count) bad 0\n", result.summary, file: file, line: line)
+    }
+
+    /// The daemon's CPU time so far (user + system), in clock ticks.
+    private func cpuTicks(_ pid: pid_t) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command name, which is in parentheses: state is
+        // field 3, utime 14 and stime 15.
+        let fields = try XCTUnwrap(stat.split(separator: ")").last).split(separator: " ")
+        return try XCTUnwrap(Int(fields[11])) + XCTUnwrap(Int(fields[12]))
+    }
+
+    func testOneReader_RequestsFoundByPolling() throws {
+        // A long window, so that a busy machine still has reads arrive
+        // inside it.
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        XCTAssertEqual(try polledRequests(mounted), 0)
+        try readOneAtATime(mounted, count: 3000)
+        XCTAssertGreaterThan(try polledRequests(mounted), 0, "no request was found by polling")
+        let text = try ctl(mounted, ["status"])
+        XCTAssertTrue(text.output.contains("found by polling)"), text.summary)
+    }
+
+    func testPollUsZero_NeverPolls() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "0"])
+        try readOneAtATime(mounted, count: 3000)
+        XCTAssertEqual(try polledRequests(mounted), 0)
+    }
+
+    /// Concurrent readers get every byte right while the loop switches
+    /// between polling and all workers reading.
+    func testConcurrentReaders_AfterOneReader_ReadCorrectly() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        try readOneAtATime(mounted, count: 1000)
+        let readers = try (0..<4).map { _ in
+            try SpawnedProcess(Tools.python, ["-c", Self.reader, mounted.path("docs/large"), "1500", "\(source)/docs/large"])
+        }
+        for reader in readers {
+            XCTAssertEqual(reader.wait(deadline: Deadline(seconds: 60)), ExitStatus(code: 0, signal: nil))
+            XCTAssertEqual(reader.readLine(deadline: Deadline(seconds: 5)), "ok 1500 bad 0")
+        }
+        try readOneAtATime(mounted, count: 1000)
+    }
+
+    /// After reads that made its worker poll, an idle daemon sleeps: its
+    /// CPU time over two seconds stays far below the two seconds a worker
+    /// still polling would take.
+    func testIdleMount_BurnsNoCPU() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        let pid = try XCTUnwrap(mounted.daemonPID)
+        try readOneAtATime(mounted, count: 3000)
+        XCTAssertGreaterThan(try polledRequests(mounted), 0)
+        usleep(200_000)
+        let before = try cpuTicks(pid)
+        sleep(2)
+        let used = try cpuTicks(pid) - before
+        let ticksPerSecond = sysconf(Int32(_SC_CLK_TCK))
+        XCTAssertLessThan(used, ticksPerSecond / 2, "an idle mount used \(used) ticks in 2 s")
+    }
+
+    /// SIGTERM, SIGINT or SIGHUP while one reader keeps the worker polling:
+    /// the mount ends cleanly.
+    private func checkSignalWhilePolling(_ signal: Int32, file: StaticString = #filePath, line: UInt = #line) throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"], foreground: true)
+        let process = try XCTUnwrap(mounted.foreground)
+        let reader = try SpawnedProcess(Tools.python, ["-c", Self.reader, mounted.path("docs/large"), "0", "\(source)/docs/large"])
+        defer { reader.signal(SIGKILL); _ = reader.wait(deadline: Deadline(seconds: 10)) }
+        XCTAssertTrue(Deadline.poll(seconds: 20) { ((try? self.polledRequests(mounted)) ?? 0) > 100 },
+                      "the worker never polled", file: file, line: line)
+        process.signal(signal)
+        XCTAssertEqual(process.wait(deadline: Deadline(seconds: 20)), ExitStatus(code: 0, signal: nil), "signal \(signal)",
+                       file: file, line: line)
+        XCTAssertFalse(MountTable.isMounted(mounted.mountpoint), file: file, line: line)
+    }
+
+    func testSIGTERM_WhilePolling_EndsCleanly() throws {
+        try checkSignalWhilePolling(SIGTERM)
+    }
+
+    func testSIGINT_WhilePolling_EndsCleanly() throws {
+        try checkSignalWhilePolling(SIGINT)
+    }
+
+    func testSIGHUP_WhilePolling_EndsCleanly() throws {
+        try checkSignalWhilePolling(SIGHUP)
+    }
+
+    /// `fusermount3 -u` right after reads that made the worker poll (the
+    /// leader then sleeps in the kernel, and ENODEV ends it).
+    func testUnmount_AfterPolling_EndsDaemon() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"], foreground: true)
+        let process = try XCTUnwrap(mounted.foreground)
+        try readOneAtATime(mounted, count: 2000)
+        XCTAssertGreaterThan(try polledRequests(mounted), 0)
+        try check(Tools.fusermount, ["-u", mounted.mountpoint])
+        XCTAssertEqual(process.wait(deadline: Deadline(seconds: 20)), ExitStatus(code: 0, signal: nil))
+        XCTAssertFalse(MountTable.isMounted(mounted.mountpoint))
+    }
+
+    /// A lock while the worker polls: reads fail with ENOKEY, an unlock
+    /// serves them again (the same workers and their scratch).
+    func testLockAndUnlock_WhilePolling() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        try readOneAtATime(mounted, count: 1000)
+        assertSuccess(try ctl(mounted, ["lock"]))
+        XCTAssertEqual(try tryRead(mounted, "docs/large"), "ENOKEY")
+        assertSuccess(try ctl(mounted, ["unlock", "--key-file", key]))
+        try readOneAtATime(mounted, count: 1000)
+    }
+
+    func testPollUs_RejectsOutOfRange() throws {
+        try assertMountOptionRejected("--poll-us", values: ["-1", "1001", "fifty", ""],
+                                      message: "--poll-us must be a number of microseconds from 0 to 1000")
+    }
+}
