@@ -22,18 +22,20 @@ import Glibc
 ///   libfuse's loop without the hook;
 /// - **polling**: one worker at a time, the leader, reads; the others wait
 ///   on a semaphore in user space, so that a queued request wakes no one.
-///   The leader polls (`poll` without timeout, yielding the CPU between
-///   tries) for up to the window after its last request, then blocks in
-///   `read(2)`; it polls only while its last request came within the
-///   window, so an idle mount sleeps and a sparse one does not spin.
+///   The leader polls (`poll` with a zero timeout, yielding the CPU
+///   between tries) for up to the window after its last request, then
+///   blocks in `read(2)`; it polls only while its last request came within
+///   the window, so an idle mount sleeps and a sparse one does not spin,
+///   and not at all for ``requestsBackingOff`` requests once another task
+///   wanted its CPU while it polled (a busy machine).
 ///
 /// Polling starts after ``calmRequestsToPoll`` requests in a row each
 /// taken while no other was being served, and stops (the waiting workers
-/// woken to read again) when the leader twice in a row finds a request
-/// already queued when it comes back from serving one: concurrent readers
-/// and read-ahead are served by every worker, as without polling. A
-/// request that queues behind a slow one while polling waits for it (at
-/// most one such request: the next comes back to shared mode); remote
+/// woken to read again) when the leader ``queuedComebacksToStop`` times in
+/// a row finds a request already queued when it comes back from serving
+/// one: concurrent readers and read-ahead are served by every worker, as
+/// without polling. Requests that queue behind a slow one while polling
+/// wait for it (twice at most, then every worker reads again); remote
 /// bundles, whose reads wait on a network, are never polled.
 package final class RequestPoller: @unchecked Sendable {
     // @unchecked: everything mutable is an atomic or the semaphore.
