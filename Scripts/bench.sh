@@ -23,7 +23,7 @@
 #                    squashfuse-zstd,encfs-zstd, encfs-zstd-uring
 #                    (encfs-zstd --transport uring; encfs-zstd-classic is
 #                    another name for encfs-zstd, classic being the default),
-#                    encfs-zstd-64k (encfs-zstd packed with --chunk-size 64K)
+#                    encfs-zstd-32k (encfs-zstd packed with --chunk-size 32K)
 #                    (and encfs-base, encfs-zstd-base with --baseline-bin)
 #   --dataset NAME   random (default: incompressible) or resources: a
 #                    compressible tree like shipped resources (a SQLite

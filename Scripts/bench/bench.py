@@ -92,7 +92,7 @@ ZSTD_URING = "encfs-zstd-uring"
 # when asked for.
 ZSTD_BASELINE = "encfs-zstd-base"
 # encfs-zstd with 64 KiB chunks instead of the default for compressed bundles.
-ZSTD_64K = "encfs-zstd-64k"
+ZSTD_32K = "encfs-zstd-32k"
 # The pairs (this build, the baseline build) compared by ratio tables.
 BASELINE_PAIRS = [("encfs", BASELINE), (URING, BASELINE_URING), ("encfs-zstd", ZSTD_BASELINE)]
 # Old names that now mean another system: encfs-zstd-classic was encfs-zstd
@@ -540,11 +540,11 @@ class EncFSZstd(EncFS):
         return []
 
 
-class EncFSZstd64K(EncFSZstd):
-    """encfs-zstd packed with --chunk-size 64K: the chunk-size trade-off (sequential against 4 KiB random) side by side."""
+class EncFSZstd32K(EncFSZstd):
+    """encfs-zstd packed with --chunk-size 32K (the default before 64K): the chunk-size trade-off (sequential against 4 KiB random) side by side."""
 
     def chunk_size_args(self):
-        return ["--chunk-size", "64K"]
+        return ["--chunk-size", "32K"]
 
 
 class EncFSClassic(EncFS):
@@ -630,8 +630,8 @@ class Bench:
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
-                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_URING: EncFSZstdUring, ZSTD_64K: EncFSZstd64K}
-        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_URING, ZSTD_64K]
+                   CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_URING: EncFSZstdUring, ZSTD_32K: EncFSZstd32K}
+        available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_URING, ZSTD_32K]
         default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]

@@ -42,7 +42,7 @@ public enum PackCommand {
                                length shows how well it compressed: see
                                docs/SECURITY.md). Files with identical
                                contents are always stored once
-      --chunk-size SIZE        4K … 1M, a power of two (default 4K, or 32K
+      --chunk-size SIZE        4K … 1M, a power of two (default 4K, or 64K
                                with --compress zstd)
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the

@@ -73,7 +73,7 @@ final class CompressionMountTests: MountTestCase {
         let info = try check(try Tools.inspect(), ["info", bundle, "--key-file", key]).output
         XCTAssertTrue(info.contains("format version: 2\n"), info)
         XCTAssertTrue(info.contains("compression:    zstd level 3\n"), info)
-        XCTAssertTrue(info.contains("chunk size:     32768 (32.0 KiB)\n"), info)
+        XCTAssertTrue(info.contains("chunk size:     65536 (64.0 KiB)\n"), info)
         XCTAssertTrue(info.contains("deduplicated:   200000 (195.3 KiB) stored once for several files\n"), info)
         let json = try check(try Tools.inspect(), ["info", "--json", bundle, "--key-file", key]).output
         let fields = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
@@ -82,11 +82,11 @@ final class CompressionMountTests: MountTestCase {
         XCTAssertEqual(fields["deduplicated_bytes"] as? Int, 200_000)
         let stored = try XCTUnwrap(fields["stored_bytes"] as? Int)
         XCTAssertLessThan(stored, try XCTUnwrap(fields["plaintext_bytes"] as? Int) / 3)
-        // ls -l: size, then the stored size; the photo is stored raw: 5
-        // chunks of 32 KiB (the default with --compress), a tag each.
+        // ls -l: size, then the stored size; the photo is stored raw: 3
+        // chunks of 64 KiB (the default with --compress), a tag each.
         let ls = try check(try Tools.inspect(), ["ls", "-l", bundle, "--key-file", key]).output
         let photo = try XCTUnwrap(ls.split(separator: "\n").first { $0.hasSuffix(" photo.jpg") }).split(separator: " ")
-        XCTAssertEqual(Array(photo[1...2]), ["150000", "150080"], String(ls))
+        XCTAssertEqual(Array(photo[1...2]), ["150000", "150048"], String(ls))
         let verify = try check(try Tools.inspect(), ["verify", bundle, "--key-file", key]).output
         XCTAssertTrue(verify.hasSuffix(": intact\n"), verify)
     }

@@ -13,11 +13,12 @@ public enum BundleFormat {
     public static let version2: UInt16 = 2
     /// The versions this build reads.
     public static let readableVersions: ClosedRange<UInt16> = 1...2
-    /// Default chunk size of compressed bundles (32 KiB): each chunk is
-    /// compressed on its own, so small chunks compress worse, while a small
+    /// Default chunk size of compressed bundles (64 KiB): each chunk is
+    /// compressed on its own, and zstd's fixed cost per frame (its entropy
+    /// tables) weighs on sequential reads at smaller sizes, while a small
     /// read inflates a whole chunk; docs/PERFORMANCE.md has the
     /// measurements that chose it.
-    public static let defaultCompressedChunkSizeLog2: UInt8 = 15
+    public static let defaultCompressedChunkSizeLog2: UInt8 = 16
     /// Size of the fixed part of the header, before the key slots.
     public static let fixedHeaderSize = 64
     /// Size of the header authentication code that ends the header.
