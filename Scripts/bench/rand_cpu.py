@@ -13,10 +13,10 @@ time-based, SECONDS long) on FILE, recording IOPS and the daemon's CPU
 mounts at SCHED_FIFO priority N, as seq_cpu.py does. Prints every run and the
 medians [min-max]. Root; needs fio.
 """
-import json, os, signal, statistics, subprocess, sys
+import json, os, statistics, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from seq_cpu import cpu_seconds, files_under, mount, parse, pin  # noqa: E402  (one copy of the mount logic)
+from seq_cpu import cpu_seconds, files_under, mount, parse, pin, release  # noqa: E402  (one copy of the mount logic)
 
 
 def fio(path, jobs, seconds):
@@ -53,11 +53,7 @@ def main():
                     print(f"{r} {jobs} job(s) {s['name']:14s} {iops:9,.0f} IOPS  daemon {per_read:6.1f} µs/read",
                           flush=True)
     finally:
-        for s in systems:
-            if "mp" in s:
-                subprocess.run(["fusermount3", "-u", s["mp"]])
-        os.kill(pinned, signal.SIGTERM)
-        os.waitpid(pinned, 0)
+        release(systems, pinned)
     print("load", " ".join(open("/proc/loadavg").read().split()[:3]))
     print("| system | jobs | IOPS | daemon CPU µs/read |")
     print("|---|---|---|---|")

@@ -109,6 +109,15 @@ def peak_rss_mib(pid):
     return 0.0
 
 
+def release(systems, pinned):
+    """Unmounts what mount() mounted and ends the process pin() started."""
+    for s in systems:
+        if "mp" in s:
+            subprocess.run(["fusermount3", "-u", s["mp"]])
+    os.kill(pinned, signal.SIGTERM)
+    os.waitpid(pinned, 0)
+
+
 def drop(path):
     fd = os.open(path, os.O_RDONLY)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -156,11 +165,7 @@ def main():
         for s in systems:
             s["hwm"] = peak_rss_mib(s["pid"])
     finally:
-        for s in systems:
-            if "mp" in s:
-                subprocess.run(["fusermount3", "-u", s["mp"]])
-        os.kill(pinned, signal.SIGTERM)
-        os.waitpid(pinned, 0)
+        release(systems, pinned)
     print("load", " ".join(open("/proc/loadavg").read().split()[:3]))
     print("| system | MiB/s | daemon CPU s/GiB | dd CPU s/GiB | daemon VmHWM MiB |")
     print("|---|---|---|---|---|")
