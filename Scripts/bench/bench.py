@@ -24,7 +24,7 @@ repetition, so none always follows the same system):
             succeeds), sequential read of the big file with dd bs=1M (the
             FUSE file's page cache is empty on a fresh mount), the same read
             again (warm), fio 4 KiB random reads with 1 and 4 jobs, daemon
-            VmHWM, unmount;
+            VmHWM (and the RssAnon/RssFile split: details → rss_a_mib), unmount;
   round B   sync + drop_caches, fresh mount, every small file read once
             (find | xargs cat), daemon VmHWM, unmount.
 With --dataset resources the data set is compressible and resembles shipped
@@ -44,6 +44,7 @@ mount's bdi read_ahead_kb right after mounting (the kernel default is 128).
 
 import argparse
 import json
+import mmap
 import os
 import platform
 import random
@@ -676,6 +677,57 @@ class Bench:
             pass
         return None
 
+    @staticmethod
+    def settle_executable(system):
+        """Gives the daemon's executable the same page cache before every warm mount:
+        dropped, then read back through a mapping one page at a time (order-0 folios,
+        as an exec faults them in). How it got there
+        otherwise (a fresh build, or cp/install reading it with read(2), which leaves
+        large folios that an exec maps whole) moves the daemon's peak RSS by about
+        1 MiB with the same bytes (docs/PERFORMANCE.md, "Peak RSS and the
+        executable's page cache"). Round B's drop_caches does the dropping there."""
+        command = system.mount_command()
+        path = shutil.which(command[0]) if command else None
+        if not path:
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            size = os.fstat(fd).st_size
+            if size:
+                with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+                    # No read-ahead: it too would fill large folios.
+                    mapped.madvise(mmap.MADV_RANDOM)
+                    for offset in range(0, size, mmap.PAGESIZE):
+                        mapped[offset]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def rss_split_mib(pid):
+        """The daemon's resident memory now, split as /proc/PID/status does: anonymous
+        (heap, stacks, scratch) and file-backed (the executable's and libraries' pages).
+        The file-backed part depends on how the executable's page cache was filled, not
+        on the daemon: read(2) (cp, install, cat) leaves large folios that an exec maps
+        whole, about 1 MiB more than pages faulted in by an exec (docs/PERFORMANCE.md,
+        "Peak RSS and the executable's page cache")."""
+        split = {}
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    key = line.split(":", 1)[0]
+                    if key in ("RssAnon", "RssFile"):
+                        split[key] = int(line.split()[1]) / 1024
+        except OSError:
+            return None
+        return {"anon": split.get("RssAnon"), "file": split.get("RssFile")}
+
     def mount(self, system):
         """Mounts system; returns (seconds from command start to the first successful stat, daemon pid)."""
         mp = system.mountpoint
@@ -833,6 +885,8 @@ class Bench:
 
     def round_a(self, system, rep, detail):
         self.cat(system.backing_file())
+        if system.is_fuse:
+            self.settle_executable(system)
         mount_s, pid = (self.mount(system) if system.is_fuse else (None, None))
         root = system.root()
         big = os.path.join(root, "big.bin")
@@ -854,6 +908,7 @@ class Bench:
         detail["fio_4"] = d4
         if pid:
             detail["vmhwm_a_mib"] = self.vm_hwm_mib(pid)
+            detail["rss_a_mib"] = self.rss_split_mib(pid)
             self.unmount(system.mountpoint, pid)
         p1 = d1["placement"]
         log(f"  {system.name}: mount {'-' if mount_s is None else f'{mount_s:.3f} s'}, seq {cold:,.0f} MiB/s, "
@@ -870,6 +925,7 @@ class Bench:
         self.record(system, "small_files_per_s", rate)
         if pid:
             detail["vmhwm_b_mib"] = self.vm_hwm_mib(pid)
+            detail["rss_b_mib"] = self.rss_split_mib(pid)
             self.unmount(system.mountpoint, pid)
             peaks = [v for v in (detail.get("vmhwm_a_mib"), detail.get("vmhwm_b_mib")) if v is not None]
             if peaks:
