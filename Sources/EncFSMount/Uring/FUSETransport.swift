@@ -76,8 +76,14 @@ final class FUSETransport: @unchecked Sendable {
     /// The classic loop's polling reader (`--poll-us`), nil when off.
     private(set) var poller: RequestPoller?
 
-    /// Requests the classic loop found by polling since mount.
-    var polledRequests: Int { poller?.polledRequests.load(ordering: .relaxed) ?? 0 }
+    /// `--poll-us` for the rings' servers, 0 when they never poll.
+    private var ringPollMicroseconds = 0
+
+    /// Requests found by polling since mount: by the classic loop's
+    /// poller and by the rings' servers.
+    var polledRequests: Int {
+        (poller?.polledRequests.load(ordering: .relaxed) ?? 0) + queues.withLock { $0.reduce(0) { $0 + $1.polledRequests } }
+    }
 
     /// Requests the rings served since mount.
     var ringRequests: Int { queues.withLock { $0.reduce(0) { $0 + $1.served } } }
@@ -115,8 +121,8 @@ final class FUSETransport: @unchecked Sendable {
 
     /// Routes the session's /dev/fuse traffic through the hooks once
     /// mounted (`fuse_session_mount` opened the fd): the rings' when they
-    /// are wanted, else the poller's when `pollMicroseconds` is not 0,
-    /// else none.
+    /// are wanted (whose servers then poll when `pollMicroseconds` is not
+    /// 0), else the poller's when `pollMicroseconds` is not 0, else none.
     ///
     /// - Parameter pollMicroseconds: `--poll-us`, 0 when off (always off
     ///   for a remote bundle: see ``RequestPoller``).
@@ -127,6 +133,7 @@ final class FUSETransport: @unchecked Sendable {
             return
         }
         self.session = session
+        ringPollMicroseconds = pollMicroseconds
         fuseFD = fuse_session_fd(session)
         var io = fuse_custom_io(writev: { fd, iov, count, userdata in
             FUSETransport.of(userdata)?.route(fd: fd, iov, Int(count)) ?? writev(fd, iov, count)
@@ -306,7 +313,8 @@ final class FUSETransport: @unchecked Sendable {
     private func openQueues(payloadBytes: Int) throws(RingSetupError) {
         var opened: [RingQueue] = []
         for qid in 0..<Self.possibleCPUs() {
-            opened.append(try RingQueue(qid: qid, depth: Self.entriesPerQueue, payloadBytes: payloadBytes))
+            opened.append(try RingQueue(qid: qid, depth: Self.entriesPerQueue, payloadBytes: payloadBytes,
+                                        pollMicroseconds: ringPollMicroseconds, pollPlacement: Self.pollPlacement))
         }
         queues.withLock { $0 = opened }
     }
@@ -353,6 +361,10 @@ final class FUSETransport: @unchecked Sendable {
         guard size <= min(entry.payload.count, MountContext.maximumRead) else { return nil }
         return UnsafeMutableRawBufferPointer(rebasing: entry.payload[0..<size])
     }
+
+    /// Which ring server polls (measurement switch, temporary).
+    static let pollPlacement: RingPollPlacement = getenv("ENCFS_RING_POLL_PLACEMENT").map { String(cString: $0) } == "helper"
+        ? .helper : .pinned
 
     /// The number of queues the kernel makes: its possible CPUs, read
     /// from /sys/devices/system/cpu/possible ("0-1", "0-3,6"), highest + 1.

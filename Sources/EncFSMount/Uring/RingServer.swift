@@ -32,6 +32,8 @@ final class RingServer: @unchecked Sendable {
     private let request: UnsafeMutableRawBufferPointer
     /// Requests this server answered (``FUSETransport/ringRequests``).
     let served = Atomic<Int>(0)
+    /// Requests this server found by polling, without sleeping (status).
+    let polledRequests = Atomic<Int>(0)
     /// Clear only while the thread waits for work: set before it starts
     /// and after it ends, so nothing is handed to a thread not there.
     private let busy = Atomic<Bool>(true)
@@ -180,7 +182,9 @@ final class RingServer: @unchecked Sendable {
         let ready = UnsafeMutableBufferPointer<Int>.allocate(capacity: queue.entries.count)
         defer { ready.deallocate() }
         var readyCount = 0
+        var answered = 0
         while !queue.allEnded && !stopping {
+            let poll = answered > 0 ? pollBeforeWaiting() : nil
             busy.store(false, ordering: .relaxed)
             let rc = curing_submit_and_wait(&ring, 1)
             busy.store(true, ordering: .relaxed)
@@ -221,7 +225,8 @@ final class RingServer: @unchecked Sendable {
                 default: break
                 }
             }
-            answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
+            if readyCount > 0 { notePolling(poll, requests: readyCount) }
+            answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
             readyCount = 0
             if wipeDue {
                 wipeDue = false
@@ -231,6 +236,53 @@ final class RingServer: @unchecked Sendable {
         // Closing the ring cancels the commands still registered, which
         // lets the kernel release /dev/fuse.
         curing_ring_close(&ring)
+    }
+
+    /// Whether this server polls for a lone reader's next request (the
+    /// other waits in the kernel as before).
+    private var pollsHere: Bool {
+        queue.pollingPolicy != nil && role == (queue.pollPlacement == .pinned ? RingQueue.pinned : RingQueue.helper)
+    }
+
+    /// Back from answering while the queue polls: unless a request is
+    /// already waiting (which, twice in a row, ends the polling), submits
+    /// the commits and looks for the next request in the ring's shared
+    /// memory for up to the window (``PollingPolicy``), yielding the CPU
+    /// between looks. The wait that follows then returns at once, or
+    /// sleeps as before.
+    ///
+    /// - Returns: when the look began and whether it found work, nil when
+    ///   the server did not look.
+    private func pollBeforeWaiting() -> (began: Int64, found: Bool)? {
+        guard pollsHere, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return nil }
+        let queued = curing_work_pending(&ring) == 1
+        if policy.noteComeback(foundQueued: queued) {
+            queue.polling.store(false, ordering: .relaxed)
+            return nil
+        }
+        guard !queued else { return nil }
+        let began = PollingPolicy.now()
+        guard policy.shouldPoll() else { return (began, false) }
+        // The reply goes out now, not with the wait.
+        _ = curing_submit_and_wait(&ring, 0)
+        busy.store(false, ordering: .relaxed)
+        let found = policy.poll(arrived: { curing_work_pending(&ring) == 1 }, ended: { queue.allEnded })
+        busy.store(true, ordering: .relaxed)
+        return (began, found)
+    }
+
+    /// After a wait that brought `requests` requests: counts those found
+    /// by polling, notes the wait's length, and starts the queue's polling
+    /// after a streak of requests that came alone.
+    private func notePolling(_ poll: (began: Int64, found: Bool)?, requests: Int) {
+        guard let policy = queue.pollingPolicy else { return }
+        if let poll {
+            policy.noteWaited(since: poll.began)
+            if poll.found { polledRequests.add(requests, ordering: .relaxed) }
+        }
+        if !queue.polling.load(ordering: .relaxed), policy.noteTaken(alone: requests == 1 && queue.peer(of: role).isIdle) {
+            queue.polling.store(true, ordering: .relaxed)
+        }
     }
 
     private func armPoll(_ fd: Int32, _ token: UInt64) {
@@ -247,16 +299,26 @@ final class RingServer: @unchecked Sendable {
     /// pinned server, whose commit brings their entries home: after a
     /// burst, small reads return to the reader's CPU. (A large read the
     /// helper keeps also lets it pull the next queued one with its commit,
-    /// so the busier thread takes less.)
-    private func answer(_ ready: UnsafeMutableBufferPointer<Int>, _ work: RingWork) {
+    /// so the busier thread takes less.) While a helper polls for a lone
+    /// reader (``RingPollPlacement/helper``), small requests go to it
+    /// and stay there.
+    ///
+    /// - Returns: how many requests this server answered.
+    @discardableResult
+    private func answer(_ ready: UnsafeMutableBufferPointer<Int>, _ work: RingWork) -> Int {
         var mine = ready.count
         let pinned = role == RingQueue.pinned
-        if ready.count >= (pinned ? 2 : 1), queue.peer(of: role).isIdle, !queue.allEnded {
+        let peer = queue.peer(of: role)
+        let lone = queue.pollPlacement == .helper && queue.polling.load(ordering: .relaxed)
+        // An idle helper not polling yet (or backing off) is woken once
+        // per entry: it keeps what it serves.
+        let toPollingHelper = pinned && lone
+        if ready.count >= (pinned && !toPollingHelper ? 2 : 1), peer.isIdle, !queue.allEnded {
             mine = 0
             for position in 0..<ready.count {
                 let index = ready[position]
                 let large = queue.entries[index].isRead(ofAtLeast: Self.handOverBytes)
-                let handOver = pinned ? position % 2 == 1 && large : !large
+                let handOver = pinned ? (toPollingHelper && !large) || (position % 2 == 1 && large) : !large && !lone
                 if handOver {
                     queue.hand(index, from: role)
                 } else {
@@ -271,6 +333,7 @@ final class RingServer: @unchecked Sendable {
             queueCommit(of: entry, work)
             if position < mine - 1 { _ = curing_submit_and_wait(&ring, 0) }
         }
+        return mine
     }
 
     /// The smallest read the pinned server hands over: the kernel's
