@@ -28,8 +28,6 @@ import Glibc
 package final class PollingPolicy: Sendable {
     /// How long a server polls after its last request, in nanoseconds.
     let windowNanoseconds: Int64
-    /// Whether the poller runs on its reader's CPU (a pinned ring server).
-    private let sharesReadersCPU: Bool
     private let calmStreak = Atomic<Int>(0)
     private let queuedStreak = Atomic<Int>(0)
     /// Whether the next wait may poll: the last request came within the
@@ -51,15 +49,9 @@ package final class PollingPolicy: Sendable {
     /// after a reply, short enough that a sparse workload spins little.
     package static let defaultMicroseconds = 50
 
-    /// - Parameters:
-    ///   - microseconds: the window, 1 … ``maximumMicroseconds``.
-    ///   - sharesReadersCPU: whether the poller runs on the CPU of the
-    ///     reader it waits for. Its yields then let the reader run (a
-    ///     switch, but the one polling is for), so only a poll that came
-    ///     up empty and was switched out starts a back-off.
-    init(microseconds: Int, sharesReadersCPU: Bool = false) {
+    /// - Parameter microseconds: the window, 1 … ``maximumMicroseconds``.
+    init(microseconds: Int) {
         windowNanoseconds = Int64(microseconds) * 1000
-        self.sharesReadersCPU = sharesReadersCPU
     }
 
     /// Notes a request taken.
@@ -94,7 +86,12 @@ package final class PollingPolicy: Sendable {
     /// within the window and no back-off is running (this counts one of
     /// its requests down).
     func shouldPoll() -> Bool {
-        guard lastWithinWindow.load(ordering: .relaxed) else { return false }
+        lastWithinWindow.load(ordering: .relaxed) && backOffOver()
+    }
+
+    /// Whether no back-off is running; counts one request of a running one
+    /// down.
+    func backOffOver() -> Bool {
         guard backOff.load(ordering: .relaxed) > 0 else { return true }
         backOff.subtract(1, ordering: .relaxed)
         return false
@@ -118,7 +115,7 @@ package final class PollingPolicy: Sendable {
             // busy machine) runs first.
             sched_yield()
         }
-        if cfuse_thread_involuntary_switches() != switchesBefore, !(sharesReadersCPU && found) {
+        if cfuse_thread_involuntary_switches() != switchesBefore {
             // The CPU was wanted by others while this thread polled: the
             // machine is busy, and polling would take from them.
             backOff.store(Self.requestsBackingOff, ordering: .relaxed)

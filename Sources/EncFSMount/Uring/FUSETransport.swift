@@ -314,7 +314,7 @@ final class FUSETransport: @unchecked Sendable {
         var opened: [RingQueue] = []
         for qid in 0..<Self.possibleCPUs() {
             opened.append(try RingQueue(qid: qid, depth: Self.entriesPerQueue, payloadBytes: payloadBytes,
-                                        pollMicroseconds: ringPollMicroseconds, pollPlacement: Self.pollPlacement))
+                                        pollMicroseconds: ringPollMicroseconds))
         }
         queues.withLock { $0 = opened }
     }
@@ -361,10 +361,6 @@ final class FUSETransport: @unchecked Sendable {
         guard size <= min(entry.payload.count, MountContext.maximumRead) else { return nil }
         return UnsafeMutableRawBufferPointer(rebasing: entry.payload[0..<size])
     }
-
-    /// Which ring server polls (measurement switch, temporary).
-    static let pollPlacement: RingPollPlacement = getenv("ENCFS_RING_POLL_PLACEMENT").map { String(cString: $0) } == "helper"
-        ? .helper : .pinned
 
     /// The number of queues the kernel makes: its possible CPUs, read
     /// from /sys/devices/system/cpu/possible ("0-1", "0-3,6"), highest + 1.

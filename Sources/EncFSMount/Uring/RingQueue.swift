@@ -52,10 +52,13 @@ final class RingQueue: @unchecked Sendable {
     /// from one CPU's readers.
     let pollingPolicy: PollingPolicy?
     /// Set while the queue's requests come one at a time (a lone reader):
-    /// a server back from serving one polls before it sleeps.
+    /// the helper, back from serving one, polls before it sleeps.
     let polling = Atomic<Bool>(false)
-    /// Which server polls (``RingPollPlacement``).
-    let pollPlacement: RingPollPlacement
+    /// Set while the helper polls for the lone reader (the pinned server
+    /// then hands it small requests), cleared when it stops polling
+    /// (backing off, or requests too sparse): small requests then go back
+    /// to the reader's CPU, not to a helper woken on another CPU.
+    let helperPolls = Atomic<Bool>(false)
 
     static let pinned = 0
     static let helper = 1
@@ -67,14 +70,10 @@ final class RingQueue: @unchecked Sendable {
     ///   - depth: the entries of the queue.
     ///   - payloadBytes: each entry's payload buffer.
     ///   - pollMicroseconds: `--poll-us`, 0 for never.
-    ///   - pollPlacement: which server polls.
     /// - Throws: `RingSetupError` when io_uring or memory refuses.
-    init(qid: Int, depth: Int, payloadBytes: Int, pollMicroseconds: Int = 0,
-         pollPlacement: RingPollPlacement = .pinned) throws(RingSetupError) {
+    init(qid: Int, depth: Int, payloadBytes: Int, pollMicroseconds: Int = 0) throws(RingSetupError) {
         self.qid = qid
-        pollingPolicy = pollMicroseconds > 0
-            ? PollingPolicy(microseconds: pollMicroseconds, sharesReadersCPU: pollPlacement == .pinned) : nil
-        self.pollPlacement = pollPlacement
+        pollingPolicy = pollMicroseconds > 0 ? PollingPolicy(microseconds: pollMicroseconds) : nil
         var made: [RingEntry] = []
         for index in 0..<depth {
             guard let entry = RingEntry(index: index, payloadBytes: payloadBytes) else { throw RingSetupError.noMemory }
@@ -150,16 +149,6 @@ final class RingQueue: @unchecked Sendable {
 
     /// Requests the queue's servers found by polling since mount.
     var polledRequests: Int { servers.reduce(0) { $0 + $1.polledRequests.load(ordering: .relaxed) } }
-}
-
-/// Which server of a queue polls for a lone reader's next request.
-enum RingPollPlacement: Sendable {
-    /// The pinned server, on the reader's CPU: it yields to the reader
-    /// between looks.
-    case pinned
-    /// The helper, on another CPU: the pinned server hands it a lone
-    /// reader's requests while it polls, and it keeps them.
-    case helper
 }
 
 /// Who owns each entry of a queue and what was handed over: two small

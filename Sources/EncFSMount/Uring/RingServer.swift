@@ -19,6 +19,13 @@ import Glibc
 /// payload buffer. Entries the other server handed over arrive through an
 /// eventfd the ring polls.
 ///
+/// With `--poll-us`, while a lone reader's requests come one at a time,
+/// the helper serves them and polls for the next one instead of sleeping
+/// (``pollBeforeWaiting()``), as the classic loop's poller does on
+/// /dev/fuse: from another CPU than the reader's, since a server on the
+/// reader's own CPU could only take the CPU the reader needs to send the
+/// next request (docs/PERFORMANCE.md, "Polling on the rings").
+///
 /// It stops when every entry of the queue is gone (the kernel ends them
 /// with ENOTCONN at unmount) or when the stop eventfd becomes readable.
 final class RingServer: @unchecked Sendable {
@@ -238,14 +245,8 @@ final class RingServer: @unchecked Sendable {
         curing_ring_close(&ring)
     }
 
-    /// Whether this server polls for a lone reader's next request (the
-    /// other waits in the kernel as before).
-    private var pollsHere: Bool {
-        queue.pollingPolicy != nil && role == (queue.pollPlacement == .pinned ? RingQueue.pinned : RingQueue.helper)
-    }
-
-    /// Back from answering while the queue polls: unless a request is
-    /// already waiting (which, twice in a row, ends the polling), submits
+    /// The helper, back from answering while the queue polls: unless a
+    /// request is already waiting (which, twice in a row, ends the polling), submits
     /// the commits and looks for the next request in the ring's shared
     /// memory for up to the window (``PollingPolicy``), yielding the CPU
     /// between looks. The wait that follows then returns at once, or
@@ -254,7 +255,7 @@ final class RingServer: @unchecked Sendable {
     /// - Returns: when the look began and whether it found work, nil when
     ///   the server did not look.
     private func pollBeforeWaiting() -> (began: Int64, found: Bool)? {
-        guard pollsHere, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return nil }
+        guard role == RingQueue.helper, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return nil }
         let queued = curing_work_pending(&ring) == 1
         if policy.noteComeback(foundQueued: queued) {
             queue.polling.store(false, ordering: .relaxed)
@@ -262,7 +263,11 @@ final class RingServer: @unchecked Sendable {
         }
         guard !queued else { return nil }
         let began = PollingPolicy.now()
-        guard policy.shouldPoll() else { return (began, false) }
+        guard policy.shouldPoll() else {
+            queue.helperPolls.store(false, ordering: .relaxed)
+            return (began, false)
+        }
+        queue.helperPolls.store(true, ordering: .relaxed)
         // The reply goes out now, not with the wait.
         _ = curing_submit_and_wait(&ring, 0)
         busy.store(false, ordering: .relaxed)
@@ -280,8 +285,15 @@ final class RingServer: @unchecked Sendable {
             policy.noteWaited(since: poll.began)
             if poll.found { polledRequests.add(requests, ordering: .relaxed) }
         }
-        if !queue.polling.load(ordering: .relaxed), policy.noteTaken(alone: requests == 1 && queue.peer(of: role).isIdle) {
-            queue.polling.store(true, ordering: .relaxed)
+        if !queue.polling.load(ordering: .relaxed) {
+            if policy.noteTaken(alone: requests == 1 && queue.peer(of: role).isIdle) {
+                queue.polling.store(true, ordering: .relaxed)
+                queue.helperPolls.store(true, ordering: .relaxed)
+            }
+        } else if role == RingQueue.pinned, !queue.helperPolls.load(ordering: .relaxed), policy.backOffOver() {
+            // The helper stopped polling; its back-off counts down on the
+            // requests served here, then it gets the next one.
+            queue.helperPolls.store(true, ordering: .relaxed)
         }
     }
 
@@ -300,8 +312,8 @@ final class RingServer: @unchecked Sendable {
     /// burst, small reads return to the reader's CPU. (A large read the
     /// helper keeps also lets it pull the next queued one with its commit,
     /// so the busier thread takes less.) While a helper polls for a lone
-    /// reader (``RingPollPlacement/helper``), small requests go to it
-    /// and stay there.
+    /// reader, small requests go to it and stay
+    /// there.
     ///
     /// - Returns: how many requests this server answered.
     @discardableResult
@@ -309,9 +321,7 @@ final class RingServer: @unchecked Sendable {
         var mine = ready.count
         let pinned = role == RingQueue.pinned
         let peer = queue.peer(of: role)
-        let lone = queue.pollPlacement == .helper && queue.polling.load(ordering: .relaxed)
-        // An idle helper not polling yet (or backing off) is woken once
-        // per entry: it keeps what it serves.
+        let lone = queue.polling.load(ordering: .relaxed) && queue.helperPolls.load(ordering: .relaxed)
         let toPollingHelper = pinned && lone
         if ready.count >= (pinned && !toPollingHelper ? 2 : 1), peer.isIdle, !queue.allEnded {
             mine = 0
