@@ -84,10 +84,11 @@ public enum MountCommand {
                                for and unavailable is an error, and is
                                refused with -o auto_unmount or a remote
                                bundle
-      --poll-us N              classic transport: while requests come one at
-                               a time, one worker polls N microseconds for
-                               the next before sleeping, 0 … 1000 (default
-                               50; 0: never); it spins a CPU only while
+      --poll-us N              while requests come one at a time, one worker
+                               (classic) or a ring's helper thread (uring)
+                               polls N microseconds for the next before
+                               sleeping, 0 … 1000 (default 50; 0: never);
+                               it spins a CPU only while
                                requests keep coming within N µs, never for
                                concurrent readers, an idle mount or a
                                remote bundle
