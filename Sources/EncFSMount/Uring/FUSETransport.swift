@@ -85,6 +85,12 @@ final class FUSETransport: @unchecked Sendable {
         (poller?.polledRequests.load(ordering: .relaxed) ?? 0) + queues.withLock { $0.reduce(0) { $0 + $1.polledRequests } }
     }
 
+    /// Ring servers answering requests now, all queues together: a lone
+    /// reader's request is taken while no other is being served (polling
+    /// starts), and one that finds another served means concurrency
+    /// (polling stops).
+    let ringServersBusy = Atomic<Int>(0)
+
     /// Requests the rings served since mount.
     var ringRequests: Int { queues.withLock { $0.reduce(0) { $0 + $1.served } } }
 

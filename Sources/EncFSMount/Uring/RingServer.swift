@@ -191,7 +191,7 @@ final class RingServer: @unchecked Sendable {
         var readyCount = 0
         var answered = 0
         while !queue.allEnded && !stopping {
-            let poll = answered > 0 ? pollBeforeWaiting() : nil
+            let poll = answered > 0 ? pollBeforeWaiting(work) : nil
             busy.store(false, ordering: .relaxed)
             let rc = curing_submit_and_wait(&ring, 1)
             busy.store(true, ordering: .relaxed)
@@ -232,8 +232,14 @@ final class RingServer: @unchecked Sendable {
                 default: break
                 }
             }
-            if readyCount > 0 { notePolling(poll, requests: readyCount) }
-            answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
+            if readyCount > 0 {
+                let others = work.transport.ringServersBusy.add(1, ordering: .relaxed).newValue - 1
+                notePolling(poll, requests: readyCount, alone: readyCount == 1 && others == 0)
+                answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
+                work.transport.ringServersBusy.subtract(1, ordering: .relaxed)
+            } else {
+                answered = 0
+            }
             readyCount = 0
             if wipeDue {
                 wipeDue = false
@@ -254,9 +260,11 @@ final class RingServer: @unchecked Sendable {
     ///
     /// - Returns: when the look began and whether it found work, nil when
     ///   the server did not look.
-    private func pollBeforeWaiting() -> (began: Int64, found: Bool)? {
+    private func pollBeforeWaiting(_ work: RingWork) -> (began: Int64, found: Bool)? {
         guard role == RingQueue.helper, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return nil }
-        let queued = curing_work_pending(&ring) == 1
+        // Another server busy counts as queued: the classic poller sees
+        // every CPU's requests on /dev/fuse, a ring only its queue's.
+        let queued = curing_work_pending(&ring) == 1 || work.transport.ringServersBusy.load(ordering: .relaxed) > 0
         if policy.noteComeback(foundQueued: queued) {
             queue.polling.store(false, ordering: .relaxed)
             return nil
@@ -278,15 +286,16 @@ final class RingServer: @unchecked Sendable {
 
     /// After a wait that brought `requests` requests: counts those found
     /// by polling, notes the wait's length, and starts the queue's polling
-    /// after a streak of requests that came alone.
-    private func notePolling(_ poll: (began: Int64, found: Bool)?, requests: Int) {
+    /// after a streak of requests that came `alone` (one, while no other
+    /// server of any queue was answering).
+    private func notePolling(_ poll: (began: Int64, found: Bool)?, requests: Int, alone: Bool) {
         guard let policy = queue.pollingPolicy else { return }
         if let poll {
             policy.noteWaited(since: poll.began)
             if poll.found { polledRequests.add(requests, ordering: .relaxed) }
         }
         if !queue.polling.load(ordering: .relaxed) {
-            if policy.noteTaken(alone: requests == 1 && queue.peer(of: role).isIdle) {
+            if policy.noteTaken(alone: alone) {
                 queue.polling.store(true, ordering: .relaxed)
                 queue.helperPolls.store(true, ordering: .relaxed)
             }
@@ -316,7 +325,6 @@ final class RingServer: @unchecked Sendable {
     /// there.
     ///
     /// - Returns: how many requests this server answered.
-    @discardableResult
     private func answer(_ ready: UnsafeMutableBufferPointer<Int>, _ work: RingWork) -> Int {
         var mine = ready.count
         let pinned = role == RingQueue.pinned
