@@ -127,19 +127,22 @@ final class FUSETransport: @unchecked Sendable {
 
     /// Routes the session's /dev/fuse traffic through the hooks once
     /// mounted (`fuse_session_mount` opened the fd): the rings' when they
-    /// are wanted (whose servers then poll when `pollMicroseconds` is not
-    /// 0), else the poller's when `pollMicroseconds` is not 0, else none.
+    /// are wanted (whose helpers then poll when `ringPollMicroseconds` is
+    /// not 0), else the poller's when `pollMicroseconds` is not 0, else none.
     ///
-    /// - Parameter pollMicroseconds: `--poll-us`, 0 when off (always off
-    ///   for a remote bundle: see ``RequestPoller``).
+    /// - Parameters:
+    ///   - pollMicroseconds: `--poll-us`, 0 when off (always off for a
+    ///     remote bundle: see ``RequestPoller``).
+    ///   - ringPollMicroseconds: the rings' window: `--poll-us` when given,
+    ///     else 0 (docs/PERFORMANCE.md, "Polling on the rings").
     /// - Throws: `BundleError.io` when libfuse refuses the hooks.
-    func install(on session: OpaquePointer, pollMicroseconds: Int = 0) throws {
+    func install(on session: OpaquePointer, pollMicroseconds: Int = 0, ringPollMicroseconds: Int = 0) throws {
         guard wantsRings.load(ordering: .relaxed) else {
             if pollMicroseconds > 0 { try installPoller(on: session, microseconds: pollMicroseconds) }
             return
         }
         self.session = session
-        ringPollMicroseconds = pollMicroseconds
+        self.ringPollMicroseconds = ringPollMicroseconds
         fuseFD = fuse_session_fd(session)
         var io = fuse_custom_io(writev: { fd, iov, count, userdata in
             FUSETransport.of(userdata)?.route(fd: fd, iov, Int(count)) ?? writev(fd, iov, count)

@@ -54,11 +54,10 @@ final class RingQueue: @unchecked Sendable {
     /// Set while the queue's requests come one at a time (a lone reader):
     /// the helper, back from serving one, polls before it sleeps.
     let polling = Atomic<Bool>(false)
-    /// Set while the helper polls for the lone reader (the pinned server
-    /// then hands it small requests), cleared when it stops polling
-    /// (backing off, or requests too sparse): small requests then go back
-    /// to the reader's CPU, not to a helper woken on another CPU.
-    let helperPolls = Atomic<Bool>(false)
+    /// Set when polling starts: the pinned server may hand the next small
+    /// request to the helper even though it is not polling yet (it starts
+    /// once it has served one).
+    let helperInvited = Atomic<Bool>(false)
 
     static let pinned = 0
     static let helper = 1

@@ -41,6 +41,10 @@ final class RingServer: @unchecked Sendable {
     let served = Atomic<Int>(0)
     /// Requests this server found by polling, without sleeping (status).
     let polledRequests = Atomic<Int>(0)
+    /// Set while the thread polls for its next request: only then does
+    /// the pinned server hand it a lone reader's small request (a helper
+    /// asleep on a busy CPU may take milliseconds to run).
+    private let spinning = Atomic<Bool>(false)
     /// Clear only while the thread waits for work: set before it starts
     /// and after it ends, so nothing is handed to a thread not there.
     private let busy = Atomic<Bool>(true)
@@ -191,7 +195,7 @@ final class RingServer: @unchecked Sendable {
         var readyCount = 0
         var answered = 0
         while !queue.allEnded && !stopping {
-            let poll = answered > 0 ? pollBeforeWaiting(work) : nil
+            let found = answered > 0 && pollBeforeWaiting(work)
             busy.store(false, ordering: .relaxed)
             let rc = curing_submit_and_wait(&ring, 1)
             busy.store(true, ordering: .relaxed)
@@ -234,7 +238,7 @@ final class RingServer: @unchecked Sendable {
             }
             if readyCount > 0 {
                 let others = work.transport.ringServersBusy.add(1, ordering: .relaxed).newValue - 1
-                notePolling(poll, requests: readyCount, alone: readyCount == 1 && others == 0)
+                notePolling(found: found, requests: readyCount, alone: readyCount == 1 && others == 0)
                 answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
                 work.transport.ringServersBusy.subtract(1, ordering: .relaxed)
             } else {
@@ -252,57 +256,48 @@ final class RingServer: @unchecked Sendable {
     }
 
     /// The helper, back from answering while the queue polls: unless a
-    /// request is already waiting (which, twice in a row, ends the polling), submits
-    /// the commits and looks for the next request in the ring's shared
-    /// memory for up to the window (``PollingPolicy``), yielding the CPU
-    /// between looks. The wait that follows then returns at once, or
-    /// sleeps as before.
+    /// request is already waiting (which, twice in a row, ends the
+    /// polling), submits the commits and looks for the next request in
+    /// the ring's shared memory for up to the window (``PollingPolicy``),
+    /// yielding the CPU between looks. The wait that follows then returns
+    /// at once, or sleeps as before. A window that passes with nothing, or
+    /// a back-off, ends the polling: the pinned server then serves again
+    /// until a new streak of lone requests.
     ///
-    /// - Returns: when the look began and whether it found work, nil when
-    ///   the server did not look.
-    private func pollBeforeWaiting(_ work: RingWork) -> (began: Int64, found: Bool)? {
-        guard role == RingQueue.helper, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return nil }
+    /// - Returns: whether the look found work.
+    private func pollBeforeWaiting(_ work: RingWork) -> Bool {
+        guard role == RingQueue.helper, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return false }
         // Another server busy counts as queued: the classic poller sees
         // every CPU's requests on /dev/fuse, a ring only its queue's.
         let queued = curing_work_pending(&ring) == 1 || work.transport.ringServersBusy.load(ordering: .relaxed) > 0
-        if policy.noteComeback(foundQueued: queued) {
+        if policy.noteComeback(foundQueued: queued) || (!queued && !policy.backOffOver()) {
             queue.polling.store(false, ordering: .relaxed)
-            return nil
+            return false
         }
-        guard !queued else { return nil }
-        let began = PollingPolicy.now()
-        guard policy.shouldPoll() else {
-            queue.helperPolls.store(false, ordering: .relaxed)
-            return (began, false)
-        }
-        queue.helperPolls.store(true, ordering: .relaxed)
+        guard !queued else { return false }
         // The reply goes out now, not with the wait.
         _ = curing_submit_and_wait(&ring, 0)
         busy.store(false, ordering: .relaxed)
+        spinning.store(true, ordering: .relaxed)
         let found = policy.poll(arrived: { curing_work_pending(&ring) == 1 }, ended: { queue.allEnded })
+        spinning.store(false, ordering: .relaxed)
         busy.store(true, ordering: .relaxed)
-        return (began, found)
+        if !found { queue.polling.store(false, ordering: .relaxed) }
+        return found
     }
 
     /// After a wait that brought `requests` requests: counts those found
-    /// by polling, notes the wait's length, and starts the queue's polling
-    /// after a streak of requests that came `alone` (one, while no other
-    /// server of any queue was answering).
-    private func notePolling(_ poll: (began: Int64, found: Bool)?, requests: Int, alone: Bool) {
+    /// by polling, and starts the queue's polling after a streak of
+    /// requests that came `alone` (one, while no other server of any
+    /// queue was answering) once no back-off runs.
+    private func notePolling(found: Bool, requests: Int, alone: Bool) {
         guard let policy = queue.pollingPolicy else { return }
-        if let poll {
-            policy.noteWaited(since: poll.began)
-            if poll.found { polledRequests.add(requests, ordering: .relaxed) }
-        }
-        if !queue.polling.load(ordering: .relaxed) {
-            if policy.noteTaken(alone: alone) {
-                queue.polling.store(true, ordering: .relaxed)
-                queue.helperPolls.store(true, ordering: .relaxed)
-            }
-        } else if role == RingQueue.pinned, !queue.helperPolls.load(ordering: .relaxed), policy.backOffOver() {
-            // The helper stopped polling; its back-off counts down on the
-            // requests served here, then it gets the next one.
-            queue.helperPolls.store(true, ordering: .relaxed)
+        if found { polledRequests.add(requests, ordering: .relaxed) }
+        guard !queue.polling.load(ordering: .relaxed) else { return }
+        let rested = policy.backOffOver()
+        if policy.noteTaken(alone: alone), rested {
+            queue.helperInvited.store(true, ordering: .relaxed)
+            queue.polling.store(true, ordering: .relaxed)
         }
     }
 
@@ -329,8 +324,11 @@ final class RingServer: @unchecked Sendable {
         var mine = ready.count
         let pinned = role == RingQueue.pinned
         let peer = queue.peer(of: role)
-        let lone = queue.polling.load(ordering: .relaxed) && queue.helperPolls.load(ordering: .relaxed)
+        let lone = queue.polling.load(ordering: .relaxed)
+        // A helper asleep on a busy CPU may take milliseconds to run: it
+        // gets a small request while it polls, or once when polling starts.
         let toPollingHelper = pinned && lone
+            && (peer.spinning.load(ordering: .relaxed) || queue.helperInvited.exchange(false, ordering: .relaxed))
         if ready.count >= (pinned && !toPollingHelper ? 2 : 1), peer.isIdle, !queue.allEnded {
             mine = 0
             for position in 0..<ready.count {
