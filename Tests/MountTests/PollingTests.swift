@@ -12,8 +12,9 @@ import Glibc
 ///
 /// These run on the transport the suite runs on (`ENCFS_TEST_TRANSPORT`,
 /// set by Scripts/test.sh once per transport; encfs-mount's default
-/// without it); the `testUring_` ones pin the rings, so that a run of the
-/// classic suite covers ring polling too.
+/// without it), giving `--poll-us` (the rings poll only when it is given);
+/// the `testUring_` ones pin the rings, so that a run of the classic suite
+/// covers ring polling too.
 final class PollingTests: LockTestCase {
     /// Reads FILE's 4 KiB blocks one at a time with O_DIRECT (each read
     /// reaches the daemon) until COUNT reads are done or, when COUNT is 0,
@@ -126,6 +127,16 @@ final class PollingTests: LockTestCase {
     func testUring_PollUsZero_NeverPolls() throws {
         try requireRings()
         let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring", "--poll-us", "0"])
+        try readOneAtATime(mounted, count: 3000)
+        XCTAssertEqual(try polledRequests(mounted), 0)
+        XCTAssertGreaterThan(try XCTUnwrap(Int(try status(mounted)["ring_requests"] ?? "")), 0)
+    }
+
+    /// Without `--poll-us` the rings do not poll (the classic loop would,
+    /// at the default window).
+    func testUring_WithoutPollUs_NeverPolls() throws {
+        try requireRings()
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring"])
         try readOneAtATime(mounted, count: 3000)
         XCTAssertEqual(try polledRequests(mounted), 0)
         XCTAssertGreaterThan(try XCTUnwrap(Int(try status(mounted)["ring_requests"] ?? "")), 0)
