@@ -26,15 +26,15 @@ import Glibc
 ///   between tries) for up to the window after its last request, then
 ///   blocks in `read(2)`; it polls only while its last request came within
 ///   the window, so an idle mount sleeps and a sparse one does not spin,
-///   and not at all for ``requestsBackingOff`` requests once another task
+///   and not at all for ``PollingPolicy/requestsBackingOff`` requests once another task
 ///   wanted its CPU while it polled (a busy machine).
 ///
 /// When polling starts and stops, the window and the back-off follow
 /// ``PollingPolicy`` (the rings' servers follow it too): polling starts
 /// after a streak of requests each taken while no other was being served,
 /// and stops (the waiting workers woken to read again) when the leader
-/// comes back from serving to find requests queued: concurrent readers and read-ahead are served by every worker, as
-/// without polling. Requests that queue behind a slow one while polling
+/// comes back from serving to find requests queued: concurrent readers
+/// and read-ahead are served by every worker, as without polling. Requests that queue behind a slow one while polling
 /// wait for it (twice at most, then every worker reads again); remote
 /// bundles, whose reads wait on a network, are never polled.
 package final class RequestPoller: @unchecked Sendable {

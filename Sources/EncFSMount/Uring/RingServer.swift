@@ -21,7 +21,7 @@ import Glibc
 ///
 /// With `--poll-us`, while a lone reader's requests come one at a time,
 /// the helper serves them and polls for the next one instead of sleeping
-/// (``pollBeforeWaiting()``), as the classic loop's poller does on
+/// (``pollBeforeWaiting(_:)``), as the classic loop's poller does on
 /// /dev/fuse: from another CPU than the reader's, since a server on the
 /// reader's own CPU could only take the CPU the reader needs to send the
 /// next request (docs/PERFORMANCE.md, "Polling on the rings").
@@ -316,8 +316,7 @@ final class RingServer: @unchecked Sendable {
     /// burst, small reads return to the reader's CPU. (A large read the
     /// helper keeps also lets it pull the next queued one with its commit,
     /// so the busier thread takes less.) While a helper polls for a lone
-    /// reader, small requests go to it and stay
-    /// there.
+    /// reader, small requests go to it and stay there.
     ///
     /// - Returns: how many requests this server answered.
     private func answer(_ ready: UnsafeMutableBufferPointer<Int>, _ work: RingWork) -> Int {
