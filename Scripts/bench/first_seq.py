@@ -21,15 +21,17 @@ res = {n: [[], [], []] for n, _ in systems}
 print("load", open("/proc/loadavg").read().split()[:3])
 for r in range(reps):
     for n, a in (systems if r % 2 == 0 else systems[::-1]):
-        mp = f"/var/tmp/ring15/fm-{n}"; os.makedirs(mp, exist_ok=True)
+        mp = os.path.abspath(f"fm-{n}"); os.makedirs(mp, exist_ok=True)
         subprocess.run([f"{B}/encfs-mount", "data.encfs", mp, "--key-file", "bench.key"] + a, check=True)
-        for _ in range(500):
-            if os.path.exists(f"{mp}/big.bin"): break
-            time.sleep(0.01)
-        dev = os.stat(mp).st_dev
-        open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb", "w").write("1024\n")
-        v = [dd(f"{mp}/big.bin") for _ in range(3)]
-        subprocess.run(["fusermount3", "-u", mp])
+        try:
+            for _ in range(500):
+                if os.path.exists(f"{mp}/big.bin"): break
+                time.sleep(0.01)
+            dev = os.stat(mp).st_dev
+            open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb", "w").write("1024\n")
+            v = [dd(f"{mp}/big.bin") for _ in range(3)]
+        finally:
+            subprocess.run(["fusermount3", "-u", mp])
         for i in range(3): res[n][i].append(v[i])
         print(f"  {n:8s} " + " ".join(f"{x:6.0f}" for x in v), flush=True)
 for n in res: print(n, "medians first/second/third:", " ".join(f"{statistics.median(x):.0f}" for x in res[n]))
