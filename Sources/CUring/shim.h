@@ -60,7 +60,7 @@ struct curing_ring {
     int fd;
     unsigned sq_entries;
     unsigned sq_tail_local;
-    unsigned *sq_head, *sq_tail, *sq_mask, *sq_array;
+    unsigned *sq_head, *sq_tail, *sq_mask, *sq_array, *sq_flags;
     unsigned *cq_head, *cq_tail, *cq_mask;
     char *sqes;
     struct io_uring_cqe *cqes;
@@ -93,7 +93,10 @@ static inline void curing_ring_close(struct curing_ring *r) {
 // deferred (DEFER_TASKRUN): the kernel writes requests into registered
 // buffers only inside that thread's io_uring_enter, never between two
 // instructions of it, so the thread may wipe an idle entry's buffer
-// safely. 0, or -errno (ENOSYS: no io_uring; EPERM: forbidden by
+// safely. TASKRUN_FLAG has the kernel raise IORING_SQ_TASKRUN in the
+// shared ring memory when such work (a request for an entry, a poll that
+// fired) waits for the thread: what a thread polling in user space looks
+// at (curing_work_pending). 0, or -errno (ENOSYS: no io_uring; EPERM: forbidden by
 // kernel.io_uring_disabled or a seccomp filter; EINVAL: a flag unknown).
 static inline int curing_ring_open(struct curing_ring *r, unsigned entries) {
     struct io_uring_params p;
@@ -101,7 +104,7 @@ static inline int curing_ring_open(struct curing_ring *r, unsigned entries) {
     memset(r, 0, sizeof(*r));
     r->fd = -1;
     p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED
-        | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+        | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     p.cq_entries = entries * 2;
     int fd = curing_sys_setup(entries, &p);
     if (fd < 0) return -errno;
@@ -127,6 +130,7 @@ static inline int curing_ring_open(struct curing_ring *r, unsigned entries) {
     r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
     r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
     r->sq_array = (unsigned *)(sq + p.sq_off.array);
+    r->sq_flags = (unsigned *)(sq + p.sq_off.flags);
     r->cq_head = (unsigned *)(cq + p.cq_off.head);
     r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
     r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
@@ -174,6 +178,14 @@ static inline int curing_has_cqe_for(struct curing_ring *r, uint64_t user_data) 
         if (r->cqes[head & *r->cq_mask].user_data == user_data) return 1;
     }
     return 0;
+}
+
+// Whether the thread has something to collect, looked at in the shared
+// ring memory without a system call: an unseen completion, or deferred
+// work (IORING_SQ_TASKRUN) that its next io_uring_enter turns into one.
+static inline int curing_work_pending(struct curing_ring *r) {
+    if (*r->cq_head != __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE)) return 1;
+    return (__atomic_load_n(r->sq_flags, __ATOMIC_ACQUIRE) & IORING_SQ_TASKRUN) != 0;
 }
 
 // The oldest unseen completion, or NULL.

@@ -84,10 +84,12 @@ public enum MountCommand {
                                for and unavailable is an error, and is
                                refused with -o auto_unmount or a remote
                                bundle
-      --poll-us N              classic transport: while requests come one at
-                               a time, one worker polls N microseconds for
-                               the next before sleeping, 0 … 1000 (default
-                               50; 0: never); it spins a CPU only while
+      --poll-us N              while requests come one at a time, one worker
+                               (classic) or, only when this option is
+                               given, a ring's helper thread (uring) polls
+                               N microseconds for the next before
+                               sleeping, 0 … 1000 (default 50; 0: never);
+                               it spins a CPU only while
                                requests keep coming within N µs, never for
                                concurrent readers, an idle mount or a
                                remote bundle
@@ -346,6 +348,7 @@ public enum MountCommand {
         if let text = args.value("--poll-us") {
             configuration.pollMicroseconds = try number(text, in: 0...RequestPoller.maximumMicroseconds,
                                                         "--poll-us must be a number of microseconds from 0 to \(RequestPoller.maximumMicroseconds)")
+            configuration.pollMicrosecondsGiven = true
         }
         if configuration.transport == .required(.uring), configuration.fuseOptions.contains("auto_unmount") {
             throw UsageError("--transport uring cannot be used with -o auto_unmount (a killed daemon's rings keep "
@@ -382,7 +385,7 @@ public enum MountCommand {
         add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
         add("--threads", Array(String(configuration.threads).utf8))
         if case .required(let choice) = configuration.transport { add("--transport", Array(choice.rawValue.utf8)) }
-        add("--poll-us", Array(String(configuration.pollMicroseconds).utf8))
+        if configuration.pollMicrosecondsGiven { add("--poll-us", Array(String(configuration.pollMicroseconds).utf8)) }
         out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
         out += AccessOptions.daemonArguments(for: configuration.access)
         out += LockOptions.daemonArguments(configuration.lock)

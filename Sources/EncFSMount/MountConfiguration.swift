@@ -45,6 +45,10 @@ package struct MountConfiguration: Sendable, Equatable {
     /// How long the classic loop polls for the next request, in
     /// microseconds, 0 for never (`--poll-us`, ``RequestPoller``).
     package var pollMicroseconds = RequestPoller.defaultMicroseconds
+    /// Whether `--poll-us` was given: the rings poll only then, having
+    /// measured slower with polling on a loaded machine (docs/PERFORMANCE.md,
+    /// "Polling on the rings").
+    package var pollMicrosecondsGiven = false
     /// Whether reads may wait on a network (a remote bundle): such a mount
     /// is served classic (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``).
     /// Not passed to the daemon: it parses the same remote settings.

@@ -20,6 +20,7 @@ extension MountSession {
                       extraOptions: configuration.fuseOptions, logger: logger, threads: configuration.threads,
                       logNames: configuration.logNames, indexCacheBytes: configuration.indexCacheKB << 10,
                       accessRules: configuration.access, transport: configuration.transport,
-                      waitsOnNetwork: configuration.waitsOnNetwork, pollMicroseconds: configuration.pollMicroseconds)
+                      waitsOnNetwork: configuration.waitsOnNetwork, pollMicroseconds: configuration.pollMicroseconds,
+                      ringPollMicroseconds: configuration.pollMicrosecondsGiven ? configuration.pollMicroseconds : 0)
     }
 }

@@ -39,6 +39,9 @@ public final class MountSession {
     /// The classic loop's polling window in microseconds (`--poll-us`),
     /// 0 when it does not poll (``RequestPoller``).
     private let pollMicroseconds: Int
+    /// The rings' polling window (`--poll-us` when given), 0 when they do
+    /// not poll.
+    private let ringPollMicroseconds: Int
     /// Why this mount must be served classic, if it must
     /// (``classicReason(autoUnmount:waitsOnNetwork:)``).
     private let classicReason: String?
@@ -124,11 +127,13 @@ public final class MountSession {
                  mountpoint: [UInt8], extraOptions: [String], logger: MountLogger,
                  threads: Int = MountSession.defaultThreads, logNames: Bool = false,
                  indexCacheBytes: Int = IndexPages.defaultCacheBytes, accessRules: AccessRules = AccessRules(),
-                 transport: TransportRequest = .automatic, waitsOnNetwork: Bool = false, pollMicroseconds: Int = 0) throws {
+                 transport: TransportRequest = .automatic, waitsOnNetwork: Bool = false, pollMicroseconds: Int = 0,
+                 ringPollMicroseconds: Int = 0) throws {
         precondition((1...Self.maximumThreads).contains(threads), "internal error: \(threads) worker threads")
         self.threads = threads
         // Reads waiting on a network would hold the one polling worker.
         self.pollMicroseconds = waitsOnNetwork ? 0 : pollMicroseconds
+        self.ringPollMicroseconds = waitsOnNetwork ? 0 : ringPollMicroseconds
         transportRequest = transport
         classicReason = Self.classicReason(autoUnmount: extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount"),
                                            waitsOnNetwork: waitsOnNetwork)
@@ -220,7 +225,9 @@ public final class MountSession {
         let control = try makeControlServer()
         try context.transport.choose(transportRequest, classicReason: classicReason)
         try mount()
-        if let session { try context.transport.install(on: session, pollMicroseconds: pollMicroseconds) }
+        if let session {
+            try context.transport.install(on: session, pollMicroseconds: pollMicroseconds, ringPollMicroseconds: ringPollMicroseconds)
+        }
         if let readaheadKB, let problem = setReadahead(kilobytes: readaheadKB) {
             context.logger.log("warning", "read-ahead left at the kernel default: \(problem)")
         }

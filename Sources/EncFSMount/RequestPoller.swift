@@ -26,22 +26,22 @@ import Glibc
 ///   between tries) for up to the window after its last request, then
 ///   blocks in `read(2)`; it polls only while its last request came within
 ///   the window, so an idle mount sleeps and a sparse one does not spin,
-///   and not at all for ``requestsBackingOff`` requests once another task
+///   and not at all for ``PollingPolicy/requestsBackingOff`` requests once another task
 ///   wanted its CPU while it polled (a busy machine).
 ///
-/// Polling starts after ``calmRequestsToPoll`` requests in a row each
-/// taken while no other was being served, and stops (the waiting workers
-/// woken to read again) when the leader ``queuedComebacksToStop`` times in
-/// a row finds a request already queued when it comes back from serving
-/// one: concurrent readers and read-ahead are served by every worker, as
-/// without polling. Requests that queue behind a slow one while polling
+/// When polling starts and stops, the window and the back-off follow
+/// ``PollingPolicy`` (the rings' servers follow it too): polling starts
+/// after a streak of requests each taken while no other was being served,
+/// and stops (the waiting workers woken to read again) when the leader
+/// comes back from serving to find requests queued: concurrent readers
+/// and read-ahead are served by every worker, as without polling. Requests that queue behind a slow one while polling
 /// wait for it (twice at most, then every worker reads again); remote
 /// bundles, whose reads wait on a network, are never polled.
 package final class RequestPoller: @unchecked Sendable {
     // @unchecked: everything mutable is an atomic or the semaphore.
     private let session: OpaquePointer
-    /// How long the leader polls after its last request, in nanoseconds.
-    private let windowNanoseconds: Int64
+    /// The window, when to start and stop, the back-off.
+    private let policy: PollingPolicy
     /// Workers waiting in user space while polling.
     private let followers: UnsafeMutablePointer<sem_t>
     /// Set by any thread for the thread's current request: cleared when
@@ -49,38 +49,22 @@ package final class RequestPoller: @unchecked Sendable {
     private let holdingKey: pthread_key_t
     private let polling = Atomic<Bool>(false)
     private let leaderTaken = Atomic<Bool>(false)
-    /// Whether the leader polls before blocking: its last request came
-    /// within the window.
-    private let leaderPolls = Atomic<Bool>(true)
     private let parked = Atomic<Int>(0)
     private let inFlight = Atomic<Int>(0)
-    private let calmStreak = Atomic<Int>(0)
-    private let queuedStreak = Atomic<Int>(0)
-    /// Requests left during which the leader does not poll: others
-    /// wanted its CPU while it polled.
-    private let backOff = Atomic<Int>(0)
     /// Requests the leader found by polling, without sleeping (status).
     let polledRequests = Atomic<Int>(0)
 
-    /// Requests in a row served alone before polling starts.
-    static let calmRequestsToPoll = 32
-    /// Comebacks in a row that find a request queued before polling stops.
-    static let queuedComebacksToStop = 2
-    /// Requests served without polling after the leader's CPU was wanted
-    /// by another task while it polled.
-    static let requestsBackingOff = 1000
-    /// Largest `--poll-us`.
-    package static let maximumMicroseconds = 1000
-    /// `--poll-us` unless given: long enough for a reader's next request
-    /// after a reply, short enough that a sparse workload spins little.
-    package static let defaultMicroseconds = 50
+    /// Largest `--poll-us` (``PollingPolicy/maximumMicroseconds``).
+    package static let maximumMicroseconds = PollingPolicy.maximumMicroseconds
+    /// `--poll-us` unless given (``PollingPolicy/defaultMicroseconds``).
+    package static let defaultMicroseconds = PollingPolicy.defaultMicroseconds
 
     /// - Parameters:
     ///   - session: the session whose exit ends a poll.
     ///   - microseconds: the polling window, 1 … ``maximumMicroseconds``.
     init(session: OpaquePointer, microseconds: Int) {
         self.session = session
-        windowNanoseconds = Int64(microseconds) * 1000
+        policy = PollingPolicy(microseconds: microseconds)
         followers = .allocate(capacity: 1)
         guard sem_init(followers, 0, 0) == 0 else { preconditionFailure("internal error: sem_init failed") }
         var key = pthread_key_t()
@@ -112,13 +96,7 @@ package final class RequestPoller: @unchecked Sendable {
     private func readShared(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ length: Int) -> Int {
         let n = Glibc.read(fd, buffer, length)
         guard n > 0 else { return n }
-        if noteTaken() > 0 {
-            calmStreak.store(0, ordering: .relaxed)
-        } else if calmStreak.add(1, ordering: .relaxed).newValue >= Self.calmRequestsToPoll {
-            calmStreak.store(0, ordering: .relaxed)
-            queuedStreak.store(0, ordering: .relaxed)
-            polling.store(true, ordering: .sequentiallyConsistent)
-        }
+        if policy.noteTaken(alone: noteTaken() == 0) { polling.store(true, ordering: .sequentiallyConsistent) }
         return n
     }
 
@@ -127,50 +105,23 @@ package final class RequestPoller: @unchecked Sendable {
     private func readAsLeader(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ length: Int, cameBack: Bool) -> Int {
         var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         if cameBack {
-            if poll(&waiting, 1, 0) > 0 {
-                if queuedStreak.add(1, ordering: .relaxed).newValue >= Self.queuedComebacksToStop {
-                    stopPolling()
-                    return readShared(fd, buffer, length)
-                }
-                return readTaken(fd, buffer, length, polled: false, began: nil)
+            let queued = poll(&waiting, 1, 0) > 0
+            if policy.noteComeback(foundQueued: queued) {
+                stopPolling()
+                return readShared(fd, buffer, length)
             }
-            queuedStreak.store(0, ordering: .relaxed)
+            if queued { return readTaken(fd, buffer, length, polled: false, began: nil) }
         }
-        let began = Self.now()
-        guard leaderPolls.load(ordering: .relaxed), !backingOff() else {
-            return readTaken(fd, buffer, length, polled: false, began: began)
-        }
-        let switchesBefore = Self.involuntarySwitches()
-        var found = false
-        let deadline = began + windowNanoseconds
-        while Self.now() < deadline {
-            if fuse_session_exited(session) != 0 {
-                leaderTaken.store(false, ordering: .sequentiallyConsistent)
-                errno = EINTR
-                return -1
-            }
-            if poll(&waiting, 1, 0) > 0 {
-                found = true
-                break
-            }
-            // Another task waiting for this CPU (the reader itself, on a
-            // busy machine) runs first.
-            sched_yield()
-        }
-        if Self.involuntarySwitches() != switchesBefore {
-            // The CPU was wanted by others while this thread polled: the
-            // machine is busy, and polling would take from them.
-            backOff.store(Self.requestsBackingOff, ordering: .relaxed)
+        let began = PollingPolicy.now()
+        guard policy.shouldPoll() else { return readTaken(fd, buffer, length, polled: false, began: began) }
+        let session = session
+        let found = policy.poll(arrived: { poll(&waiting, 1, 0) > 0 }, ended: { fuse_session_exited(session) != 0 })
+        if fuse_session_exited(session) != 0 {
+            leaderTaken.store(false, ordering: .sequentiallyConsistent)
+            errno = EINTR
+            return -1
         }
         return readTaken(fd, buffer, length, polled: found, began: began)
-    }
-
-    /// Whether the leader should not poll now, counting down the requests
-    /// of a back-off.
-    private func backingOff() -> Bool {
-        guard backOff.load(ordering: .relaxed) > 0 else { return false }
-        backOff.subtract(1, ordering: .relaxed)
-        return true
     }
 
     /// The leader's read of a request it saw queued (or, after the window,
@@ -178,7 +129,7 @@ package final class RequestPoller: @unchecked Sendable {
     private func readTaken(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ length: Int, polled: Bool, began: Int64?) -> Int {
         let n = Glibc.read(fd, buffer, length)
         let code = errno
-        if let began { leaderPolls.store(Self.now() - began <= windowNanoseconds, ordering: .relaxed) }
+        if let began { policy.noteWaited(since: began) }
         leaderTaken.store(false, ordering: .sequentiallyConsistent)
         if n > 0 {
             _ = noteTaken()
@@ -234,15 +185,5 @@ package final class RequestPoller: @unchecked Sendable {
     private func noteTaken() -> Int {
         pthread_setspecific(holdingKey, UnsafeRawPointer(bitPattern: 1))
         return inFlight.add(1, ordering: .relaxed).newValue - 1
-    }
-
-    /// The calling thread's involuntary context switches so far (a
-    /// `sched_yield` that let another task run counts as one).
-    private static func involuntarySwitches() -> Int { cfuse_thread_involuntary_switches() }
-
-    private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 }

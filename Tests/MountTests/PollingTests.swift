@@ -4,12 +4,17 @@ import XCTest
 import Glibc
 #endif
 
-/// `--poll-us N` on the classic transport: with one reader at a time the
-/// daemon finds requests by polling (encfs-ctl status counts them), never
-/// with `--poll-us 0`; an idle polling mount burns no CPU; a signal or an
-/// unmount ends a daemon whose worker is polling; bad values are refused.
+/// `--poll-us N`: with one reader at a time the daemon finds requests by
+/// polling (encfs-ctl status counts them), never with `--poll-us 0`; an
+/// idle polling mount burns no CPU; a signal, an unmount or a lock ends or
+/// interrupts a daemon whose worker or ring server is polling; bad values
+/// are refused.
 ///
-/// These pin `--transport classic` themselves: the rings never poll.
+/// These run on the transport the suite runs on (`ENCFS_TEST_TRANSPORT`,
+/// set by Scripts/test.sh once per transport; encfs-mount's default
+/// without it), giving `--poll-us` (the rings poll only when it is given);
+/// the `testUring_` ones pin the rings, so that a run of the classic suite
+/// covers ring polling too.
 final class PollingTests: LockTestCase {
     /// Reads FILE's 4 KiB blocks one at a time with O_DIRECT (each read
     /// reaches the daemon) until COUNT reads are done or, when COUNT is 0,
@@ -82,23 +87,78 @@ final class PollingTests: LockTestCase {
     func testOneReader_RequestsFoundByPolling() throws {
         // A long window, so that a busy machine still has reads arrive
         // inside it.
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        let mounted = try mount(bundle, keyFile: key, options: ["--poll-us", "1000"])
         XCTAssertEqual(try polledRequests(mounted), 0)
         try readUntilPolled(mounted)
         let text = try ctl(mounted, ["status"])
         XCTAssertTrue(text.output.contains("found by polling)"), text.summary)
+        if let transport = Tools.testTransport {
+            XCTAssertEqual(try status(mounted)["transport"], "\"\(transport)\"")
+        }
     }
 
     func testPollUsZero_NeverPolls() throws {
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "0"])
+        let mounted = try mount(bundle, keyFile: key, options: ["--poll-us", "0"])
         try readOneAtATime(mounted, count: 3000)
         XCTAssertEqual(try polledRequests(mounted), 0)
+    }
+
+    /// Skips where the kernel has no FUSE over io_uring.
+    private func requireRings() throws {
+        guard FileManager.default.fileExists(atPath: "/sys/module/fuse/parameters/enable_uring") else {
+            throw XCTSkip("this kernel has no FUSE over io_uring")
+        }
+    }
+
+    /// The ring servers poll too: a lone reader's requests are found by
+    /// polling, and only ring requests were served (the classic loop,
+    /// which would also count, carried none of the reads).
+    func testUring_OneReader_RequestsFoundByPolling() throws {
+        try requireRings()
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring", "--poll-us", "1000"])
+        XCTAssertEqual(try status(mounted)["transport"], "\"uring\"")
+        XCTAssertEqual(try polledRequests(mounted), 0)
+        let ringsBefore = try XCTUnwrap(Int(try status(mounted)["ring_requests"] ?? ""))
+        try readUntilPolled(mounted)
+        let rings = try XCTUnwrap(Int(try status(mounted)["ring_requests"] ?? "")) - ringsBefore
+        XCTAssertGreaterThanOrEqual(rings, try polledRequests(mounted), "more requests found by polling than the rings served")
+    }
+
+    func testUring_PollUsZero_NeverPolls() throws {
+        try requireRings()
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring", "--poll-us", "0"])
+        try readOneAtATime(mounted, count: 3000)
+        XCTAssertEqual(try polledRequests(mounted), 0)
+        XCTAssertGreaterThan(try XCTUnwrap(Int(try status(mounted)["ring_requests"] ?? "")), 0)
+    }
+
+    /// Without `--poll-us` the rings do not poll (the classic loop would,
+    /// at the default window).
+    func testUring_WithoutPollUs_NeverPolls() throws {
+        try requireRings()
+        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "uring"])
+        try readOneAtATime(mounted, count: 3000)
+        XCTAssertEqual(try polledRequests(mounted), 0)
+        XCTAssertGreaterThan(try XCTUnwrap(Int(try status(mounted)["ring_requests"] ?? "")), 0)
+    }
+
+    /// SIGTERM while a ring server polls for a lone reader: the mount
+    /// ends cleanly (the stop reaches the polling server through its ring).
+    func testUring_SIGTERM_WhilePolling_EndsCleanly() throws {
+        try requireRings()
+        try checkSignalWhilePolling(SIGTERM, transport: ["--transport", "uring"])
+    }
+
+    /// An idle ring mount after polling sleeps (as ``testIdleMount_BurnsNoCPU``).
+    func testUring_IdleMount_BurnsNoCPU() throws {
+        try requireRings()
+        try checkIdleAfterPolling(transport: ["--transport", "uring"])
     }
 
     /// Concurrent readers get every byte right while the loop switches
     /// between polling and all workers reading.
     func testConcurrentReaders_AfterOneReader_ReadCorrectly() throws {
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        let mounted = try mount(bundle, keyFile: key, options: ["--poll-us", "1000"])
         try readUntilPolled(mounted)
         let readers = try (0..<4).map { _ in
             try SpawnedProcess(Tools.python, ["-c", Self.reader, mounted.path("docs/large"), "1500", "\(source)/docs/large", "/nonexistent"])
@@ -114,7 +174,11 @@ final class PollingTests: LockTestCase {
     /// CPU time over two seconds stays far below the two seconds a worker
     /// still polling would take.
     func testIdleMount_BurnsNoCPU() throws {
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"])
+        try checkIdleAfterPolling()
+    }
+
+    private func checkIdleAfterPolling(transport: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws {
+        let mounted = try mount(bundle, keyFile: key, options: transport + ["--poll-us", "1000"])
         let pid = try XCTUnwrap(mounted.daemonPID)
         try readUntilPolled(mounted)
         usleep(200_000)
@@ -122,13 +186,14 @@ final class PollingTests: LockTestCase {
         sleep(2)
         let used = try cpuTicks(pid) - before
         let ticksPerSecond = sysconf(Int32(_SC_CLK_TCK))
-        XCTAssertLessThan(used, ticksPerSecond / 2, "an idle mount used \(used) ticks in 2 s")
+        XCTAssertLessThan(used, ticksPerSecond / 2, "an idle mount used \(used) ticks in 2 s", file: file, line: line)
     }
 
     /// SIGTERM, SIGINT or SIGHUP while one reader keeps the worker polling:
     /// the mount ends cleanly.
-    private func checkSignalWhilePolling(_ signal: Int32, file: StaticString = #filePath, line: UInt = #line) throws {
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"], foreground: true)
+    private func checkSignalWhilePolling(_ signal: Int32, transport: [String] = [], file: StaticString = #filePath,
+                                         line: UInt = #line) throws {
+        let mounted = try mount(bundle, keyFile: key, options: transport + ["--poll-us", "1000"], foreground: true)
         let process = try XCTUnwrap(mounted.foreground)
         _ = try startReader(mounted)
         XCTAssertTrue(Deadline.poll(seconds: 60, interval: 0.1) { ((try? self.polledRequests(mounted)) ?? 0) > 0 },
@@ -154,7 +219,7 @@ final class PollingTests: LockTestCase {
     /// `fusermount3 -u` right after reads that made the worker poll (the
     /// leader then sleeps in the kernel, and ENODEV ends it).
     func testUnmount_AfterPolling_EndsDaemon() throws {
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000"], foreground: true)
+        let mounted = try mount(bundle, keyFile: key, options: ["--poll-us", "1000"], foreground: true)
         let process = try XCTUnwrap(mounted.foreground)
         try readUntilPolled(mounted)
         try check(Tools.fusermount, ["-u", mounted.mountpoint])
@@ -165,7 +230,7 @@ final class PollingTests: LockTestCase {
     /// A lock after the worker polled: reads fail with ENOKEY, an unlock
     /// serves them again (the same workers and their scratch).
     func testLockAndUnlock_AfterPolling() throws {
-        let mounted = try mount(bundle, keyFile: key, options: ["--transport", "classic", "--poll-us", "1000",
+        let mounted = try mount(bundle, keyFile: key, options: ["--poll-us", "1000",
                                                                 "--protection", "complete"])
         try readUntilPolled(mounted)
         assertSuccess(try ctl(mounted, ["lock"]))

@@ -23,6 +23,7 @@ final class MountCommandTests: XCTestCase {
         configuration.logNames = true
         configuration.allowsExternalSymlinks = true
         configuration.pollMicroseconds = 120
+        configuration.pollMicrosecondsGiven = true
         XCTAssertEqual(try roundTrip(configuration), configuration)
         configuration.pollMicroseconds = 0
         XCTAssertEqual(try roundTrip(configuration), configuration)
@@ -41,6 +42,8 @@ final class MountCommandTests: XCTestCase {
         XCTAssertEqual(try roundTrip(configuration), configuration)
         configuration.readaheadKB = 0
         XCTAssertEqual(try roundTrip(configuration), configuration)
+        // --poll-us not given stays not given (the rings poll only when it is).
+        XCTAssertFalse(try roundTrip(configuration).pollMicrosecondsGiven)
     }
 
     /// The verifying keys reach the daemon as the keys themselves (hex of

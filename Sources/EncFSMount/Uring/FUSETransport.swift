@@ -76,8 +76,20 @@ final class FUSETransport: @unchecked Sendable {
     /// The classic loop's polling reader (`--poll-us`), nil when off.
     private(set) var poller: RequestPoller?
 
-    /// Requests the classic loop found by polling since mount.
-    var polledRequests: Int { poller?.polledRequests.load(ordering: .relaxed) ?? 0 }
+    /// `--poll-us` for the rings' servers, 0 when they never poll.
+    private var ringPollMicroseconds = 0
+
+    /// Requests found by polling since mount: by the classic loop's
+    /// poller and by the rings' servers.
+    var polledRequests: Int {
+        (poller?.polledRequests.load(ordering: .relaxed) ?? 0) + queues.withLock { $0.reduce(0) { $0 + $1.polledRequests } }
+    }
+
+    /// Ring servers answering requests now, all queues together: a lone
+    /// reader's request is taken while no other is being served (polling
+    /// starts), and one that finds another served means concurrency
+    /// (polling stops).
+    let ringServersBusy = Atomic<Int>(0)
 
     /// Requests the rings served since mount.
     var ringRequests: Int { queues.withLock { $0.reduce(0) { $0 + $1.served } } }
@@ -115,18 +127,22 @@ final class FUSETransport: @unchecked Sendable {
 
     /// Routes the session's /dev/fuse traffic through the hooks once
     /// mounted (`fuse_session_mount` opened the fd): the rings' when they
-    /// are wanted, else the poller's when `pollMicroseconds` is not 0,
-    /// else none.
+    /// are wanted (whose helpers then poll when `ringPollMicroseconds` is
+    /// not 0), else the poller's when `pollMicroseconds` is not 0, else none.
     ///
-    /// - Parameter pollMicroseconds: `--poll-us`, 0 when off (always off
-    ///   for a remote bundle: see ``RequestPoller``).
+    /// - Parameters:
+    ///   - pollMicroseconds: `--poll-us`, 0 when off (always off for a
+    ///     remote bundle: see ``RequestPoller``).
+    ///   - ringPollMicroseconds: the rings' window: `--poll-us` when given,
+    ///     else 0 (docs/PERFORMANCE.md, "Polling on the rings").
     /// - Throws: `BundleError.io` when libfuse refuses the hooks.
-    func install(on session: OpaquePointer, pollMicroseconds: Int = 0) throws {
+    func install(on session: OpaquePointer, pollMicroseconds: Int = 0, ringPollMicroseconds: Int = 0) throws {
         guard wantsRings.load(ordering: .relaxed) else {
             if pollMicroseconds > 0 { try installPoller(on: session, microseconds: pollMicroseconds) }
             return
         }
         self.session = session
+        self.ringPollMicroseconds = ringPollMicroseconds
         fuseFD = fuse_session_fd(session)
         var io = fuse_custom_io(writev: { fd, iov, count, userdata in
             FUSETransport.of(userdata)?.route(fd: fd, iov, Int(count)) ?? writev(fd, iov, count)
@@ -306,7 +322,8 @@ final class FUSETransport: @unchecked Sendable {
     private func openQueues(payloadBytes: Int) throws(RingSetupError) {
         var opened: [RingQueue] = []
         for qid in 0..<Self.possibleCPUs() {
-            opened.append(try RingQueue(qid: qid, depth: Self.entriesPerQueue, payloadBytes: payloadBytes))
+            opened.append(try RingQueue(qid: qid, depth: Self.entriesPerQueue, payloadBytes: payloadBytes,
+                                        pollMicroseconds: ringPollMicroseconds))
         }
         queues.withLock { $0 = opened }
     }

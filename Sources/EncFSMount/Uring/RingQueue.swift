@@ -47,6 +47,17 @@ final class RingQueue: @unchecked Sendable {
     let registered = Atomic<Bool>(false)
     /// Per entry: its owner, and whether it waits in that owner's inbox.
     private let book: Mutex<EntryBook>
+    /// When the servers poll for the next request (`--poll-us`), nil
+    /// when they never do: one policy for the queue, whose requests come
+    /// from one CPU's readers.
+    let pollingPolicy: PollingPolicy?
+    /// Set while the queue's requests come one at a time (a lone reader):
+    /// the helper, back from serving one, polls before it sleeps.
+    let polling = Atomic<Bool>(false)
+    /// Set when polling starts: the pinned server may hand the next small
+    /// request to the helper even though it is not polling yet (it starts
+    /// once it has served one).
+    let helperInvited = Atomic<Bool>(false)
 
     static let pinned = 0
     static let helper = 1
@@ -57,9 +68,11 @@ final class RingQueue: @unchecked Sendable {
     ///   - qid: the queue (the CPU whose requests it gets).
     ///   - depth: the entries of the queue.
     ///   - payloadBytes: each entry's payload buffer.
+    ///   - pollMicroseconds: `--poll-us`, 0 for never.
     /// - Throws: `RingSetupError` when io_uring or memory refuses.
-    init(qid: Int, depth: Int, payloadBytes: Int) throws(RingSetupError) {
+    init(qid: Int, depth: Int, payloadBytes: Int, pollMicroseconds: Int = 0) throws(RingSetupError) {
         self.qid = qid
+        pollingPolicy = pollMicroseconds > 0 ? PollingPolicy(microseconds: pollMicroseconds) : nil
         var made: [RingEntry] = []
         for index in 0..<depth {
             guard let entry = RingEntry(index: index, payloadBytes: payloadBytes) else { throw RingSetupError.noMemory }
@@ -132,6 +145,9 @@ final class RingQueue: @unchecked Sendable {
 
     /// Requests the queue's servers answered since mount.
     var served: Int { servers.reduce(0) { $0 + $1.served.load(ordering: .relaxed) } }
+
+    /// Requests the queue's servers found by polling since mount.
+    var polledRequests: Int { servers.reduce(0) { $0 + $1.polledRequests.load(ordering: .relaxed) } }
 }
 
 /// Who owns each entry of a queue and what was handed over: two small

@@ -19,6 +19,13 @@ import Glibc
 /// payload buffer. Entries the other server handed over arrive through an
 /// eventfd the ring polls.
 ///
+/// With `--poll-us`, while a lone reader's requests come one at a time,
+/// the helper serves them and polls for the next one instead of sleeping
+/// (``pollBeforeWaiting(_:)``), as the classic loop's poller does on
+/// /dev/fuse: from another CPU than the reader's, since a server on the
+/// reader's own CPU could only take the CPU the reader needs to send the
+/// next request (docs/PERFORMANCE.md, "Polling on the rings").
+///
 /// It stops when every entry of the queue is gone (the kernel ends them
 /// with ENOTCONN at unmount) or when the stop eventfd becomes readable.
 final class RingServer: @unchecked Sendable {
@@ -32,6 +39,12 @@ final class RingServer: @unchecked Sendable {
     private let request: UnsafeMutableRawBufferPointer
     /// Requests this server answered (``FUSETransport/ringRequests``).
     let served = Atomic<Int>(0)
+    /// Requests this server found by polling, without sleeping (status).
+    let polledRequests = Atomic<Int>(0)
+    /// Set while the thread polls for its next request: only then does
+    /// the pinned server hand it a lone reader's small request (a helper
+    /// asleep on a busy CPU may take milliseconds to run).
+    private let spinning = Atomic<Bool>(false)
     /// Clear only while the thread waits for work: set before it starts
     /// and after it ends, so nothing is handed to a thread not there.
     private let busy = Atomic<Bool>(true)
@@ -180,7 +193,9 @@ final class RingServer: @unchecked Sendable {
         let ready = UnsafeMutableBufferPointer<Int>.allocate(capacity: queue.entries.count)
         defer { ready.deallocate() }
         var readyCount = 0
+        var answered = 0
         while !queue.allEnded && !stopping {
+            let found = answered > 0 && pollBeforeWaiting(work)
             busy.store(false, ordering: .relaxed)
             let rc = curing_submit_and_wait(&ring, 1)
             busy.store(true, ordering: .relaxed)
@@ -221,7 +236,14 @@ final class RingServer: @unchecked Sendable {
                 default: break
                 }
             }
-            answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
+            if readyCount > 0 {
+                let others = work.transport.ringServersBusy.add(1, ordering: .relaxed).newValue - 1
+                notePolling(found: found, requests: readyCount, alone: readyCount == 1 && others == 0)
+                answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
+                work.transport.ringServersBusy.subtract(1, ordering: .relaxed)
+            } else {
+                answered = 0
+            }
             readyCount = 0
             if wipeDue {
                 wipeDue = false
@@ -231,6 +253,52 @@ final class RingServer: @unchecked Sendable {
         // Closing the ring cancels the commands still registered, which
         // lets the kernel release /dev/fuse.
         curing_ring_close(&ring)
+    }
+
+    /// The helper, back from answering while the queue polls: unless a
+    /// request is already waiting (which, twice in a row, ends the
+    /// polling), submits the commits and looks for the next request in
+    /// the ring's shared memory for up to the window (``PollingPolicy``),
+    /// yielding the CPU between looks. The wait that follows then returns
+    /// at once, or sleeps as before. A window that passes with nothing, or
+    /// a back-off, ends the polling: the pinned server then serves again
+    /// until a new streak of lone requests.
+    ///
+    /// - Returns: whether the look found work.
+    private func pollBeforeWaiting(_ work: RingWork) -> Bool {
+        guard role == RingQueue.helper, let policy = queue.pollingPolicy, queue.polling.load(ordering: .relaxed) else { return false }
+        // Another server busy counts as queued: the classic poller sees
+        // every CPU's requests on /dev/fuse, a ring only its queue's.
+        let queued = curing_work_pending(&ring) == 1 || work.transport.ringServersBusy.load(ordering: .relaxed) > 0
+        if policy.noteComeback(foundQueued: queued) || (!queued && !policy.backOffOver()) {
+            queue.polling.store(false, ordering: .relaxed)
+            return false
+        }
+        guard !queued else { return false }
+        // The reply goes out now, not with the wait.
+        _ = curing_submit_and_wait(&ring, 0)
+        busy.store(false, ordering: .relaxed)
+        spinning.store(true, ordering: .relaxed)
+        let found = policy.poll(arrived: { curing_work_pending(&ring) == 1 }, ended: { queue.allEnded })
+        spinning.store(false, ordering: .relaxed)
+        busy.store(true, ordering: .relaxed)
+        if !found { queue.polling.store(false, ordering: .relaxed) }
+        return found
+    }
+
+    /// After a wait that brought `requests` requests: counts those found
+    /// by polling, and starts the queue's polling after a streak of
+    /// requests that came `alone` (one, while no other server of any
+    /// queue was answering) once no back-off runs.
+    private func notePolling(found: Bool, requests: Int, alone: Bool) {
+        guard let policy = queue.pollingPolicy else { return }
+        if found { polledRequests.add(requests, ordering: .relaxed) }
+        guard !queue.polling.load(ordering: .relaxed) else { return }
+        let rested = policy.backOffOver()
+        if policy.noteTaken(alone: alone), rested {
+            queue.helperInvited.store(true, ordering: .relaxed)
+            queue.polling.store(true, ordering: .relaxed)
+        }
     }
 
     private func armPoll(_ fd: Int32, _ token: UInt64) {
@@ -247,16 +315,25 @@ final class RingServer: @unchecked Sendable {
     /// pinned server, whose commit brings their entries home: after a
     /// burst, small reads return to the reader's CPU. (A large read the
     /// helper keeps also lets it pull the next queued one with its commit,
-    /// so the busier thread takes less.)
-    private func answer(_ ready: UnsafeMutableBufferPointer<Int>, _ work: RingWork) {
+    /// so the busier thread takes less.) While a helper polls for a lone
+    /// reader, small requests go to it and stay there.
+    ///
+    /// - Returns: how many requests this server answered.
+    private func answer(_ ready: UnsafeMutableBufferPointer<Int>, _ work: RingWork) -> Int {
         var mine = ready.count
         let pinned = role == RingQueue.pinned
-        if ready.count >= (pinned ? 2 : 1), queue.peer(of: role).isIdle, !queue.allEnded {
+        let peer = queue.peer(of: role)
+        let lone = queue.polling.load(ordering: .relaxed)
+        // A helper asleep on a busy CPU may take milliseconds to run: it
+        // gets a small request while it polls, or once when polling starts.
+        let toPollingHelper = pinned && lone
+            && (peer.spinning.load(ordering: .relaxed) || queue.helperInvited.exchange(false, ordering: .relaxed))
+        if ready.count >= (pinned && !toPollingHelper ? 2 : 1), peer.isIdle, !queue.allEnded {
             mine = 0
             for position in 0..<ready.count {
                 let index = ready[position]
                 let large = queue.entries[index].isRead(ofAtLeast: Self.handOverBytes)
-                let handOver = pinned ? position % 2 == 1 && large : !large
+                let handOver = pinned ? (toPollingHelper && !large) || (position % 2 == 1 && large) : !large && !lone
                 if handOver {
                     queue.hand(index, from: role)
                 } else {
@@ -271,6 +348,7 @@ final class RingServer: @unchecked Sendable {
             queueCommit(of: entry, work)
             if position < mine - 1 { _ = curing_submit_and_wait(&ring, 0) }
         }
+        return mine
     }
 
     /// The smallest read the pinned server hands over: the kernel's
