@@ -102,6 +102,32 @@ final class ControlSocketTests: LockTestCase {
         XCTAssertEqual(try status(second)["state"], "\"unlocked\"")
     }
 
+    /// Sockets of daemons killed at other mountpoints do not pile up: the
+    /// next mount removes them, and only them (a live mount's socket stays
+    /// and answers).
+    func testStaleSockets_OfKilledDaemons_AreRemovedAtTheNextMount() throws {
+        try requireRoot()
+        let live = try mount(bundle, keyFile: key, at: try scratch.makeDirectory("mnt-live"))
+        let killed = try mount(bundle, keyFile: key, at: try scratch.makeDirectory("mnt-killed"))
+        let stale = try socketPath(killed)
+        guard let pid = killed.daemonPID else { throw SubprocessError("no daemon") }
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(Deadline.poll(seconds: 15) { !ProcessTable.isAlive(pid) })
+        _ = try run(Tools.fusermount, ["-uz", killed.mountpoint])
+        XCTAssertEqual(try python(Self.rawStatus, [stale]).output, "ECONNREFUSED\n")
+        let dead = try run(try Tools.ctl(), [killed.mountpoint, "status"])
+        XCTAssertEqual(dead.errorLines.first, "encfs-ctl: error: the mount's daemon does not answer (it was killed?) (\(killed.mountpoint))")
+
+        let next = try mount(bundle, keyFile: key, at: try scratch.makeDirectory("mnt-next"))
+        var st = stat()
+        XCTAssertNotEqual(lstat(stale, &st), 0, "the killed daemon's socket is still there")
+        XCTAssertTrue(next.logLines().contains { $0.contains("control socket") && $0.contains("of killed daemons") }, "\(next.logLines())")
+        let gone = try run(try Tools.ctl(), [killed.mountpoint, "status"])
+        XCTAssertEqual(gone.errorLines.first, "encfs-ctl: error: no control socket for this mountpoint (\(killed.mountpoint))")
+        XCTAssertEqual(try python(Self.rawStatus, [try socketPath(live)]).output, "reply 0 state=unlocked\n")
+        XCTAssertEqual(try python(Self.rawStatus, [try socketPath(next)]).output, "reply 0 state=unlocked\n")
+    }
+
     /// A foreground mount with a control thread (polling once a second for
     /// its idle timer) still ends cleanly on SIGTERM: the thread stops,
     /// the mount goes and so does the socket.
