@@ -11,8 +11,8 @@ import Glibc
 // after the other; if the socket goes first, fusermount3 can open the
 // mountpoint while the connection is still up, its OPENDIR then ends with
 // ECONNABORTED when /dev/fuse is released a moment later, and the mount
-// stays (seen about once in 70 kills on a loaded machine). So the device
-// must be released before the socket.
+// stays (seen on a loaded machine; MountTests/ReadinessTests). So the
+// device must be released before the socket.
 extension MountSession {
     /// A copy of the mount's /dev/fuse descriptor numbered above every
     /// descriptor open now, fusermount3's socket among them; the caller
@@ -20,10 +20,11 @@ extension MountSession {
     ///
     /// The file is released when its last descriptor closes. An exiting
     /// process closes its descriptors in ascending order, and the kernel
-    /// runs the deferred releases last-closed first (`task_work` has run
-    /// LIFO since Linux 5.10): with the highest-numbered copy, the device,
-    /// and with it the connection, goes before the socket. Best effort:
-    /// nil changes nothing but this ordering.
+    /// runs the deferred releases last-closed first (`task_work_run`
+    /// takes its list newest first; the order is not an ABI, hence the
+    /// test): with the highest-numbered copy, the device, and with it the
+    /// connection, goes before the socket. Best effort: nil changes
+    /// nothing but this ordering.
     static func deviceCopyReleasedFirst(of session: OpaquePointer) -> FileDescriptor? {
         let device = fuse_session_fd(session)
         guard device >= 0 else { return nil }
