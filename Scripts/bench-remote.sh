@@ -14,13 +14,24 @@
 # the server sent per byte read (from nginx's access log).
 #
 #   Scripts/bench-remote.sh [--quick] [--reps N] [--out DIR] [--systems a,b,...]
-#                           [--baseline-bin DIR] [--warm-passes N]
+#                           [--baseline-bin DIR] [--warm-passes N] [--keep]
 #
 #   --quick        a 64 MiB file instead of 512 MiB, 200 random reads
 #                  instead of 1000; a few minutes on 2 cores
 #   --reps N       measure every system N times, round by round, and report
 #                  medians with their ranges (default 1)
-#   --out DIR      work directory (default /var/tmp/encfs-bench-remote)
+#   --out DIR      work directory (default /var/tmp/encfs-bench-remote):
+#                    results.json              the results (kept)
+#                    nginx/                    the server's config and logs (kept)
+#                    src/, www/, data-SIZE     the file, what the server serves
+#                                              (bundle, plain copy, rclone crypt
+#                                              tree) and their stamp
+#                    cache/, cache-warm-N/     the mounts' ciphertext caches
+#                    mnt/, mnt-warm-N/, key, *.conf, proxy-*.port
+#                  at the end, also after a failure, all but the results and
+#                  nginx/ is removed unless --keep
+#   --keep         keep the data and caches: the next run with the same DIR
+#                  and size reuses the data instead of making it again
 #   --systems LIST a subset of encfs-local,encfs-http,rclone-http,rclone-crypt
 #                  (default all four), or encfs-http-base and
 #                  encfs-local-classic as well
@@ -47,11 +58,13 @@ quick=0
 reps=1
 baseline=
 warm_passes=
+keep=0
 out=/var/tmp/encfs-bench-remote
 systems=encfs-local,encfs-http,rclone-http,rclone-crypt
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
+    --keep) keep=1 ;;
     --reps) reps=${2:?--reps needs a number}; shift
             [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --reps must be a positive number" >&2; exit 2; } ;;
     --out) out=${2:?--out needs a directory}; shift ;;
@@ -59,7 +72,7 @@ while [ $# -gt 0 ]; do
     --systems) systems=${2:?--systems needs a list}; shift ;;
     --warm-passes) warm_passes=${2:?--warm-passes needs a number}; shift
             [[ "$warm_passes" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --warm-passes must be a positive number" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "bench-remote.sh: error: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -70,5 +83,14 @@ for p in nginx rclone fuse3; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | 
 if [ ${#missing[@]} -gt 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; fi
 swift build -c release -Xswiftc -warnings-as-errors >/dev/null
 bin=$(swift build -c release --show-bin-path)
-exec /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick" --reps "$reps" \
+# shellcheck source=Scripts/bench/artifacts.sh
+. Scripts/bench/artifacts.sh
+finish() {
+  if [ "$keep" -eq 0 ]; then
+    remove_bench_artifacts bench-remote.sh "$out" src www 'data-*' key cache 'cache-warm-*' mnt 'mnt-warm-*' \
+      rclone.conf pack-rclone.conf 'proxy-*.port'
+  fi
+}
+trap finish EXIT
+/usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick" --reps "$reps" \
   --baseline-bin "$baseline" ${warm_passes:+--warm-passes "$warm_passes"}

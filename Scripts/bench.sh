@@ -5,17 +5,31 @@
 # another build of encfs, to compare two builds.
 #
 #   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
-#                    [--baseline-bin DIR] [--dataset random|resources]
+#                    [--baseline-bin DIR] [--dataset random|resources] [--keep]
 #
 # Installs what is missing (Debian packages), builds the encfs release
 # binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
-# (default /var/tmp/encfs-bench; kept and reused across runs), measures, prints
-# a markdown table and writes DIR/results.md and DIR/results.json. Every
-# figure is the median [min-max] of N repetitions (default 3).
+# (default /var/tmp/encfs-bench), measures, prints a markdown table and
+# writes DIR/results.md and DIR/results.json. Every figure is the median
+# [min-max] of N repetitions (default 3).
+#
+# DIR holds:
+#   results.md, results.json   the results (kept)
+#   logs/                      one log per mounted system (kept)
+#   data-quick/, data-full/, resources-quick/, resources-full/
+#                              the data set (431 MiB with --quick), with a
+#                              .json stamp beside it
+#   build/                     bundles, squashfs images, the gocryptfs tree,
+#                              the benchmark key: several GiB
+#   mnt/, bin/                 mount points, the nullfuse binary
+# At the end, also after a failure, everything but the results and logs is
+# removed, unless --keep.
 #
 #   --quick          a quarter of the data (256 MiB file, 5,000 small files),
 #                    3 s fio runs instead of 10 s; under 10 minutes on 2 cores
-#   --out DIR        work directory (data set, images, mount points, results)
+#   --out DIR        work directory (see above)
+#   --keep           keep the data set, bundles and images: the next run with
+#                    the same DIR reuses the data set instead of generating it
 #   --reps N         repetitions per figure (default 3)
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
 #                    encfs-classic (encfs --transport classic),
@@ -58,12 +72,15 @@ set -euo pipefail
 caller="$PWD"
 cd "$(dirname "$0")/.."
 repo="$PWD"
+# shellcheck source=Scripts/bench/artifacts.sh
+. Scripts/bench/artifacts.sh
 export PATH="/opt/swift/usr/bin:$PATH"
 started=$(date +%s)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 quick=()
+keep=0
 out=/var/tmp/encfs-bench
 baseline=
 systems=
@@ -71,6 +88,7 @@ extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=(--quick) ;;
+    --keep) keep=1 ;;
     --out) [ $# -ge 2 ] || { echo "bench.sh: error: --out needs a directory" >&2; exit 2; }; out="$2"; shift ;;
     --out=*) out="${1#--out=}" ;;
     --baseline-bin) [ $# -ge 2 ] || { echo "bench.sh: error: --baseline-bin needs a directory" >&2; exit 2; }; baseline="$2"; shift ;;
@@ -124,6 +142,10 @@ cleanup() {
     fusermount3 -u "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
     echo "bench.sh: unmounted $mp" >&2
   done < <(awk -v p="$out/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
+  if [ "$keep" -eq 0 ]; then
+    remove_bench_artifacts bench.sh "$out" build mnt bin data-quick data-quick.json data-full data-full.json \
+      resources-quick resources-quick.json resources-full resources-full.json
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

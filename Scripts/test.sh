@@ -41,8 +41,9 @@ if ! FUZZ_JOBS=2 Scripts/fuzz.sh 30; then
 fi
 
 echo "== many files, short mode: 100,000 files packed, mounted, listed and read once (daemon RSS)"
-# The tree is generated once and kept in /var/tmp/encfs-bench-many; the
-# mount is unmounted by the script on every path. The limit guards the
+# The tree is generated in /var/tmp/encfs-bench-many and removed at the end
+# with the bundle (--keep would keep them); the mount is unmounted by the
+# script on every path. The limit guards the
 # paged index: 18.0–18.3 MiB peak here on 2026-11-30 (19.0 on 2026-12-01,
 # with libzstd, libdispatch and the lock's control thread) with the index sealed
 # and a 4 MiB page cache; 22.4 MiB when the whole index (7.3 MiB) was held

@@ -44,7 +44,6 @@ mount's bdi read_ahead_kb right after mounting (the kernel default is 128).
 
 import argparse
 import json
-import mmap
 import os
 import platform
 import random
@@ -56,6 +55,7 @@ import subprocess
 import sys
 import time
 
+import executable_page_cache
 from placement import Placement
 
 PROG = "bench"
@@ -679,35 +679,12 @@ class Bench:
 
     @staticmethod
     def settle_executable(system):
-        """Gives the daemon's executable the same page cache before every warm mount:
-        dropped, then read back through a mapping one page at a time (order-0 folios,
-        as an exec faults them in). How it got there
-        otherwise (a fresh build, or cp/install reading it with read(2), which leaves
-        large folios that an exec maps whole) moves the daemon's peak RSS by about
-        1 MiB with the same bytes (docs/PERFORMANCE.md, "Peak RSS and the
-        executable's page cache"). Round B's drop_caches does the dropping there."""
+        """Gives the daemon's executable the same page cache before every warm mount
+        (executable_page_cache.settle). Round B's drop_caches does the dropping there."""
         command = system.mount_command()
         path = shutil.which(command[0]) if command else None
-        if not path:
-            return
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            size = os.fstat(fd).st_size
-            if size:
-                with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
-                    # No read-ahead: it too would fill large folios.
-                    mapped.madvise(mmap.MADV_RANDOM)
-                    for offset in range(0, size, mmap.PAGESIZE):
-                        mapped[offset]
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        if path:
+            executable_page_cache.settle(path)
 
     @staticmethod
     def rss_split_mib(pid):

@@ -19,7 +19,8 @@ import Glibc
 // access policy that decides per caller, or a mount that may lock, which
 // counts open handles, refuses opens while locked with ENOKEY and, under
 // `unless-open`, keeps each file handle's own key in OpenFileTable so that
-// it reads on after a lock) nothing is answered ENOSYS.
+// it reads on after a lock) nothing is answered ENOSYS. Under
+// `-o auto_unmount` every opendir is answered (MountContext.answersEveryOpendir).
 // With --enforce-reads a file is opened for direct I/O instead: no page
 // cache, so every read comes to the daemon and is checked again.
 extension FUSEOperations {
@@ -67,7 +68,9 @@ extension FUSEOperations {
             if let refusal = context.access.refusal(of: .openDirectory, to: entry, by: AccessPolicy.Caller(req)) {
                 return reply(req, errno: refusal)
             }
-            if !context.answersEveryOpen, context.kernelSkipsOpendir.load(ordering: .relaxed) { return reply(req, errno: ENOSYS) }
+            if !context.answersEveryOpen, !context.answersEveryOpendir, context.kernelSkipsOpendir.load(ordering: .relaxed) {
+                return reply(req, errno: ENOSYS)
+            }
             cfuse_fi_set_cache_readdir(info)
             cfuse_fi_set_keep_cache(info)
             replyOpen(req, context, info)

@@ -60,15 +60,23 @@ final class MountContext: Sendable {
     /// refuses opens while locked and keeps `unless-open` files' keys).
     var answersEveryOpen: Bool { access.answersEveryOpen || lockSettings.needsEveryOpen }
 
+    /// Whether every opendir must be answered here (`-o auto_unmount`):
+    /// fusermount3 unmounts a killed daemon's mount only when opening its
+    /// root fails with ENOTCONN, and a kernel told to skip opendir opens
+    /// the root of a dead mount without asking anyone, so the mount stayed.
+    let answersEveryOpendir: Bool
+
     /// - Parameters:
     ///   - bundle: the bundle, unlocked or not.
     ///   - lockSettings: how the mount locks.
     ///   - logger: where failures are logged.
     ///   - logNames: whether log lines may name entries (`--log-names`).
     ///   - accessRules: who may open (`--allow-*`, `--enforce-reads`).
+    ///   - autoUnmount: `-o auto_unmount` (see ``answersEveryOpendir``).
     init(bundle: LockableBundle, lockSettings: LockSettings, logger: MountLogger, logNames: Bool,
-         accessRules: AccessRules = AccessRules()) {
+         accessRules: AccessRules = AccessRules(), autoUnmount: Bool = false) {
         self.bundle = bundle
+        answersEveryOpendir = autoUnmount
         self.lockSettings = lockSettings
         self.logger = logger
         failures = FailurePolicy(bundle: bundle, logger: logger, logNames: logNames)

@@ -45,6 +45,11 @@ public final class MountSession {
     /// Why this mount must be served classic, if it must
     /// (``classicReason(autoUnmount:waitsOnNetwork:)``).
     private let classicReason: String?
+    /// `-o auto_unmount` was asked for.
+    private let autoUnmount: Bool
+    /// Under `-o auto_unmount`, a copy of the mount's /dev/fuse descriptor
+    /// numbered above every other (``deviceCopyReleasedFirst(of:)``).
+    private var autoUnmountDevice: FileDescriptor?
 
     /// Why a mount cannot be served over io_uring, or nil when it can.
     ///
@@ -135,10 +140,12 @@ public final class MountSession {
         self.pollMicroseconds = waitsOnNetwork ? 0 : pollMicroseconds
         self.ringPollMicroseconds = waitsOnNetwork ? 0 : ringPollMicroseconds
         transportRequest = transport
-        classicReason = Self.classicReason(autoUnmount: extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount"),
-                                           waitsOnNetwork: waitsOnNetwork)
+        let autoUnmount = extraOptions.flatMap { $0.split(separator: ",") }.contains("auto_unmount")
+        self.autoUnmount = autoUnmount
+        classicReason = Self.classicReason(autoUnmount: autoUnmount, waitsOnNetwork: waitsOnNetwork)
         let bundle = LockableBundle(reader: reader.take(), source: source, options: options, indexCacheBytes: indexCacheBytes)
-        context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules)
+        context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules,
+                               autoUnmount: autoUnmount)
         self.mountpoint = mountpoint
         ops = FUSEOperations.assignOperations()
         let argv = ["encfs-mount", "-o", Self.kernelOptions(bundlePath: bundlePath, extra: extraOptions)]
@@ -171,6 +178,7 @@ public final class MountSession {
         let rc = mountpoint.withCString { fuse_session_mount(session, $0) }
         guard rc == 0 else { throw BundleError.io(errno: EIO, operation: "mount", path: mountpoint) }
         mounted = true
+        if autoUnmount { autoUnmountDevice = Self.deviceCopyReleasedFirst(of: session) }
     }
 
     /// Serves requests until unmounted or until SIGINT, SIGTERM or SIGHUP,

@@ -39,6 +39,17 @@ final class ControlSocketTests: LockTestCase {
         XCTAssertNotEqual(lstat(path, &st), 0, "the socket outlived the mount")
     }
 
+    /// Runs `argv[2]` (``rawStatus``) as another user (nobody) on the socket
+    /// at `argv[1]`, reached through a descriptor passed down to it
+    /// (`/proc/self/fd/N` of an `O_PATH` descriptor) instead of its path,
+    /// so the 0700 directory is not searched; prints what it printed.
+    private static let statusThroughPassedDescriptor = """
+        import os, subprocess, sys
+        fd = os.open(sys.argv[1], os.O_PATH)
+        other = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', sys.executable, '-c', sys.argv[2], '/proc/self/fd/%d' % fd]
+        print(subprocess.run(other, pass_fds=[fd], capture_output=True, text=True).stdout, end='')
+        """
+
     func testSocket_OtherUserCannotConnect() throws {
         try requireRoot()
         let mounted = try mount(bundle, keyFile: key, options: ["--protection", "complete"])
@@ -46,20 +57,14 @@ final class ControlSocketTests: LockTestCase {
         let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", Tools.python, "-c", Self.rawStatus, path]
         // The 0700 directory stops another user first…
         XCTAssertEqual(try run("setpriv", asNobody).output, "EACCES\n")
-        // …and with the directory and socket opened up by hand, the
-        // daemon's own peer check (SO_PEERCRED) still refuses.
-        XCTAssertEqual(chmod("/run/encfs", 0o711), 0)
-        defer { _ = chmod("/run/encfs", 0o700) }
+        // …and with the socket opened up by hand and reached without
+        // searching the directory (which stays as it is: other mounts on
+        // the machine use it), the daemon's own peer check (SO_PEERCRED)
+        // still refuses.
         XCTAssertEqual(chmod(path, 0o666), 0)
-        let refused = try run("setpriv", asNobody).output
+        let refused = try python(Self.statusThroughPassedDescriptor, [path, Self.rawStatus]).output
         XCTAssertEqual(refused, "reply 1 permission denied: only the user who mounted, or root, may control this mount\n")
         XCTAssertEqual(try status(mounted)["state"], "\"unlocked\"")
-        // With the directory opened up, a new mount refuses to use it.
-        let other = try scratch.makeDirectory("mnt-other")
-        let result = try run(try Tools.mount(), [bundle, other, "--key-file", key])
-        XCTAssertEqual(result.status, 1, result.summary)
-        XCTAssertTrue(result.errorOutput.contains("it must be a 0700 directory of this user"), result.summary)
-        XCTAssertFalse(MountTable.isMounted(other))
     }
 
     func testStatusJSON_ParsesWithEveryField() throws {
@@ -95,6 +100,32 @@ final class ControlSocketTests: LockTestCase {
         let second = try mount(bundle, keyFile: key, at: mountpoint)
         XCTAssertEqual(try python(Self.rawStatus, [path]).output, "reply 0 state=unlocked\n")
         XCTAssertEqual(try status(second)["state"], "\"unlocked\"")
+    }
+
+    /// Sockets of daemons killed at other mountpoints do not pile up: the
+    /// next mount removes them, and only them (a live mount's socket stays
+    /// and answers).
+    func testStaleSockets_OfKilledDaemons_AreRemovedAtTheNextMount() throws {
+        try requireRoot()
+        let live = try mount(bundle, keyFile: key, at: try scratch.makeDirectory("mnt-live"))
+        let killed = try mount(bundle, keyFile: key, at: try scratch.makeDirectory("mnt-killed"))
+        let stale = try socketPath(killed)
+        guard let pid = killed.daemonPID else { throw SubprocessError("no daemon") }
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(Deadline.poll(seconds: 15) { !ProcessTable.isAlive(pid) })
+        _ = try run(Tools.fusermount, ["-uz", killed.mountpoint])
+        XCTAssertEqual(try python(Self.rawStatus, [stale]).output, "ECONNREFUSED\n")
+        let dead = try run(try Tools.ctl(), [killed.mountpoint, "status"])
+        XCTAssertEqual(dead.errorLines.first, "encfs-ctl: error: the mount's daemon does not answer (it was killed?) (\(killed.mountpoint))")
+
+        let next = try mount(bundle, keyFile: key, at: try scratch.makeDirectory("mnt-next"))
+        var st = stat()
+        XCTAssertNotEqual(lstat(stale, &st), 0, "the killed daemon's socket is still there")
+        XCTAssertTrue(next.logLines().contains { $0.contains("control socket") && $0.contains("of killed daemons") }, "\(next.logLines())")
+        let gone = try run(try Tools.ctl(), [killed.mountpoint, "status"])
+        XCTAssertEqual(gone.errorLines.first, "encfs-ctl: error: no control socket for this mountpoint (\(killed.mountpoint))")
+        XCTAssertEqual(try python(Self.rawStatus, [try socketPath(live)]).output, "reply 0 state=unlocked\n")
+        XCTAssertEqual(try python(Self.rawStatus, [try socketPath(next)]).output, "reply 0 state=unlocked\n")
     }
 
     /// A foreground mount with a control thread (polling once a second for

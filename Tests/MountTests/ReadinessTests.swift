@@ -84,6 +84,21 @@ while True:
                       "a killed daemon left \(mounted.mountpoint) mounted")
     }
 
+    /// The same after the mount was used: once a listing of the root was
+    /// answered, a kernel allowed to skip opendir would open the dead
+    /// mount's root without asking anyone, and fusermount3, which unmounts
+    /// only when that open fails with ENOTCONN, kept the mount.
+    func testAutoUnmount_KilledDaemonAfterUseLeavesNoMount() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["-o", "auto_unmount"])
+        guard let daemon = mounted.daemonPID else { return XCTFail("no daemon serving \(mounted.mountpoint)") }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mounted.mountpoint), ["ready.txt"])
+        XCTAssertEqual(try String(contentsOfFile: mounted.path("ready.txt"), encoding: .utf8), "ready\n")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mounted.mountpoint), ["ready.txt"])
+        XCTAssertEqual(kill(daemon, SIGKILL), 0)
+        XCTAssertTrue(Deadline.poll(seconds: 15) { !MountTable.isMounted(mounted.mountpoint) },
+                      "a killed daemon left \(mounted.mountpoint) mounted")
+    }
+
     func testWithoutAutoUnmount_KilledDaemonLeavesDeadMount() throws {
         // Control: the same kill without auto_unmount leaves a dead mount,
         // so the test above sees auto_unmount at work, not a lucky race.

@@ -218,20 +218,25 @@ final class RemoteMountTests: RemoteTestCase {
     /// once they are cached, their files read ahead into the page cache
     /// (the kernel's own read-ahead ends with each unit file); units far
     /// ahead are left alone.
+    ///
+    /// Each phase has a daemon of its own, on the same cache: what a phase
+    /// leaves is looked at once its daemon has ended, so no fetch or page
+    /// cache read still running in the background (on a loaded machine
+    /// they lag behind the reader) can land after the look, or after the
+    /// page cache was dropped.
     func testCache_SequentialReadsReadNextUnitsAhead() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         let published = try publish(server, ["big.bin": 4 << 20])
         let cache = try scratch.makeDirectory("cache")
-        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
         // 1 MiB in 64 KiB preads, the kernel's read-ahead off.
-        func readFirstMiB() throws {
-            _ = try python("""
+        func readFirstMiB(_ mounted: MountedBundle) throws {
+            try check(Tools.python, ["-c", """
                 import os, sys
                 fd = os.open(sys.argv[1], os.O_RDONLY)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
                 for offset in range(0, 1 << 20, 1 << 16):
                     os.pread(fd, 1 << 16, offset)
-                """, [mounted.path("big.bin")])
+                """, mounted.path("big.bin")], timeout: 120)
         }
         // Where the last read's chunks end in the bundle (8 KiB chunks).
         let lastReadEnd = try BundleSurgery.offset(ofChunk: 127, byte: 8192 + 16, ofFile: "big.bin", in: published.bundle,
@@ -240,21 +245,26 @@ final class RemoteMountTests: RemoteTestCase {
         let unit: UInt64 = 31 * (8192 + 16)
         // Cold: the unit holding the last read ends before lastReadEnd +
         // unit; the two after it are fetched ahead, none further.
-        try readFirstMiB()
+        let cold = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
+        try readFirstMiB(cold)
         /// How far the units stored from the start cover the bundle.
         func coveredEnd() -> UInt64 {
             var end: UInt64 = 0
             for stored in (try? unitFiles(cache)) ?? [] where stored.start <= end || end == 0 { end = max(end, stored.start + stored.size) }
             return end
         }
-        XCTAssertTrue(Deadline.poll(seconds: 10) { coveredEnd() >= lastReadEnd + 2 * unit },
+        XCTAssertTrue(Deadline.poll(seconds: 60) { coveredEnd() >= lastReadEnd + 2 * unit },
                       "\(lastReadEnd): \((try? unitFiles(cache))?.map { "\($0.start)+\($0.size)" } ?? [])")
-        usleep(500_000)
+        unmount(cold)
         XCTAssertFalse(try unitFiles(cache).contains { $0.start >= lastReadEnd + 3 * unit }, "a unit far ahead was fetched")
+        // Every unit cached, by a daemon that has ended since.
+        let whole = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
+        XCTAssertEqual(try sha256(whole.path("big.bin")), try sha256("\(published.source)/big.bin"))
+        unmount(whole)
         // Warm: everything cached, the page cache dropped.
-        XCTAssertEqual(try sha256(mounted.path("big.bin")), try sha256("\(published.source)/big.bin"))
+        let warm = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache)
         try dropKernelCaches()
-        try readFirstMiB()
+        try readFirstMiB(warm)
         /// Bytes of a unit file in the page cache, and its size.
         func resident(_ path: String) throws -> (cached: Int, size: Int) {
             let fields = try check("/usr/bin/fincore", ["--raw", "--bytes", "--noheadings", "--output", "RES,SIZE", path])
@@ -265,12 +275,12 @@ final class RemoteMountTests: RemoteTestCase {
         let current = try XCTUnwrap(units.firstIndex { $0.start < lastReadEnd && $0.start + $0.size >= lastReadEnd })
         let ahead = units[(current + 1)...].prefix(2).map(\.path)
         XCTAssertEqual(ahead.count, 2)
-        XCTAssertTrue(Deadline.poll(seconds: 10) { ahead.allSatisfy { (try? resident($0)).map { $0.cached >= $0.size } ?? false } },
+        XCTAssertTrue(Deadline.poll(seconds: 60) { ahead.allSatisfy { (try? resident($0)).map { $0.cached >= $0.size } ?? false } },
                       "\(ahead.map { (try? resident($0)).debugDescription })")
+        unmount(warm)
         for far in units where far.start >= lastReadEnd + 4 * unit {
             XCTAssertEqual(try resident(far.path).cached, 0, "a unit far ahead was read ahead too: \(far.start)")
         }
-        unmount(mounted)
     }
 
     /// The cache holds ciphertext only: after a whole file was read through

@@ -30,8 +30,16 @@ final class ControlServer: @unchecked Sendable {
     init(controller: LockController, directory: [UInt8]) throws {
         self.controller = controller
         try ControlSocket.prepareDirectory(directory)
-        socketPath = ControlSocket.path(forMountpoint: controller.mountpoint, in: directory)
-        listener = try ControlSocket.listen(at: socketPath)
+        let socketPath = ControlSocket.path(forMountpoint: controller.mountpoint, in: directory)
+        self.socketPath = socketPath
+        let (listener, swept) = try StaleControlSockets.withLock(on: directory) {
+            (try ControlSocket.listen(at: socketPath), StaleControlSockets.sweep(directory))
+        }
+        self.listener = listener
+        if swept > 0 {
+            controller.context.logger.log("info", "removed \(swept) control socket\(swept == 1 ? "" : "s") of killed daemons",
+                                          path: directory)
+        }
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw BundleError.io(errno: errno, operation: "create pipe", path: []) }
         wake = (FileDescriptor(taking: fds[0]), FileDescriptor(taking: fds[1]))
