@@ -17,7 +17,8 @@ final class ControlSocketDirectoryTests: XCTestCase {
         try super.setUpWithError()
         var template = Array("\(NSTemporaryDirectory())/encfs-control-directory.XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) else {
-            throw XCTSkip("mkdtemp failed")
+            // Not a skip: a scratch directory that cannot be made is a broken run.
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
         parent = String(cString: made)
         let removed = parent

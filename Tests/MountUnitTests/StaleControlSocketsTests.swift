@@ -15,7 +15,8 @@ final class StaleControlSocketsTests: XCTestCase {
         try super.setUpWithError()
         var template = Array("\(NSTemporaryDirectory())/encfs-stale-sockets.XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) else {
-            throw XCTSkip("mkdtemp failed")
+            // Not a skip: a scratch directory that cannot be made is a broken run.
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
         directory = String(cString: made)
         let removed = directory
