@@ -922,9 +922,23 @@ class Bench:
         return {"1min": float(one), "5min": float(five), "15min": float(fifteen), "runnable_tasks": tasks}
 
     def in_turn(self, rep):
-        """The systems, rotated by one each repetition, so that none always runs after the same one."""
-        turn = rep % max(len(self.systems), 1)
-        return self.systems[turn:] + self.systems[:turn]
+        """The systems in the order of repetition `rep` (see `turn_order`)."""
+        return self.turn_order(self.systems, rep)
+
+    @staticmethod
+    def turn_order(systems, rep):
+        """`systems` reversed every other repetition, and rotated by one every two.
+
+        Rotation alone keeps neighbours: encfs-base, listed after encfs,
+        would run right after it in every repetition but the one that
+        wraps. Reversing odd repetitions runs each system before and after
+        its neighbours equally often; rotating every two repetitions (not
+        every one, which with two systems would undo the reversal) moves
+        each system through the positions.
+        """
+        turn = (rep // 2) % max(len(systems), 1)
+        order = systems[turn:] + systems[:turn]
+        return order[::-1] if rep % 2 else order
 
     def run(self):
         started = time.monotonic()
@@ -940,11 +954,11 @@ class Bench:
             log(f"pack, repetition {rep + 1}/{reps}")
             # A build that follows a heavy writer (gocryptfs's cp through
             # FUSE) starts while the virtual disk is still busy with it even
-            # after `sync`; rotating the order gives every build every place.
+            # after `sync`; rotating the order, and reversing it every other
+            # repetition, gives every build every place and both neighbours.
             builders = [s for s in self.systems if s.builds]
             others = [s for s in self.systems if not s.builds]
-            turn = rep % max(len(builders), 1)
-            for s in others + builders[turn:] + builders[:turn]:
+            for s in others + self.turn_order(builders, rep):
                 self.do_pack(s, rep)
         for rep in range(reps):
             log(f"round A (mount, sequential, random), repetition {rep + 1}/{reps}")
