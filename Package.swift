@@ -83,6 +83,6 @@ let package = Package(
                           exclude: ["README.md"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI"]),
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI", "SharedTestSupport"]),
     ]
 )

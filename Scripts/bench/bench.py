@@ -76,7 +76,7 @@ SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
 # Compressed systems: available on request, and the default with --dataset resources.
 COMPRESSED_SYSTEMS = ["squashfuse-zstd", "encfs-zstd"]
 RESOURCE_SYSTEMS = ["plain", "squashfuse-zstd", "encfs", "encfs-zstd"]
-BASELINE = "encfs-base"  # only with --baseline-bin; runs right after encfs
+BASELINE = "encfs-base"  # only with --baseline-bin; listed right after encfs
 # encfs with --transport classic (/dev/fuse) and with --transport uring
 # (FUSE over io_uring), beside encfs's default (classic); only when asked
 # for with --systems.
@@ -1206,7 +1206,7 @@ class Bench:
                              f"{'–' if r is None else f'{r:.2f}×'} | {spread(s)} / {spread(b)} | {overlap} |")
             lines.append("")
         lines.append("Method: pack/build = mksquashfs `-noI -noD -noF -noX`, gocryptfs `-init` (scrypt N=2^10) + rw mount"
-                     " + `cp -a` + unmount, `encfs-pack --key-file`; each followed by `sync` inside the timing, with the previous build removed and a `sync` before it, the order of the systems rotated each repetition;"
+                     " + `cp -a` + unmount, `encfs-pack --key-file`; each followed by `sync` inside the timing, with the previous build removed and a `sync` before it, the order of the systems reversed every other repetition and rotated every two;"
                      " size = image bytes, or the sum of file sizes for directories."
                      " Mount = command start until the first stat in the mount succeeds, backing store in page cache"
                      " (cold-cache mount times are in results.json as mount_cold_s)."
@@ -1217,9 +1217,9 @@ class Bench:
                      " from the page cache for plain."
                      " Small files = `find small -type f | xargs cat` after `sync; echo 3 > drop_caches` and a"
                      " fresh mount. RSS = the daemon's VmHWM after round A or B, the larger."
-                     " Rounds A and B run the systems in turn, the order rotated by one each repetition."
+                     " Rounds A and B run the systems in turn, the order reversed every other repetition and rotated by one every two, so each system runs before and after each neighbour."
                      + (f" {BASELINE} = the same encfs-pack and encfs-mount commands, with the binaries from"
-                        f" --baseline-bin and a bundle of its own; it runs right after encfs in rounds A and B (first when the rotation puts it there)."
+                        f" --baseline-bin and a bundle of its own, listed right after encfs (so it runs right after it in even repetitions and right before it in odd ones)."
                         if BASELINE in results else "")
                      + (f" {BASELINE_URING} = the same as {BASELINE} with `--transport uring`."
                         if BASELINE_URING in results else "")

@@ -1,6 +1,7 @@
 import EncFSCore
 import Foundation
 @testable import EncFSMount
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -15,12 +16,7 @@ final class ControlSocketDirectoryTests: XCTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        var template = Array("\(NSTemporaryDirectory())/encfs-control-directory.XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) else {
-            // Not a skip: a scratch directory that cannot be made is a broken run.
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
-        parent = String(cString: made)
+        parent = try TemporaryDirectory.make(prefix: "encfs-control-directory")
         let removed = parent
         addTeardownBlock { _ = try? FileManager.default.removeItem(atPath: removed) }
     }

@@ -1,6 +1,7 @@
 import EncFSCore
 import Foundation
 @testable import EncFSMount
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -13,12 +14,7 @@ final class StaleControlSocketsTests: XCTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        var template = Array("\(NSTemporaryDirectory())/encfs-stale-sockets.XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ $0.baseAddress.flatMap { mkdtemp($0) } }) else {
-            // Not a skip: a scratch directory that cannot be made is a broken run.
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
-        directory = String(cString: made)
+        directory = try TemporaryDirectory.make(prefix: "encfs-stale-sockets")
         let removed = directory
         addTeardownBlock { _ = try? FileManager.default.removeItem(atPath: removed) }
     }

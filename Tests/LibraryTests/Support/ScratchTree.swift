@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,10 +16,7 @@ final class ScratchTree: Sendable {
 
     /// Creates `/tmp/encfs-library-tests.XXXXXX`.
     init() throws {
-        var template = Array("/tmp/encfs-library-tests.XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { $0.baseAddress.flatMap { mkdtemp($0) } != nil }
-        guard made else { throw TestFailure("mkdtemp: \(String(cString: strerror(errno)))") }
-        path = template.dropLast().map { UInt8(bitPattern: $0) }
+        path = Array(try TemporaryDirectory.make(prefix: "encfs-library-tests", under: "/tmp").utf8)
     }
 
     deinit { remove() }

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,14 +15,10 @@ final class ScratchDirectory: Sendable {
 
     /// Creates `$TMPDIR/encfs-mount-tests.XXXXXX` (or under /tmp).
     ///
-    /// - Throws: `SubprocessError` when mkdtemp fails.
+    /// - Throws: `TemporaryDirectory.Failure` when mkdtemp fails,
+    ///   `SubprocessError` when the path does not resolve.
     init() throws {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array("\(base)/encfs-mount-tests.XXXXXX".utf8CString)
-        let created: String? = template.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress.flatMap { mkdtemp($0) }.map { String(cString: $0) }
-        }
-        guard let raw = created else { throw SubprocessError("mkdtemp in \(base): \(String(cString: strerror(errno)))") }
+        let raw = try TemporaryDirectory.make(prefix: "encfs-mount-tests")
         guard let resolved = realpath(raw, nil) else { throw SubprocessError("realpath \(raw)") }
         path = String(cString: resolved)
         free(resolved)
