@@ -1,23 +1,81 @@
-import CryptCore
+@testable import CryptCore
 import Foundation
 import XCTest
 
-/// Opening goes through ipsec-mb's VAES code on CPUs that have it
-/// (``AESGCM/openingBackend``) and must agree with OpenSSL's sealing on
-/// every message shape: lengths around the 16-byte block and the 4 KiB
-/// chunk, associated data of any length, in place, and keys that change
-/// between messages (the opener caches the expanded key by identity).
+/// Opening goes through ipsec-mb on CPUs where one of its codes runs
+/// (``AESGCM/openingBackend``: VAES with AVX-512, else AES-NI with AVX) and
+/// must agree with OpenSSL's sealing on every message shape: lengths around
+/// the 16-byte block and the 4 KiB chunk, associated data of any length, in
+/// place, and keys that change between messages (the opener caches the
+/// expanded key by identity). Every code the CPU runs is also checked on
+/// its own, so a machine with AVX-512 tests the AVX code too.
 final class AESGCMOpeningBackendTests: XCTestCase {
-    /// Whether /proc/cpuinfo lists every flag the VAES code needs.
-    private var cpuHasVAESAVX512: Bool {
+    /// The flags /proc/cpuinfo lists for the first CPU.
+    private var cpuFlags: Set<String> {
         guard let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
-              let flagsLine = info.split(separator: "\n").first(where: { $0.hasPrefix("flags") }) else { return false }
-        let flags = Set(flagsLine.split(separator: " ").map(String.init))
-        return ["avx512f", "avx512bw", "avx512vl", "avx512dq", "vaes", "vpclmulqdq"].allSatisfy(flags.contains)
+              let flagsLine = info.split(separator: "\n").first(where: { $0.hasPrefix("flags") }) else { return [] }
+        return Set(flagsLine.split(separator: " ").map(String.init))
     }
 
     func testOpeningBackend_FollowsTheCPU() {
-        XCTAssertEqual(AESGCM.openingBackend, cpuHasVAESAVX512 ? "ipsec-mb (VAES)" : "OpenSSL")
+        let flags = cpuFlags
+        let expected = if ["avx512f", "avx512bw", "avx512vl", "avx512dq", "vaes", "vpclmulqdq"].allSatisfy(flags.contains) {
+            "ipsec-mb (VAES)"
+        } else if ["aes", "pclmulqdq", "avx"].allSatisfy(flags.contains) {
+            "ipsec-mb (AVX)"
+        } else {
+            "OpenSSL"
+        }
+        XCTAssertEqual(AESGCM.openingBackend, expected)
+    }
+
+    /// Every ipsec-mb code this CPU runs opens what OpenSSL sealed, in place
+    /// too, and refuses a flipped bit anywhere with the output wiped.
+    func testEveryCodeThatRunsHere_AgreesWithSealAndRefusesTampering() throws {
+        let codes = IPSecGCMOpener.Code.allCases.filter(\.runsHere)
+        try XCTSkipIf(codes.isEmpty, "this CPU runs neither ipsec-mb code (no AES-NI with AVX): OpenSSL opens everything")
+        let gcm = try AESGCM()
+        for code in codes {
+            let opener = IPSecGCMOpener(code: code)
+            for size in [1, 15, 16, 17, 255, 4095, 4096, 4097, 65536 + 5] {
+                for aadLength in [1, 17, 40] {
+                    var s = try SealedMessage(size: size, aad: try SecureRandom.bytes(aadLength), gcm: gcm)
+                    XCTAssertEqual(open(s, with: opener), s.plaintext, "\(code), size \(size), aad \(aadLength)")
+                    XCTAssertEqual(open(s, with: opener, inPlace: true), s.plaintext, "\(code) in place, size \(size)")
+                    s.ciphertext[size / 2] ^= 0x01
+                    XCTAssertNil(open(s, with: opener), "\(code): a flipped ciphertext bit opened, size \(size)")
+                    s.ciphertext[size / 2] ^= 0x01
+                    s.aad[aadLength - 1] ^= 0x80
+                    XCTAssertNil(open(s, with: opener), "\(code): a flipped associated-data bit opened")
+                    s.aad[aadLength - 1] ^= 0x80
+                    s.tag[15] ^= 0x01
+                    XCTAssertNil(open(s, with: opener), "\(code): a flipped tag bit opened")
+                }
+            }
+        }
+    }
+
+    /// `message` opened by `opener`: the plaintext, or nil when it refused
+    /// (after checking that the output was wiped).
+    private func open(_ message: SealedMessage, with opener: IPSecGCMOpener, inPlace: Bool = false) -> [UInt8]? {
+        var output = inPlace ? message.ciphertext : [UInt8](repeating: 0xA5, count: message.ciphertext.count)
+        let opened = output.withUnsafeMutableBytes { out in
+            message.nonce.withUnsafeBytes { nonce in
+                message.aad.withUnsafeBytes { aad in
+                    message.tag.withUnsafeBytes { tag in
+                        message.ciphertext.withUnsafeBytes { ciphertext in
+                            opener.open(key: message.key, nonce: nonce, aad: aad,
+                                        ciphertext: inPlace ? UnsafeRawBufferPointer(out) : ciphertext, tag: tag, into: out)
+                        }
+                    }
+                }
+            }
+        }
+        guard opened else {
+            XCTAssertTrue(output.allSatisfy { $0 == 0 }, "output not wiped after a refusal")
+            return nil
+        }
+        return output
     }
 
     func testOpen_AgreesWithSealOnEveryLengthAndAAD() throws {
