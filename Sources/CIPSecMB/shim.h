@@ -54,9 +54,9 @@ static inline void cimb_gcm256_expand(int code, const void *key, void *key_data)
 
 /// Decrypts with `code` (the one `key_data` was expanded for) `len` (> 0)
 /// bytes of `in` into `out` (may be the same memory) with a 12-byte IV and
-/// compares the computed 16-byte tag with `tag` in constant time: 1 when it verifies, 0 when not (`out` then holds
-/// unauthenticated bytes: the caller wipes them). The per-message state
-/// is wiped before returning.
+/// compares the computed 16-byte tag with `tag` in constant time: 1 when it
+/// verifies, 0 when not (`out` then holds unauthenticated bytes: the caller
+/// wipes them). The per-message state is wiped before returning.
 static inline int cimb_gcm256_open(int code, const void *key_data, void *out, const void *in, uint64_t len, const void *iv12,
                                    const void *aad, uint64_t aad_len, const void *tag) {
     struct gcm_context_data ctx;
