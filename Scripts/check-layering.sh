@@ -18,6 +18,8 @@
 #   - EncFSCore and EncFS never read the environment, prompt or exit: those
 #     belong to EncFSCLI;
 #   - executables stay thin mains.
+#
+# usage: Scripts/check-layering.sh   (no arguments; one line per violation, exit 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bad=0
