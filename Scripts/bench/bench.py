@@ -637,7 +637,7 @@ class Bench:
         The file-backed part depends on how the executable's page cache was filled, not
         on the daemon: read(2) (cp, install, cat) leaves large folios that an exec maps
         whole, about 1 MiB more than pages faulted in by an exec (docs/PERFORMANCE.md,
-        "Peak RSS and the executable's page cache")."""
+        "Memory")."""
         split = benchlib.proc_status_mib(pid, ("RssAnon", "RssFile"))
         if not split:
             return None
