@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A second, minimal benchmark harness (issue 15): plain commands, the options
 # of the independent run the issue quotes, nothing shared with bench.py but
-# the data set and the nullfuse source. Its figures are set beside
-# Scripts/bench.sh's in docs/PERFORMANCE.md: where the two disagree, the
-# difference is in how they measure.
+# the data set and the nullfuse source, to check bench.sh's method
+# (docs/PERFORMANCE.md, "Method"): where the two disagree, the difference is
+# in how they measure.
 #
 #   Scripts/bench-independent.sh [--quick] [--reps N] [--out DIR] [--systems a,b,...]
 #

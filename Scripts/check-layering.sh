@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Keeps what the compiler cannot check (see STYLE.md). Which module may
 # import which is enforced by the target dependencies in Package.swift:
-# EncFS (the core) does not depend on CFuse or EncFSCLI, so it cannot
-# import them. What remains is checked here:
+# EncFSCore (the core: format, keys, index, reader, writer) and EncFS (the
+# public API over it) do not depend on CFuse, EncFSMount or EncFSCLI, so
+# they cannot import them. What remains is checked here:
 #   - COpenSSL only in Sources/CryptCore/OpenSSL/ (CryptCore may import it
 #     anywhere, by dependency; the house rule keeps it in one folder);
 #   - CFuse only in Sources/EncFSMount/;
@@ -14,9 +15,11 @@
 #     Sources/EncFSMount/Uring/;
 #   - CIPSecMB (ipsec-mb's VAES AES-GCM) only in Sources/CryptCore/IPSecMB/;
 #   - no OpenSSL symbol outside CryptCore;
-#   - the core never reads the environment, prompts or exits: those belong
-#     to EncFSCLI;
+#   - EncFSCore and EncFS never read the environment, prompt or exit: those
+#     belong to EncFSCLI;
 #   - executables stay thin mains.
+#
+# usage: Scripts/check-layering.sh   (no arguments; one line per violation, exit 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bad=0
@@ -41,7 +44,7 @@ while IFS= read -r hit; do report "libcurl symbol outside Sources/EncFSRemote/" 
   < <(grep -rnE '\b(curl_easy_|curl_global_|curl_slist_|ccurl_)' Sources | grep -v '^Sources/EncFSRemote/' | grep -v '^Sources/CCurl/' || true)
 while IFS= read -r hit; do report "OpenSSL symbol outside CryptCore" "$hit"; done \
   < <(grep -rnE '\b(EVP_|OPENSSL_|RAND_bytes|HMAC\()' Sources/EncFS Sources/EncFSCore Sources/EncFSMount Sources/EncFSCLI Sources/encfs-* || true)
-while IFS= read -r hit; do report "the core reads the environment, prompts or exits" "$hit"; done \
+while IFS= read -r hit; do report "EncFSCore or EncFS reads the environment, prompts or exits" "$hit"; done \
   < <(grep -rnE '\b(getenv|setenv|unsetenv|environ|isatty|tcgetattr|tcsetattr|exit|_exit)\(|/dev/tty|ProcessInfo' Sources/EncFSCore Sources/EncFS || true)
 # Neither the core nor the public API may link libfuse or the command
 # layer: the dependency graph says so, and Package.swift must keep saying so.

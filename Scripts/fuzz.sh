@@ -4,7 +4,8 @@
 #
 # usage: Scripts/fuzz.sh [SECONDS] [TARGET...]
 #   SECONDS  per target (default 600); CI runs `Scripts/fuzz.sh 30`
-#   TARGET   header, index, bundle, pem (default: all four)
+#   TARGET   header, index, bundle, pem, chunk-frame, index-page (default: all
+#            six; each is a case of FuzzTarget in Sources/encfs-fuzz/)
 # environment:
 #   FUZZ_JOBS  targets run at once (default 1; one core each)
 #   FUZZ_WORK  scratch directory for the growing corpora and logs

@@ -5,6 +5,8 @@
 # (keyutils) and systemd-creds / systemd-analyze (systemd) for the key
 # custody tests, libcurl for remote bundles and nginx to serve them in
 # RemoteMountTests. Installs only what is missing.
+#
+# usage: Scripts/install-deps.sh   (as root, no arguments; apt-get)
 set -euo pipefail
 
 packages=(libfuse3-dev fuse3 libssl-dev libipsec-mb-dev libzstd-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd

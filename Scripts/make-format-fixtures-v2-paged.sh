@@ -6,6 +6,8 @@
 # (encfs-pack pages the index of every version 2 bundle); this adds broken
 # cases of the paged index to broken/: a damaged page other than page 0
 # opens, and fails where it is first used.
+#
+# usage: Scripts/make-format-fixtures-v2-paged.sh ENCFS_PACK OUT_DIR WORK_DIR
 set -euo pipefail
 pack="$1" out="$2" work="$3"
 export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)/fixtures${PYTHONPATH:+:$PYTHONPATH}"

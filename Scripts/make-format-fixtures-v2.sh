@@ -4,6 +4,8 @@
 # directory). Writes Tests/FormatTests/Fixtures/v2/: golden.bundle (zstd
 # level 3, 4 KiB chunks, a file duplicated at two paths, a file that does
 # not compress), golden.key, manifest.json, and broken/ with expected.json.
+#
+# usage: Scripts/make-format-fixtures-v2.sh ENCFS_PACK OUT_DIR WORK_DIR
 set -euo pipefail
 pack="$1" out="$2" work="$3"
 export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)/fixtures${PYTHONPATH:+:$PYTHONPATH}"

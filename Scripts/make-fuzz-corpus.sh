@@ -6,6 +6,8 @@
 # size limit. Bundle ids, salts and
 # ephemeral keys are random, so every run gives different bytes; commit the
 # result only when the seeds need to change (keep it under 1 MiB).
+#
+# usage: Scripts/make-fuzz-corpus.sh   (no arguments; rewrites Tests/Fuzz/Corpus)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"

@@ -5,6 +5,8 @@
 # fuzz-corpus replays), runs each fuzz target briefly, mounts 100,000 files
 # (Scripts/bench-many.sh short mode), then fails if any encfs mount was
 # left behind.
+#
+# usage: Scripts/test.sh   (as root, no arguments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"

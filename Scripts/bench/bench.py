@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Side-by-side read benchmark of encfs and its peers (issue 4).
 
+Usage (normally through Scripts/bench.sh, which passes --bin, --nullfuse and --repo):
+  bench.py --out DIR --bin DIR --nullfuse BIN --repo DIR [--quick] [--reps N]
+           [--systems a,b,...] [--dataset random|resources] [--fio-seconds N]
+           [--read-ahead-kb KB] [--baseline-bin DIR]
+
 Run through Scripts/bench.sh, which installs the peers, builds the release
 binaries and nullfuse, and unmounts whatever is left if this script dies.
 This script makes the data set, builds each system's image, measures, and
@@ -56,10 +61,11 @@ import sys
 import time
 
 import executable_page_cache
+from benchlib import MiB, die, drop_caches, log, run
+import benchlib
 from placement import Placement
 
 PROG = "bench"
-MiB = 1 << 20
 GiB = 1 << 30
 
 # Fixed, public, benchmark-only secrets: the data set and the images must be
@@ -101,52 +107,6 @@ BASELINE_PAIRS = [("encfs", BASELINE), (URING, BASELINE_URING), ("encfs-zstd", Z
 ALIASES = {"encfs-zstd-classic": "encfs-zstd"}
 BASELINE_TOOLS = ["encfs-pack", "encfs-mount"]
 FUSE_SYSTEMS = ["nullfuse", "squashfuse", "gocryptfs", "encfs"]
-
-
-def die(message, *hints):
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    for hint in hints:
-        print(f"{PROG}: hint: {hint}", file=sys.stderr)
-    sys.exit(1)
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def run(cmd, **kwargs):
-    """Runs cmd (a list, or a string for bash), failing loudly with its stderr."""
-    shell = isinstance(cmd, str)
-    result = subprocess.run(["bash", "-c", cmd] if shell else cmd, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        shown = cmd if shell else " ".join(cmd)
-        die(f"command failed ({result.returncode}): {shown}\n{result.stderr.strip()}")
-    return result
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def daemon_pid(mountpoint):
-    """The process serving mountpoint: its argv names the mountpoint and it holds /dev/fuse.
-    (Also used by bench_many.py.)"""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            if mountpoint.encode() not in argv or b"fusermount" in argv[0]:
-                continue
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                if os.readlink(f"/proc/{entry}/fd/{fd}") == "/dev/fuse":
-                    return int(entry)
-        except OSError:
-            continue
-    return None
 
 
 def tree_bytes(path):
@@ -657,25 +617,9 @@ class Bench:
 
     # ------------------------------------------------------------ mounts
 
-    def is_mounted(self, path):
-        path = os.path.realpath(path)
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                mp = line.split()[4].encode().decode("unicode_escape")
-                if mp == path:
-                    return True
-        return False
-
     @staticmethod
     def vm_hwm_mib(pid):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return None
+        return benchlib.proc_status_mib(pid, ("VmHWM",)).get("VmHWM")
 
     @staticmethod
     def settle_executable(system):
@@ -693,86 +637,25 @@ class Bench:
         The file-backed part depends on how the executable's page cache was filled, not
         on the daemon: read(2) (cp, install, cat) leaves large folios that an exec maps
         whole, about 1 MiB more than pages faulted in by an exec (docs/PERFORMANCE.md,
-        "Peak RSS and the executable's page cache")."""
-        split = {}
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    key = line.split(":", 1)[0]
-                    if key in ("RssAnon", "RssFile"):
-                        split[key] = int(line.split()[1]) / 1024
-        except OSError:
+        "Memory")."""
+        split = benchlib.proc_status_mib(pid, ("RssAnon", "RssFile"))
+        if not split:
             return None
         return {"anon": split.get("RssAnon"), "file": split.get("RssFile")}
 
     def mount(self, system):
         """Mounts system; returns (seconds from command start to the first successful stat, daemon pid)."""
         mp = system.mountpoint
-        os.makedirs(mp, exist_ok=True)
-        if self.is_mounted(mp):
-            self.unmount(mp)
-        probe = os.path.join(mp, "big.bin")
-        # A file, not a pipe: a daemon that keeps the mount command's stderr
-        # (gocryptfs does) must never block on a pipe nobody reads.
-        log_path = os.path.join(self.out, "logs", f"{system.name}.log")
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        log_file = open(log_path, "a")
-
-        def log_tail():
-            with open(log_path, errors="replace") as f:
-                return "".join(f.readlines()[-10:]).strip()
-
-        started = time.monotonic()
-        with log_file:
-            proc = subprocess.Popen(system.mount_command(), stdout=subprocess.DEVNULL, stderr=log_file)
         self.mounted.add(mp)
-        deadline = started + 60
-        while True:
-            try:
-                os.stat(probe)
-                elapsed = time.monotonic() - started
-                break
-            except OSError:
-                pass
-            rc = proc.poll()
-            if rc not in (None, 0):
-                die(f"{system.name}: mount command failed ({rc}): {' '.join(system.mount_command())}\n"
-                    f"{log_tail()}")
-            if time.monotonic() > deadline:
-                die(f"{system.name}: the mount did not answer within 60 s")
-            time.sleep(0.0005)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            die(f"{system.name}: the mount command did not return after mounting")
-        if proc.returncode != 0:
-            die(f"{system.name}: mount command exited {proc.returncode}: {log_tail()}")
-        pid = daemon_pid(mp)
+        elapsed, pid = benchlib.mount(system.mount_command(), mp, os.path.join(mp, "big.bin"),
+                                      os.path.join(self.out, "logs", f"{system.name}.log"), system.name)
         if pid is None:
             die(f"{system.name}: cannot find the daemon serving {mp}")
         return elapsed, pid
 
     def unmount(self, mp, pid=None):
-        for attempt in range(50):
-            if not self.is_mounted(mp):
-                break
-            if subprocess.run(["fusermount3", "-u", mp], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["fusermount3", "-uz", mp], capture_output=True)
+        benchlib.unmount(mp, pid)
         self.mounted.discard(mp)
-        if pid:
-            # Let the daemon exit before the next measurement starts.
-            deadline = time.monotonic() + 10
-            while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                            break
-                except OSError:
-                    break
-                time.sleep(0.01)
 
     def unmount_all(self):
         for mp in sorted(self.mounted, reverse=True):
@@ -801,18 +684,11 @@ class Bench:
 
     @staticmethod
     def cat(path):
-        with open(path, "rb", buffering=0) as f:
-            while f.read(MiB):
-                pass
+        benchlib.read_through(path)
 
     @staticmethod
     def dd(path):
-        """Reads path with dd bs=1M; returns MiB/s from dd's own byte count and time."""
-        result = run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], env=dict(os.environ, LC_ALL="C"))
-        m = re.search(r"^(\d+) bytes .* copied, ([0-9.e+-]+) s", result.stderr, re.M)
-        if not m:
-            die(f"cannot parse dd output: {result.stderr.strip()}")
-        return int(m.group(1)) / float(m.group(2)) / MiB
+        return benchlib.dd(path)
 
     def fio(self, system, path, jobs, pid=None):
         """fio 4 KiB random reads, psync; O_DIRECT through FUSE so every read reaches the daemon.
@@ -1248,6 +1124,7 @@ def main():
     parser.add_argument("--encfs-pack-args", default=os.environ.get("BENCH_ENCFS_PACK_ARGS", ""))
     parser.add_argument("--encfs-mount-args", default=os.environ.get("BENCH_ENCFS_MOUNT_ARGS", ""))
     args = parser.parse_args()
+    benchlib.set_program(PROG)
     if args.reps < 1:
         die("--reps must be at least 1")
     if args.baseline_bin:

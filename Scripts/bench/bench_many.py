@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Daemon memory with many files (issue 4: RSS ≤ 64 MiB + chunk cache at 1,000,000 files).
 
+Usage (normally through Scripts/bench-many.sh):
+  bench_many.py --bin DIR --cache DIR --work DIR [--files N] [--json FILE]
+                [--label TEXT] [--max-peak-mib MIB] [--reuse-bundle]
+
 Run through Scripts/bench-many.sh, which builds the release binaries. This
 script makes (or reuses) a deterministic tree of N small files, packs it with
 a raw key, mounts it with encfs-mount (daemon mode), and reads the daemon's
@@ -28,25 +32,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import daemon_pid  # noqa: E402  (one copy of the /proc walk)
+import benchlib  # noqa: E402
+from benchlib import MiB, die, log, proc_status_mib as proc_status, unmount  # noqa: E402
 import executable_page_cache  # noqa: E402
 
 PROG = "bench-many"
-MiB = 1 << 20
 BENCH_KEY = "6d" * 32  # public, benchmark-only key: the bundle holds nothing secret
 PER_DIRECTORY = 1000
 TREE_VERSION = 2
-
-
-def die(message, *hints):
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    for hint in hints:
-        print(f"{PROG}: hint: {hint}", file=sys.stderr)
-    sys.exit(1)
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def relative_path(i, directories):
@@ -99,40 +92,8 @@ def make_tree(cache, n):
     return root, total
 
 
-def proc_status(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "VmLck"):
-                out[key] = int(value.split()[0]) / 1024  # kB → MiB
-    return out
-
-
-def is_mounted(mountpoint):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mountpoint for line in f)
-
-
-def unmount(mountpoint, pid):
-    for _ in range(50):
-        if not is_mounted(mountpoint):
-            break
-        if subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True).returncode == 0:
-            break
-        time.sleep(0.1)
-    else:
-        subprocess.run(["fusermount3", "-uz", mountpoint], capture_output=True)
-    deadline = time.monotonic() + 10
-    while pid and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def sh(command, *args):
-    result = subprocess.run(["bash", "-c", command, "sh", *args], capture_output=True, text=True)
-    if result.returncode != 0:
-        die(f"command failed ({result.returncode}): {command}\n{result.stderr.strip()}")
-    return result.stdout
+    return benchlib.run(command, *args).stdout
 
 
 def main():
@@ -148,6 +109,7 @@ def main():
     parser.add_argument("--reuse-bundle", action="store_true",
                         help="mount WORK/many-N.encfs as it is if it exists (pack time not measured)")
     args = parser.parse_args()
+    benchlib.set_program(PROG)
     if args.files < 1:
         die("--files must be at least 1")
     for d in (args.cache, args.work):
@@ -161,8 +123,8 @@ def main():
     bundle = os.path.join(args.work, f"many-{n}.encfs")
     mountpoint = os.path.join(args.work, "mnt")
     os.makedirs(mountpoint, exist_ok=True)
-    if is_mounted(mountpoint):
-        unmount(mountpoint, None)
+    if benchlib.is_mounted(mountpoint):
+        unmount(mountpoint)
 
     if args.reuse_bundle and os.path.exists(bundle):
         log(f"reusing {bundle}")
@@ -204,24 +166,10 @@ def main():
         # The same page cache for the daemon's executable whatever filled it
         # (a fresh build, a copy): its peak RSS depends on it.
         executable_page_cache.settle(os.path.join(args.bin, "encfs-mount"))
-        started = time.monotonic()
-        proc = subprocess.Popen([os.path.join(args.bin, "encfs-mount"), "--key-file", key, "--", bundle, mountpoint],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = started + 300
-        while True:
-            try:
-                os.stat(probe)
-                break
-            except OSError:
-                pass
-            if proc.poll() not in (None, 0):
-                die(f"encfs-mount failed ({proc.returncode}): {proc.stderr.read().strip()}")
-            if time.monotonic() > deadline:
-                die("the mount did not answer within 300 s")
-            time.sleep(0.0005)
-        results["mount_s"] = round(time.monotonic() - started, 3)
-        proc.wait(timeout=60)
-        pid = daemon_pid(mountpoint)
+        seconds, pid = benchlib.mount([os.path.join(args.bin, "encfs-mount"), "--key-file", key, "--", bundle, mountpoint],
+                                      mountpoint, probe, os.path.join(args.work, "encfs-mount.log"), "encfs-mount",
+                                      timeout=300)
+        results["mount_s"] = round(seconds, 3)
         if pid is None:
             die(f"cannot find the daemon serving {mountpoint}")
         results["after_mount"] = proc_status(pid)

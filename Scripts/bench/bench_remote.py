@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Driver of Scripts/bench-remote.sh (read that file for what is measured).
 
+Usage (normally through Scripts/bench-remote.sh):
+  bench_remote.py --bin DIR --out DIR --systems a,b,... [--quick 0|1] [--reps N]
+                  [--baseline-bin DIR] [--warm-passes N]
+
 Every server and mount it starts is stopped in `finally`, also on Ctrl-C.
 Figures are single runs: compare systems within one run, not across runs;
 the load average printed with the table says how busy the machine was.
@@ -17,6 +21,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import drop_caches  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 children = []
@@ -48,12 +56,6 @@ def accepts(port):
         return True
     except OSError:
         return False
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
 
 
 def start_nginx(out, root):
@@ -93,53 +95,40 @@ def served_bytes(log):
 
 
 def unmount(mnt):
-    if os.path.ismount(mnt):
-        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while os.path.ismount(mnt) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-uz", mnt], stderr=subprocess.DEVNULL)
+    benchlib.unmount(mnt)
 
 
 def mount(system, ctx, base_url, mnt, cache):
+    """Mounts system at mnt with an empty cache; returns the seconds from
+    the command's start until large.bin could be stat'ed, as bench.py times
+    a mount."""
     unmount(mnt)
     shutil.rmtree(cache, ignore_errors=True)
     os.makedirs(cache)
-    os.makedirs(mnt, exist_ok=True)
-    start = time.monotonic()
     if system == "encfs-local":
-        sh(ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key)
+        command = [ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key]
     elif system == "encfs-local-classic":
         # The transport remote mounts are served on: compares the remote
         # layer alone, apart from how FUSE requests are carried.
-        sh(ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key, "--transport", "classic")
+        command = [ctx.bin + "/encfs-mount", ctx.bundle, mnt, "--key-file", ctx.key, "--transport", "classic"]
     elif system in ("encfs-http", "encfs-http-base"):
         binary = ctx.bin if system == "encfs-http" else ctx.baseline_bin
-        sh(binary + "/encfs-mount", base_url + "/bundle.encfs", mnt, "--key-file", ctx.key, "--cache-dir", cache)
+        command = [binary + "/encfs-mount", base_url + "/bundle.encfs", mnt, "--key-file", ctx.key, "--cache-dir", cache]
     else:
         config = os.path.join(ctx.out, "rclone.conf")
         with open(config, "w") as f:
             f.write(f"[plain]\ntype = http\nurl = {base_url}/plain/\n\n[web]\ntype = http\nurl = {base_url}/crypt/\n\n"
                     f"[sec]\ntype = crypt\nremote = web:\npassword = {ctx.rclone_password}\n")
         remote = "plain:" if system == "rclone-http" else "sec:"
-        sh("rclone", "mount", remote, mnt, "--config", config, "--vfs-cache-mode", "full", "--cache-dir", cache,
-           "--read-only", "--daemon", "--dir-cache-time", "1000h")
+        command = ["rclone", "mount", remote, mnt, "--config", config, "--vfs-cache-mode", "full", "--cache-dir", cache,
+                   "--read-only", "--daemon", "--dir-cache-time", "1000h"]
     mounts.append(mnt)
-    wait_for(lambda: os.path.ismount(mnt) and "large.bin" in os.listdir(mnt), 60, f"{system} mount")
-    return time.monotonic() - start
+    seconds, _ = benchlib.mount(command, mnt, os.path.join(mnt, "large.bin"),
+                                os.path.join(ctx.out, "logs", f"{system}.log"), system)
+    return seconds
 
 
-def read_all(path):
-    start = time.monotonic()
-    total = 0
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            piece = f.read(1 << 20)
-            if not piece:
-                break
-            total += len(piece)
-    return total / (1 << 20) / (time.monotonic() - start)
+read_all = benchlib.read_through
 
 
 def random_reads(path, offsets):
@@ -377,6 +366,7 @@ def main():
     parser.add_argument("--baseline-bin", default="")
     parser.add_argument("--warm-passes", type=int, default=None)
     ctx = parser.parse_args()
+    benchlib.set_program("bench-remote")
     if "encfs-http-base" in ctx.systems.split(",") and not ctx.baseline_bin:
         raise SystemExit("bench-remote: error: encfs-http-base needs --baseline-bin DIR")
     ctx.size = (64 if ctx.quick else 512) << 20

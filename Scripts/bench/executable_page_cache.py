@@ -5,7 +5,7 @@ the daemon's peak RSS does not depend on how the file got there.
 Dropped, then read back through a mapping one page at a time (order-0 folios, as an
 exec faults them in). A fresh build, or cp/install reading the file with read(2),
 leaves large folios that an exec maps whole: about 1 MiB more resident text with
-the same bytes (docs/PERFORMANCE.md, "Peak RSS and the executable's page cache").
+the same bytes (docs/PERFORMANCE.md, "Memory").
 
 Used by bench.py, bench_many.py and Scripts/load.sh:
 

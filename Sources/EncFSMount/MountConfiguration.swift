@@ -47,7 +47,7 @@ package struct MountConfiguration: Sendable, Equatable {
     package var pollMicroseconds = RequestPoller.defaultMicroseconds
     /// Whether `--poll-us` was given: the rings poll only then, having
     /// measured slower with polling on a loaded machine (docs/PERFORMANCE.md,
-    /// "Polling on the rings").
+    /// "Polling for the next request").
     package var pollMicrosecondsGiven = false
     /// Whether reads may wait on a network (a remote bundle): such a mount
     /// is served classic (``MountSession/classicReason(autoUnmount:waitsOnNetwork:)``).

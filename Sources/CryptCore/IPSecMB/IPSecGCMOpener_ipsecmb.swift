@@ -4,13 +4,13 @@ internal import CIPSecMB
 /// wherever the CPU runs one of its two codes that beat OpenSSL's:
 ///
 /// - VAES with AVX-512: a 4 KiB chunk in about a third of OpenSSL's time,
-///   which has no VAES path (docs/PERFORMANCE.md, "Sequential reads: the
-///   AES-GCM wall"); sequential reads are CPU-bound and AES-GCM was about
+///   which has no VAES path (docs/PERFORMANCE.md, "AES-GCM: OpenSSL 3.0
+///   and ipsec-mb"); sequential reads are CPU-bound and AES-GCM was about
 ///   half of the daemon's time.
 /// - AES-NI with AVX ("gen2"), on CPUs without AVX-512 such as AMD's: a
 ///   4 KiB chunk in about four fifths of OpenSSL's time, mostly OpenSSL's
 ///   per-call work (its context, parameter and tag handling) saved
-///   (docs/PERFORMANCE.md, "AES-GCM on CPUs without AVX-512").
+///   (docs/PERFORMANCE.md, "AES-GCM: OpenSSL 3.0 and ipsec-mb").
 ///
 /// One per ``AESGCM``, not thread-safe. It keeps the expanded key of the
 /// last key it was given (compared by identity, like ``AESGCM``'s OpenSSL

@@ -33,7 +33,7 @@ enum PagedIndexWriter {
     /// and checks a whole page to use one record of it, so a random
     /// lookup over more entries than its cache holds inflates and checks
     /// a quarter of the bytes a 64 KiB page takes (docs/PERFORMANCE.md,
-    /// "Random access at 1,000,000 files"). A bundle whose chunk tables take more keeps
+    /// "Many files and the paged index"). A bundle whose chunk tables take more keeps
     /// 64 KiB record pages: its table pages are larger than 16 KiB, and a
     /// reader's cache gives every page a slot of the largest page's size,
     /// so smaller record pages would cache fewer entries in the same

@@ -102,7 +102,7 @@ final class FUSETransport: @unchecked Sendable {
     ///
     /// The default is classic: on the 2-CPU machines measured, sequential
     /// reads over the rings did not reach the classic loop's
-    /// (docs/PERFORMANCE.md, "The rings' commit copies shared").
+    /// (docs/PERFORMANCE.md, "Transports").
     ///
     /// - Parameter request: `--transport`, or the default.
     /// - Throws: `MountError.transportUnavailable` when uring was required
@@ -134,7 +134,7 @@ final class FUSETransport: @unchecked Sendable {
     ///   - pollMicroseconds: `--poll-us`, 0 when off (always off for a
     ///     remote bundle: see ``RequestPoller``).
     ///   - ringPollMicroseconds: the rings' window: `--poll-us` when given,
-    ///     else 0 (docs/PERFORMANCE.md, "Polling on the rings").
+    ///     else 0 (docs/PERFORMANCE.md, "Polling for the next request").
     /// - Throws: `BundleError.io` when libfuse refuses the hooks.
     func install(on session: OpaquePointer, pollMicroseconds: Int = 0, ringPollMicroseconds: Int = 0) throws {
         guard wantsRings.load(ordering: .relaxed) else {

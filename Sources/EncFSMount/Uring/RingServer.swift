@@ -24,7 +24,7 @@ import Glibc
 /// (``pollBeforeWaiting(_:)``), as the classic loop's poller does on
 /// /dev/fuse: from another CPU than the reader's, since a server on the
 /// reader's own CPU could only take the CPU the reader needs to send the
-/// next request (docs/PERFORMANCE.md, "Polling on the rings").
+/// next request (docs/PERFORMANCE.md, "Polling for the next request").
 ///
 /// It stops when every entry of the queue is gone (the kernel ends them
 /// with ENOTCONN at unmount) or when the stop eventfd becomes readable.

@@ -11,8 +11,8 @@ package enum TransportChoice: String, Sendable, Equatable, CaseIterable {
 
 /// What the user asked for: a transport, or the default.
 package enum TransportRequest: Sendable, Equatable {
-    /// classic (the rings are opt-in: docs/PERFORMANCE.md, "The rings'
-    /// commit copies shared").
+    /// classic (the rings are opt-in: docs/PERFORMANCE.md,
+    /// "Transports").
     case automatic
     /// Exactly this transport; uring unavailable is an error.
     case required(TransportChoice)
