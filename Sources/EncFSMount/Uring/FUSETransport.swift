@@ -189,7 +189,7 @@ final class FUSETransport: @unchecked Sendable {
     /// buffer of that worker, the same at every call): first wipes the
     /// request it read there last, which libfuse has finished with by now.
     ///
-    /// Requests carry names (a lookup's, a listing's), and a name left in
+    /// Requests carry names (a lookup's, found or not), and a name left in
     /// a buffer outlives a lock. Wiped here, on the worker's own thread,
     /// rather than at lock: a worker waits in `read(2)` on that buffer,
     /// which the kernel may fill at any moment. The cost is a wipe of the
