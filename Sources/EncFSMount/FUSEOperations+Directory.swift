@@ -61,6 +61,9 @@ extension FUSEOperations {
                     added = fuse_add_direntry(req, base + used, remaining, cname, &st, cursor.nextOffset)
                 }
                 if added > remaining { break }
+                // The kernel counts a readdirplus entry as a lookup, but
+                // not "." and "..".
+                if plus, case .child = slot { context.bundle.seen.insert(entry.position) }
                 used += added
                 cursor.advance()
             }

@@ -14,8 +14,12 @@ extension FUSEOperations {
                 guard let directory = try reader.index.entry(inode: parent) else { return reply(req, errno: ENOENT) }
                 guard directory.kind == .directory else { return reply(req, errno: ENOTDIR) }
                 let raw = UnsafeRawBufferPointer(start: name, count: strlen(name))
-                var answer = try reader.index.lookup(raw, in: directory).map { context.entryParameters(of: $0, in: reader) }
-                    ?? MountContext.negativeEntry
+                var answer = MountContext.negativeEntry
+                if let found = try reader.index.lookup(raw, in: directory) {
+                    answer = context.entryParameters(of: found, in: reader)
+                    // Before the reply: the kernel may forget it at once.
+                    context.bundle.seen.insert(found.position)
+                }
                 _ = fuse_reply_entry(req, &answer)
             } catch {
                 context.reply(req, failure: error, inode: parent)

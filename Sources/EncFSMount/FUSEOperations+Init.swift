@@ -24,9 +24,21 @@ extension FUSEOperations {
         conn.pointee.time_gran = 1
     }
 
-    /// `forget` and `forget_multi`: the tree lives as long as the mount,
-    /// so there is nothing to drop.
-    static func forget(_ req: fuse_req_t?) {
+    /// `forget`: the tree lives as long as the mount, so nothing is
+    /// dropped; the kernel's lookup count of `inode` goes down by `count`
+    /// (at zero, a lock no longer needs to invalidate it).
+    static func forget(_ req: fuse_req_t?, inode: fuse_ino_t, count: UInt64) {
+        MountContext.of(req)?.bundle.seen.forget(inode: inode, count: count)
+        fuse_reply_none(req)
+    }
+
+    /// `forget_multi`: `forget` for each of `count` inodes.
+    static func forget(_ req: fuse_req_t?, count: Int, _ forgets: UnsafeMutablePointer<fuse_forget_data>?) {
+        if let context = MountContext.of(req), let forgets {
+            for item in UnsafeBufferPointer(start: forgets, count: count) {
+                context.bundle.seen.forget(inode: item.ino, count: item.nlookup)
+            }
+        }
         fuse_reply_none(req)
     }
 }

@@ -7,7 +7,8 @@ import Glibc
 /// The low-level FUSE operations of a mount, one named function each.
 ///
 /// Inode = index position + 1 (the root is 1 = FUSE_ROOT_ID); the tree is
-/// built once at mount, so `forget` has nothing to do. Every operation
+/// built once at mount, so `forget` only tells the lock which inodes the
+/// kernel no longer holds (``SeenInodes``). Every operation
 /// recovers the ``MountContext`` from its request, answers from the index
 /// or the reader, and catches everything: an error becomes an errno and a
 /// log line in one place (``MountContext/reply(_:failure:inode:)``), and
@@ -31,8 +32,8 @@ enum FUSEOperations {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, conn in FUSEOperations.initialize(userdata, conn) }
         ops.lookup = { req, parent, name in FUSEOperations.lookup(req, parent: parent, name: name) }
-        ops.forget = { req, _, _ in FUSEOperations.forget(req) }
-        ops.forget_multi = { req, _, _ in FUSEOperations.forget(req) }
+        ops.forget = { req, ino, nlookup in FUSEOperations.forget(req, inode: ino, count: nlookup) }
+        ops.forget_multi = { req, count, forgets in FUSEOperations.forget(req, count: count, forgets) }
         ops.getattr = { req, ino, _ in FUSEOperations.getattr(req, inode: ino) }
         ops.readlink = { req, ino in FUSEOperations.readlink(req, inode: ino) }
         ops.open = { req, ino, fi in FUSEOperations.open(req, inode: ino, info: fi) }

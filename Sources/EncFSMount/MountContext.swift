@@ -181,10 +181,10 @@ final class MountContext: Sendable {
         return st
     }
 
-    /// The reply for a lookup of `entry`; the kernel will cache it, so
-    /// the inode is recorded for invalidation at lock.
+    /// The reply for a lookup of `entry`. The kernel will cache it: the
+    /// caller records the inode for invalidation at lock (`bundle.seen`)
+    /// when the kernel counts the reply as a lookup.
     func entryParameters(of entry: IndexEntry, in reader: BundleReader) -> fuse_entry_param {
-        bundle.seen.insert(entry.position)
         var e = fuse_entry_param()
         e.ino = fuse_ino_t(entry.position + 1)
         e.generation = 1

@@ -49,6 +49,37 @@ final class LockMemoryTests: LockTestCase {
         XCTAssertEqual(try found(in: pid, needles), [], "keys left in the daemon's memory after unlock and lock")
     }
 
+    /// Names looked up just before a lock are not in the daemon's memory
+    /// after it: not in the requests that carried them (libfuse's receive
+    /// buffers on the classic loop, the ring entries and the rebuilt
+    /// request on the rings), nor in the index, which the lock drops. One
+    /// name is a file's, one is missing (in no index at all: only a
+    /// request ever held it); both are long, as a name past a lookup
+    /// reply's 128 bytes outlived the reply in a ring entry.
+    func testLock_NamesLookedUpBefore_NotInDaemonMemory() throws {
+        try requireRoot()
+        let present = "present-" + randomHex(bytes: 60)
+        let missing = "missing-" + randomHex(bytes: 60)
+        try scratch.write("src/docs/\(present)", Array("named file\n".utf8))
+        let named = scratch.url("named.encfs")
+        try packOrThrow(source, named, keyFile: key)
+        let mounted = try mount(named, keyFile: key, options: ["--protection", "complete"])
+        guard let pid = mounted.daemonPID else { throw SubprocessError("no daemon") }
+        let looked = try python("""
+            import errno, os, sys
+            for path in sys.argv[1:]:
+                try: print(os.stat(path).st_size)
+                except OSError as e: print(errno.errorcode.get(e.errno, e.errno))
+            """, [mounted.path("docs/\(present)"), mounted.path("docs/\(missing)")])
+        XCTAssertEqual(looked.output, "11\nENOENT\n", looked.summary)
+        let needles = ["present": Array(present.utf8), "missing": Array(missing.utf8)]
+        // The control: the unlocked index holds the file's name.
+        XCTAssertTrue(try found(in: pid, needles).contains("present"), "the search does not find the file's name while unlocked")
+
+        assertSuccess(try ctl(mounted, ["lock"]))
+        XCTAssertEqual(try found(in: pid, needles), [], "names looked up before the lock are left in the daemon's memory")
+    }
+
     /// Under `unless-open` a file open at the lock keeps its own key, and
     /// only that, until it is closed; then that key is wiped too.
     func testLock_UnlessOpen_OnlyTheOpenFilesKey_WipedAtClose() throws {

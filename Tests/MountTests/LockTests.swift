@@ -66,6 +66,65 @@ final class LockTests: LockTestCase {
         XCTAssertEqual(result.output, "locked: locked; 1 handle still open\nthen: ENOKEY\n")
     }
 
+    /// Holds `argv[1]` open and mapped (shared) from before the first
+    /// lock; at start and at each line on stdin prints what `pread` of the
+    /// whole file gives and what reading the whole mapping gives (in a
+    /// forked child, which a refused page fault kills with SIGBUS):
+    /// `ok DIGEST`, the errno's name or `signal N`, separated by ` | `.
+    private static let heldAcrossLocks = """
+        import errno, hashlib, mmap, os, resource, sys
+        fd = os.open(sys.argv[1], os.O_RDONLY)
+        m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        def by_pread():
+            try:
+                data, off = b'', 0
+                while (piece := os.pread(fd, 65536, off)):
+                    data, off = data + piece, off + len(piece)
+                return 'ok ' + hashlib.sha256(data).hexdigest()
+            except OSError as e: return errno.errorcode.get(e.errno, str(e.errno))
+        def by_mapping():
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                os.write(w, hashlib.sha256(m[:]).hexdigest().encode())
+                os._exit(0)
+            os.close(w)
+            digest = os.read(r, 64).decode()
+            os.close(r)
+            _, status = os.waitpid(pid, 0)
+            return 'signal %d' % os.WTERMSIG(status) if os.WIFSIGNALED(status) else 'ok ' + digest
+        print(by_pread(), '|', by_mapping(), flush=True)
+        for line in sys.stdin:
+            print(by_pread(), '|', by_mapping(), flush=True)
+        """
+
+    /// A descriptor and a shared mapping made before the first lock give
+    /// no plaintext after any later lock: lock → unlock → read → lock,
+    /// several times, never looking the file up again (the descriptor
+    /// holds the inode), so each lock must invalidate its pages though no
+    /// lookup named it since the last one.
+    func testLock_Complete_RepeatedLocks_HeldDescriptorAndMapping() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "complete"])
+        let holder = try SpawnedProcess(Tools.python, ["-c", Self.heldAcrossLocks, mounted.path("docs/large")],
+                                        feedStandardInput: true)
+        addTeardownBlock { holder.signal(SIGKILL); _ = holder.wait(deadline: Deadline(seconds: 10)) }
+        let plaintext = "ok \(largeDigest) | ok \(largeDigest)"
+        XCTAssertEqual(holder.readLine(deadline: Deadline(seconds: 30)), plaintext)
+        for cycle in 1...3 {
+            assertSuccess(try ctl(mounted, ["lock"]))
+            XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+            holder.write("read\n")
+            XCTAssertEqual(holder.readLine(deadline: Deadline(seconds: 30)), "ENOKEY | signal \(SIGBUS)",
+                           "lock \(cycle): the held descriptor or mapping still gives plaintext")
+            assertSuccess(try ctl(mounted, ["unlock", "--key-file", key]))
+            holder.write("read\n")
+            XCTAssertEqual(holder.readLine(deadline: Deadline(seconds: 30)), plaintext, "unlock \(cycle)")
+        }
+        holder.closeStandardInput()
+        XCTAssertEqual(holder.wait(deadline: Deadline(seconds: 30))?.code, 0)
+    }
+
     func testLock_UnlessOpen_OpenHandleFinishes() throws {
         let mounted = try mount(bundle, keyFile: key, options: ["--protection", "unless-open"])
         let result = try python(Self.readAcrossLock, [mounted.path("docs/large"), try Tools.ctl(), mounted.mountpoint, "lock"])

@@ -43,9 +43,11 @@ final class LockController: Sendable {
             throw Refusal(message: "the mount's protection is until-unmount: lock it with --force, or mount with --protection complete")
         }
         if let taken = context.bundle.takeReader() {
-            // The root's listing and attributes too, though it was never
-            // looked up.
-            let positions = [0] + context.bundle.seen.removeAll().filter { $0 != 0 }
+            // Every inode the kernel still holds, whenever it was handed
+            // out (a descriptor opened before an earlier lock reads again
+            // after the unlock without a lookup); the root's listing and
+            // attributes too, though it was never looked up.
+            let positions = [0] + context.bundle.seen.positions.filter { $0 != 0 }
             KernelCacheInvalidation.invalidate(session.pointer, positions: positions, reader: taken)
             // Replies decrypted into FUSE ring entries (uring transport).
             context.transport.wipeRingBuffers()

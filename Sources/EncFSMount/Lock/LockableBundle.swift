@@ -34,7 +34,8 @@ final class LockableBundle: @unchecked Sendable {
     let indexCacheBytes: Int
     /// The scratch of every worker thread, wiped at lock.
     private let scratches = Mutex<[WorkerScratch]>([])
-    /// Inodes handed to the kernel, invalidated at lock.
+    /// Inodes the kernel holds (until it forgets them), invalidated at
+    /// every lock.
     let seen = SeenInodes()
     /// When a request last read, opened, looked up or listed.
     let activity = ActivityClock()

@@ -1,4 +1,5 @@
 import EncFSCore
+import CryptCore
 import CFuse
 import CUring
 import Synchronization
@@ -44,6 +45,9 @@ final class FUSETransport: @unchecked Sendable {
     private let queues = Mutex<[RingQueue]>([])
     /// The ring entry the calling queue thread is answering, if any.
     private let entryKey: pthread_key_t
+    /// The length of the request the calling classic worker read last,
+    /// wiped from its buffer before it reads the next (``readRequest``).
+    private let servedKey: pthread_key_t
 
     /// Entries per queue. A server answers one request at a time; more
     /// entries let the kernel hand the next one with the commit of the
@@ -62,12 +66,17 @@ final class FUSETransport: @unchecked Sendable {
             preconditionFailure("internal error: pthread_key_create failed")
         }
         entryKey = key
+        guard pthread_key_create(&key, nil) == 0 else {
+            preconditionFailure("internal error: pthread_key_create failed")
+        }
+        servedKey = key
     }
 
     deinit {
         stop()
         if stopFD >= 0 { close(stopFD) }
         pthread_key_delete(entryKey)
+        pthread_key_delete(servedKey)
     }
 
     /// `uring` or `classic`: what serves now (encfs-ctl status).
@@ -128,7 +137,9 @@ final class FUSETransport: @unchecked Sendable {
     /// Routes the session's /dev/fuse traffic through the hooks once
     /// mounted (`fuse_session_mount` opened the fd): the rings' when they
     /// are wanted (whose helpers then poll when `ringPollMicroseconds` is
-    /// not 0), else the poller's when `pollMicroseconds` is not 0, else none.
+    /// not 0), else the classic loop's, through the poller when
+    /// `pollMicroseconds` is not 0. Every read hook wipes the request its
+    /// worker served last (``readRequest(_:_:_:_:)``).
     ///
     /// - Parameters:
     ///   - pollMicroseconds: `--poll-us`, 0 when off (always off for a
@@ -138,8 +149,7 @@ final class FUSETransport: @unchecked Sendable {
     /// - Throws: `BundleError.io` when libfuse refuses the hooks.
     func install(on session: OpaquePointer, pollMicroseconds: Int = 0, ringPollMicroseconds: Int = 0) throws {
         guard wantsRings.load(ordering: .relaxed) else {
-            if pollMicroseconds > 0 { try installPoller(on: session, microseconds: pollMicroseconds) }
-            return
+            return try installClassic(on: session, pollMicroseconds: pollMicroseconds)
         }
         self.session = session
         self.ringPollMicroseconds = ringPollMicroseconds
@@ -147,8 +157,9 @@ final class FUSETransport: @unchecked Sendable {
         var io = fuse_custom_io(writev: { fd, iov, count, userdata in
             FUSETransport.of(userdata)?.route(fd: fd, iov, Int(count)) ?? writev(fd, iov, count)
         }, read: { fd, buffer, length, userdata in
-            let n = read(fd, buffer, length)
-            if n > 0, let buffer { FUSETransport.of(userdata)?.observe(UnsafeRawBufferPointer(start: buffer, count: n)) }
+            guard let transport = FUSETransport.of(userdata) else { return read(fd, buffer, length) }
+            let n = transport.readRequest(fd, buffer, length) { read($0, $1, $2) }
+            if n > 0, let buffer { transport.observe(UnsafeRawBufferPointer(start: buffer, count: n)) }
             return n
         }, splice_receive: nil, splice_send: nil)
         let rc = fuse_session_custom_io(session, &io, fuseFD)
@@ -157,19 +168,41 @@ final class FUSETransport: @unchecked Sendable {
         }
     }
 
-    /// The classic loop's hooks when it polls: reads through the poller,
+    /// The classic loop's hooks: reads through the poller when it polls
+    /// (`microseconds` not 0), else plain, wiping the last request first;
     /// writes unchanged.
-    private func installPoller(on session: OpaquePointer, microseconds: Int) throws {
-        poller = RequestPoller(session: session, microseconds: microseconds)
+    private func installClassic(on session: OpaquePointer, pollMicroseconds: Int) throws {
+        if pollMicroseconds > 0 { poller = RequestPoller(session: session, microseconds: pollMicroseconds) }
         var io = fuse_custom_io(writev: { fd, iov, count, _ in writev(fd, iov, count) }, read: { fd, buffer, length, userdata in
-            guard let poller = FUSETransport.of(userdata)?.poller else { return read(fd, buffer, length) }
-            return poller.read(fd, buffer, length)
+            guard let transport = FUSETransport.of(userdata) else { return read(fd, buffer, length) }
+            guard let poller = transport.poller else { return transport.readRequest(fd, buffer, length) { read($0, $1, $2) } }
+            return transport.readRequest(fd, buffer, length) { poller.read($0, $1, $2) }
         }, splice_receive: nil, splice_send: nil)
         let rc = fuse_session_custom_io(session, &io, fuse_session_fd(session))
         guard rc == 0 else {
             poller = nil
-            throw BundleError.io(errno: -rc, operation: "install the polling reader", path: [])
+            throw BundleError.io(errno: -rc, operation: "install the classic loop's reader", path: [])
         }
+    }
+
+    /// A classic worker's read of the next request into `buffer` (libfuse's
+    /// buffer of that worker, the same at every call): first wipes the
+    /// request it read there last, which libfuse has finished with by now.
+    ///
+    /// Requests carry names (a lookup's, found or not), and a name left in
+    /// a buffer outlives a lock. Wiped here, on the worker's own thread,
+    /// rather than at lock: a worker waits in `read(2)` on that buffer,
+    /// which the kernel may fill at any moment. The cost is a wipe of the
+    /// request's own length (80 bytes for a read).
+    private func readRequest(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ length: Int,
+                             _ read: (Int32, UnsafeMutableRawPointer?, Int) -> Int) -> Int {
+        let last = Int(bitPattern: pthread_getspecific(servedKey))
+        if last > 0, let buffer { SecureBytes.wipe(UnsafeMutableRawBufferPointer(start: buffer, count: min(last, length))) }
+        let n = read(fd, buffer, length)
+        let code = errno
+        pthread_setspecific(servedKey, UnsafeRawPointer(bitPattern: max(n, 0)))
+        errno = code
+        return n
     }
 
     private static func of(_ userdata: UnsafeMutableRawPointer?) -> FUSETransport? {

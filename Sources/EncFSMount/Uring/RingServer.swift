@@ -393,10 +393,15 @@ final class RingServer: @unchecked Sendable {
             base.copyMemory(from: UnsafeRawPointer(headers), byteCount: inHeaderSize)
             (base + inHeaderSize).copyMemory(from: opIn, byteCount: argumentSize)
             (base + inHeaderSize + argumentSize).copyMemory(from: payload, byteCount: payloadSize)
+            // Requests carry names (a lookup's): none may outlive a lock,
+            // so the entry's copy goes once rebuilt (a read has none) and
+            // the rebuilt one once served.
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(start: payload, count: payloadSize))
             var request = fuse_buf(size: total, flags: fuse_buf_flags(rawValue: 0), mem: base, fd: -1, pos: 0)
             work.transport.serving(entry) {
                 fuse_session_process_buf(work.session, &request)
             }
+            SecureBytes.wipe(UnsafeMutableRawBufferPointer(start: base, count: total))
             served.add(1, ordering: .relaxed)
         }
         if !entry.replied {
