@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 // fuse_session_loop_mt is a function-like macro that picks a versioned
 // symbol; Swift cannot call macros, so wrap it.
@@ -72,6 +73,13 @@ static inline long cfuse_thread_involuntary_switches(void) {
     struct rusage usage;
     if (getrusage(1 /* RUSAGE_THREAD */, &usage) != 0) return 0;
     return usage.ru_nivcsw;
+}
+
+// O_PATH needs _GNU_SOURCE too; glibc spells it __O_PATH without it. An
+// O_PATH descriptor reads nothing and needs no read permission: it only
+// keeps the file's inode (an --allow-exe program's) allocated.
+static inline int cfuse_open_path(const char *path) {
+    return open(path, __O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
 #endif
