@@ -234,6 +234,77 @@ final class AccessPolicyTests: MountTestCase {
         unmount(mounted)
     }
 
+    /// A process faulting in a private mapping is killed while its read
+    /// waits for the daemon. With asynchronous reads the kernel still sends
+    /// the read-ahead after the process is gone, on behalf of a pid that
+    /// an allowed program could have by then; with --enforce-reads reads
+    /// are synchronous, so the read dies with the process (or, once the
+    /// daemon has it, the process waits for the answer). The daemon is
+    /// stopped meanwhile so that the kill comes first; the connection's
+    /// `waiting` count (fusectl, mounted in a mount namespace of the
+    /// driver's own) says when the request was queued and when it was
+    /// answered. A read answered for a process that no longer exists is
+    /// refused and logged: no such line may appear.
+    static let faultScript = """
+    import ctypes, os, signal, subprocess, sys, time
+    daemon, path, connection = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    go_r, go_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        import mmap
+        f = open(path, "rb")
+        m = mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
+        os.write(ready_w, b"1")
+        os.read(go_r, 1)
+        m[0]
+        os._exit(0)
+    os.read(ready_r, 1)
+    # fusectl in a mount namespace of this process only (after the child
+    # opened the file: the daemon refuses callers in other namespaces).
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x00020000) == 0
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"], check=True)
+    waiting = f"/sys/fs/fuse/connections/{connection}/waiting"
+    def poll(condition, what):
+        deadline = time.monotonic() + 20
+        while not condition():
+            if time.monotonic() > deadline:
+                os.kill(daemon, signal.SIGCONT)
+                sys.exit("timed out waiting for " + what)
+            time.sleep(0.005)
+    def stopped():
+        states = []
+        for tid in os.listdir(f"/proc/{daemon}/task"):
+            with open(f"/proc/{daemon}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        return all(s in "tT" for s in states)
+    os.kill(daemon, signal.SIGSTOP)
+    poll(stopped, "the daemon to stop")
+    os.write(go_w, b"1")
+    poll(lambda: int(open(waiting).read()) >= 1, "the fault's read to be queued")
+    os.kill(child, signal.SIGKILL)
+    os.kill(daemon, signal.SIGCONT)
+    _, status = os.waitpid(child, 0)
+    poll(lambda: int(open(waiting).read()) == 0, "every request to be answered")
+    print("killed" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL else "status %d" % status)
+    """
+
+    func testEnforceReads_FaultOfAKilledProcessIsNotAnsweredAfterIt() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--allow-exe", try pythonExecutable(), "--enforce-reads"])
+        let daemon = try XCTUnwrap(mounted.daemonPID)
+        var st = stat()
+        XCTAssertEqual(stat(mounted.mountpoint, &st), 0)
+        // fusectl names a connection by the kernel's device number, for
+        // FUSE's major 0 the minor of the user-space dev_t.
+        let device = UInt64(st.st_dev)
+        let connection = (device & 0xFF) | ((device >> 12) & 0xFFFF_FF00)
+        let result = try python(Self.faultScript, ["\(daemon)", mounted.path("dir/\(Self.secretName)"), "\(connection)"])
+        XCTAssertEqual(result.output, "killed\n", result.summary)
+        XCTAssertEqual(denials(mounted), [], "a read was answered for a process already gone")
+        unmount(mounted)
+    }
+
     /// Without `--enforce-reads` the same child reads: the gap
     /// docs/SECURITY.md documents.
     func testWithoutEnforceReads_InheritedDescriptorReads() throws {
