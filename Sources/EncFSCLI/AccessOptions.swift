@@ -33,11 +33,14 @@ enum AccessOptions {
                                (root, or user_allow_other in /etc/fuse.conf)
       --allow-gid GID,...      callers whose group id is one of these (the
                                effective group, not supplementary groups)
-      --allow-exe PATH,...     callers running one of these programs
-                               (symlinks resolved when mounting); an
-                               interpreter allows every script it runs;
-                               other users' programs are known only to a
-                               daemon running as root
+      --allow-exe PATH,...     callers running one of these programs: the
+                               file there when mounting (symlinks resolved;
+                               remount after replacing it), run in this
+                               daemon's user and mount namespaces (for a
+                               container or a sandboxed service, use
+                               --allow-cgroup); an interpreter allows every
+                               script it runs; other users' programs are
+                               known only to a daemon running as root
       --allow-cgroup PATH,...  callers in one of these cgroup v2 groups or
                                below, e.g. /system.slice/nginx.service
       --enforce-reads          check the caller on every read too, with no
