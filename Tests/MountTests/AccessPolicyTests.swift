@@ -264,13 +264,15 @@ final class AccessPolicyTests: MountTestCase {
     # opened the file: the daemon refuses callers in other namespaces).
     assert ctypes.CDLL(None, use_errno=True).unshare(0x00020000) == 0
     subprocess.run(["mount", "--make-rprivate", "/"], check=True)
-    subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"], check=True)
+    if subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"]).returncode != 0:
+        os.kill(child, signal.SIGKILL)
+        print("no fusectl")
+        sys.exit(0)
     waiting = f"/sys/fs/fuse/connections/{connection}/waiting"
     def poll(condition, what):
         deadline = time.monotonic() + 20
         while not condition():
             if time.monotonic() > deadline:
-                os.kill(daemon, signal.SIGCONT)
                 sys.exit("timed out waiting for " + what)
             time.sleep(0.005)
     def stopped():
@@ -280,11 +282,13 @@ final class AccessPolicyTests: MountTestCase {
                 states.append(f.read().rsplit(")", 1)[1].split()[0])
         return all(s in "tT" for s in states)
     os.kill(daemon, signal.SIGSTOP)
-    poll(stopped, "the daemon to stop")
-    os.write(go_w, b"1")
-    poll(lambda: int(open(waiting).read()) >= 1, "the fault's read to be queued")
-    os.kill(child, signal.SIGKILL)
-    os.kill(daemon, signal.SIGCONT)
+    try:
+        poll(stopped, "the daemon to stop")
+        os.write(go_w, b"1")
+        poll(lambda: int(open(waiting).read()) >= 1, "the fault's read to be queued")
+        os.kill(child, signal.SIGKILL)
+    finally:
+        os.kill(daemon, signal.SIGCONT)
     _, status = os.waitpid(child, 0)
     poll(lambda: int(open(waiting).read()) == 0, "every request to be answered")
     print("killed" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL else "status %d" % status)
@@ -300,6 +304,7 @@ final class AccessPolicyTests: MountTestCase {
         let device = UInt64(st.st_dev)
         let connection = (device & 0xFF) | ((device >> 12) & 0xFFFF_FF00)
         let result = try python(Self.faultScript, ["\(daemon)", mounted.path("dir/\(Self.secretName)"), "\(connection)"])
+        if result.output == "no fusectl\n" { throw XCTSkip("cannot mount fusectl here: \(result.summary)") }
         XCTAssertEqual(result.output, "killed\n", result.summary)
         XCTAssertEqual(denials(mounted), [], "a read was answered for a process already gone")
         unmount(mounted)
