@@ -14,6 +14,9 @@
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <stdint.h>
 
 // fuse_session_loop_mt is a function-like macro that picks a versioned
 // symbol; Swift cannot call macros, so wrap it.
@@ -72,6 +75,42 @@ static inline long cfuse_thread_involuntary_switches(void) {
     struct rusage usage;
     if (getrusage(1 /* RUSAGE_THREAD */, &usage) != 0) return 0;
     return usage.ru_nivcsw;
+}
+
+// O_PATH needs _GNU_SOURCE too; glibc spells it __O_PATH without it. An
+// O_PATH descriptor reads nothing and needs no read permission: it only
+// keeps the file's inode (an --allow-exe program's) allocated.
+static inline int cfuse_open_path(const char *path) {
+    return open(path, __O_PATH | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// What the daemon gives up once it serves (ProcessHardening): capset has
+// no glibc wrapper (libcap is not linked for three calls), and prctl is
+// variadic. cfuse_keep_capabilities sets permitted and effective to
+// `keep` (a mask of CAP_* bits), inheritable to none.
+static inline int cfuse_set_no_new_privs(void) {
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+static inline int cfuse_drop_bounding_capability(int capability) {
+    return prctl(PR_CAPBSET_DROP, capability, 0, 0, 0);
+}
+static inline int cfuse_clear_ambient_capabilities(void) {
+    return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+static inline int cfuse_keep_capabilities(uint64_t keep) {
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[2] = {
+        { .effective = (uint32_t)keep, .permitted = (uint32_t)keep, .inheritable = 0 },
+        { .effective = (uint32_t)(keep >> 32), .permitted = (uint32_t)(keep >> 32), .inheritable = 0 },
+    };
+    return (int)syscall(SYS_capset, &header, data);
+}
+// The permitted set as a mask, 0 when capget fails.
+static inline uint64_t cfuse_permitted_capabilities(void) {
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &header, data) != 0) return 0;
+    return (uint64_t)data[0].permitted | ((uint64_t)data[1].permitted << 32);
 }
 
 #endif

@@ -33,11 +33,14 @@ enum AccessOptions {
                                (root, or user_allow_other in /etc/fuse.conf)
       --allow-gid GID,...      callers whose group id is one of these (the
                                effective group, not supplementary groups)
-      --allow-exe PATH,...     callers running one of these programs
-                               (symlinks resolved when mounting); an
-                               interpreter allows every script it runs;
-                               other users' programs are known only to a
-                               daemon running as root
+      --allow-exe PATH,...     callers running one of these programs: the
+                               file there when mounting (symlinks resolved;
+                               remount after replacing it), run in this
+                               daemon's user and mount namespaces (for a
+                               container or a sandboxed service, use
+                               --allow-cgroup); an interpreter allows every
+                               script it runs; other users' programs are
+                               known only to a daemon running as root
       --allow-cgroup PATH,...  callers in one of these cgroup v2 groups or
                                below, e.g. /system.slice/nginx.service
       --enforce-reads          check the caller on every read too, with no
@@ -180,6 +183,51 @@ enum AccessOptions {
         guard mountingUID != 0, !rules.executables.isEmpty,
               rules.needsAllowOther(mountingUID: mountingUID, mountingGID: mountingGID) else { return nil }
         return "\(allowExecutable) cannot identify other users' programs unless encfs-mount runs as root: their opens will be refused"
+    }
+
+    /// For each allowed program that someone other than root or the
+    /// mounting user could change or replace, the warning's message and
+    /// the path that allows it: the program itself when they can write it
+    /// (same file, new code: the daemon cannot tell), or a directory on
+    /// its way when they can write that without a sticky bit protecting
+    /// the entry below (a program put there later matches no rule, since
+    /// the daemon records the file at mount, but one put there before the
+    /// mount does).
+    static func replaceableExecutables(in rules: AccessRules, trusting owner: uid_t = getuid()) -> [(message: String, path: [UInt8])] {
+        rules.executables.compactMap { program in
+            guard let culprit = replaceablePart(of: program, trusting: owner) else { return nil }
+            let what = culprit == program ? "it is writable by" : "a directory on its path (\(PrintableText.escaping(culprit))) is writable by"
+            return ("\(allowExecutable) program can be changed by users other than root: \(what) them, "
+                    + "and whoever changes it reads the mount", program)
+        }
+    }
+
+    /// The first of `path` and its ancestors that a user other than root
+    /// or `owner` may write (see ``replaceableExecutables(in:trusting:)``),
+    /// nil when none (or when one cannot be examined).
+    static func replaceablePart(of path: [UInt8], trusting owner: uid_t) -> [UInt8]? {
+        func trusted(_ uid: uid_t) -> Bool { uid == 0 || uid == owner }
+        func writableByOthers(_ st: stat) -> Bool {
+            !trusted(st.st_uid) || st.st_mode & S_IWOTH != 0 || (st.st_mode & S_IWGRP != 0 && st.st_gid != 0)
+        }
+        func status(_ path: [UInt8]) -> stat? {
+            var st = stat()
+            return path.withCString { lstat($0, &st) } == 0 ? st : nil
+        }
+        guard var entry = status(path) else { return nil }
+        if writableByOthers(entry) { return path }
+        var current = path
+        while let slash = current.lastIndex(of: UInt8(ascii: "/")), current.count > 1 {
+            let parent = slash == 0 ? [UInt8(ascii: "/")] : Array(current[..<slash])
+            guard let directory = status(parent) else { return nil }
+            // Sticky: others may add entries but not rename or remove one
+            // they do not own (/tmp).
+            let protected = directory.st_mode & S_ISVTX != 0 && trusted(entry.st_uid) && trusted(directory.st_uid)
+            if writableByOthers(directory), !protected { return parent }
+            entry = directory
+            current = parent
+        }
+        return nil
     }
 
     /// Whether /etc/fuse.conf has a `user_allow_other` line (surrounding

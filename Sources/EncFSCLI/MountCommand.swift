@@ -430,7 +430,9 @@ public enum MountCommand {
     static func preparedForServing(_ configuration: MountConfiguration, diagnostics: Diagnostics) -> MountConfiguration? {
         do {
             try checkMountpoint(configuration.mountpoint)
-            return try withAbsolutePaths(configuration)
+            let prepared = try withAbsolutePaths(configuration)
+            for (message, path) in AccessOptions.replaceableExecutables(in: prepared.access) { diagnostics.warning(message, path: path) }
+            return prepared
         } catch {
             diagnostics.report(error)
             return nil

@@ -31,10 +31,26 @@ import Glibc
 struct AccessPolicy: Sendable {
     let rules: AccessRules
     private let denials: DenialLog
+    /// The `--allow-exe` programs as found at mount (one per path that
+    /// could be opened then).
+    private let executables: [AllowedExecutable]
+    /// The daemon's own user and mount namespaces: an executable rule
+    /// admits only callers in both (nil, when they cannot be read: none).
+    let namespaces: CallerProcess.Namespaces?
 
-    init(rules: AccessRules, denials: DenialLog) {
+    /// Records the allowed programs and the daemon's namespaces; a program
+    /// that cannot be opened any more is logged and matches nobody.
+    init(rules: AccessRules, logger: MountLogger, failures: FailurePolicy) {
         self.rules = rules
-        self.denials = denials
+        namespaces = CallerProcess.namespaces(of: getpid())
+        denials = DenialLog(logger: logger, failures: failures, namespaces: namespaces)
+        executables = rules.executables.compactMap { path in
+            do { return try AllowedExecutable(path: path) } catch {
+                let reason = (error as? BundleError)?.message ?? "\(error)"
+                logger.log("warning", "--allow-exe program cannot be opened, so it matches no caller: \(reason)")
+                return nil
+            }
+        }
     }
 
     /// Whether every open and opendir must be answered by the daemon, never
@@ -113,8 +129,20 @@ struct AccessPolicy: Sendable {
         guard rules.needsCallerProcess else { return true }
         let admitted = CallerProcess.withIdentity(ofThread: caller.pid, readingExecutable: !rules.executables.isEmpty,
                                                   readingCgroup: !rules.cgroups.isEmpty) { executable, cgroup in
-            rules.admits(executable: executable) && rules.admits(cgroup: cgroup)
+            admits(executable) && rules.admits(cgroup: cgroup)
         }
         return admitted ?? false
+    }
+
+    /// Whether `executable` passes the executable rule: one of the allowed
+    /// files, run from its path, by a process in the daemon's own user and
+    /// mount namespaces. In a user namespace of its own a process may
+    /// bind-mount any program over an allowed path, or make
+    /// `/proc/PID/exe` name an allowed file (`PR_SET_MM_MAP`); in a mount
+    /// namespace only root could make, paths may lead elsewhere.
+    private func admits(_ executable: CallerProcess.Executable) -> Bool {
+        guard !rules.executables.isEmpty else { return true }
+        guard let namespaces, executable.namespaces == namespaces else { return false }
+        return executables.contains { $0.matches(executable) }
     }
 }

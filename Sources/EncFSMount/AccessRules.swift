@@ -16,8 +16,8 @@ public struct AccessRules: Sendable, Equatable {
     /// Allowed callers' group ids (the request's fsgid; supplementary
     /// groups are not considered).
     public var gids: [gid_t] = []
-    /// Allowed executables: absolute paths, symlinks resolved, compared
-    /// byte for byte with what `/proc/PID/exe` shows.
+    /// Allowed executables: absolute paths, symlinks resolved. The daemon
+    /// records the file at each when it mounts (``AllowedExecutable``).
     public var executables: [[UInt8]] = []
     /// Allowed cgroup v2 paths (as in `/proc/PID/cgroup`, `0::/PATH`); a
     /// caller in the cgroup or any cgroup below it matches.
@@ -50,12 +50,6 @@ public struct AccessRules: Sendable, Equatable {
     /// Whether `uid` and `gid` pass the uid and gid rules.
     func admits(uid: uid_t, gid: gid_t) -> Bool {
         (uids.isEmpty || uids.contains(uid)) && (gids.isEmpty || gids.contains(gid))
-    }
-
-    /// Whether `executable` (the bytes of `/proc/PID/exe`) passes the
-    /// executable rule.
-    func admits(executable: UnsafeRawBufferPointer) -> Bool {
-        executables.isEmpty || executables.contains { $0.elementsEqual(executable) }
     }
 
     /// Whether `cgroup` (a cgroup v2 path such as `/system.slice/x.service`)

@@ -22,9 +22,16 @@ import Glibc
 /// its threads waits for it too. So for those the thread, its process and
 /// its executable are the same before and after the check. A read the
 /// kernel sends for the page cache (a page fault in a private mapping) is
-/// different: the faulting process may be killed while the daemon checks,
-/// and its pid reused. The pidfd covers both: a process that exited during
-/// the reads is refused.
+/// the same only because `--enforce-reads` turns asynchronous reads off
+/// (`FUSEOperations.initialize`): an asynchronous read-ahead is sent on
+/// behalf of a process that may be gone before the daemon sees it, and
+/// its pid reused by an allowed program. The pidfd covers the rest: a
+/// process that exited during the reads is refused.
+///
+/// The executable is known by its file (device and inode), not only by
+/// the path `/proc/PID/exe` shows: the kernel builds that path in the
+/// caller's mount namespace, where a user with a namespace of their own
+/// can bind-mount any program over an allowed path.
 ///
 /// Nothing here is remembered between requests: every check reads /proc
 /// again, into stack buffers (no allocation).
@@ -40,26 +47,70 @@ enum CallerProcess {
     /// What precedes the process id in `/proc/TID/status`.
     private static let tgidKey = Array("\nTgid:\t".utf8)
 
-    /// Calls `body` with the executable path and the cgroup v2 path of the
-    /// process behind thread `tid`, each read only when asked for (empty
-    /// otherwise).
+    /// A file or namespace as the kernel names it: device and inode.
+    struct FileIdentity: Sendable, Equatable {
+        let device: UInt64
+        let inode: UInt64
+
+        init(device: UInt64, inode: UInt64) {
+            self.device = device
+            self.inode = inode
+        }
+
+        init(_ st: stat) {
+            self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        }
+    }
+
+    /// A process's user and mount namespaces (`/proc/PID/ns/user`,
+    /// `/proc/PID/ns/mnt`).
+    struct Namespaces: Sendable, Equatable {
+        let user: FileIdentity
+        let mount: FileIdentity
+    }
+
+    /// The caller's program, as the daemon sees it.
+    struct Executable {
+        /// `/proc/PID/exe` read as a link. The kernel builds this path in
+        /// the caller's mount namespace, so on its own it proves nothing:
+        /// a caller that can bind-mount (in a user namespace of its own)
+        /// shows any path it likes.
+        let path: UnsafeRawBufferPointer
+        /// The file the process runs (`stat` of `/proc/PID/exe`, which
+        /// follows the link to the file whatever the namespace).
+        let file: FileIdentity
+        /// The process's user and mount namespaces.
+        let namespaces: Namespaces
+
+        /// Nothing read (no executable rule asked).
+        static var none: Executable {
+            let nothing = FileIdentity(device: 0, inode: 0)
+            return Executable(path: UnsafeRawBufferPointer(start: nil, count: 0), file: nothing,
+                              namespaces: Namespaces(user: nothing, mount: nothing))
+        }
+    }
+
+    /// Calls `body` with the executable and the cgroup v2 path of the
+    /// process behind thread `tid`, each read only when asked for (``Executable/none``
+    /// and empty otherwise).
     ///
     /// - Returns: what `body` returns, or nil when the process cannot be
     ///   identified: `tid` is 0 (outside the daemon's pid namespace), the
-    ///   process is gone or has no executable (a kernel thread), a path does
-    ///   not fit, there is no cgroup v2 line, or the process exited during
-    ///   the reads.
+    ///   process is gone or has no executable (a kernel thread), its
+    ///   namespaces cannot be read, a path does not fit, there is no cgroup
+    ///   v2 line, or the process exited during the reads.
     static func withIdentity<R>(ofThread tid: pid_t, readingExecutable: Bool, readingCgroup: Bool,
-                                _ body: (_ executable: UnsafeRawBufferPointer, _ cgroup: UnsafeRawBufferPointer) -> R) -> R? {
+                                _ body: (_ executable: Executable, _ cgroup: UnsafeRawBufferPointer) -> R) -> R? {
         guard tid > 0, let (pidfd, pid) = openProcess(ofThread: tid) else { return nil }
         defer { close(pidfd) }
         return withUnsafeTemporaryAllocation(byteCount: maximumPathLength + maximumCgroupFileLength, alignment: 1) { scratch -> R? in
-            var executable = UnsafeRawBufferPointer(start: nil, count: 0)
+            var executable = Executable.none
             var cgroup = UnsafeRawBufferPointer(start: nil, count: 0)
             if readingExecutable {
                 let buffer = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<maximumPathLength])
-                guard let found = readExecutable(of: pid, into: buffer) else { return nil }
-                executable = found
+                guard let path = readExecutable(of: pid, into: buffer), let file = identity(of: pid, "exe"),
+                      let namespaces = namespaces(of: pid) else { return nil }
+                executable = Executable(path: path, file: file, namespaces: namespaces)
             }
             if readingCgroup {
                 let buffer = UnsafeMutableRawBufferPointer(rebasing: scratch[maximumPathLength...])
@@ -69,6 +120,22 @@ enum CallerProcess {
             guard cfuse_pidfd_has_exited(pidfd) == 0 else { return nil }
             return body(executable, cgroup)
         }
+    }
+
+    /// The user and mount namespaces of process `pid` (of the daemon itself
+    /// for `getpid()`). Another user's need the same ptrace access as its
+    /// `/proc/PID/exe`.
+    static func namespaces(of pid: pid_t) -> Namespaces? {
+        guard let user = identity(of: pid, "ns/user"), let mount = identity(of: pid, "ns/mnt") else { return nil }
+        return Namespaces(user: user, mount: mount)
+    }
+
+    /// Device and inode of what `/proc/PID/NAME` leads to. The
+    /// corresponding C function is `stat`.
+    private static func identity(of pid: pid_t, _ name: StaticString) -> FileIdentity? {
+        var st = stat()
+        guard withProcPath(pid, name, { stat($0, &st) }) == 0 else { return nil }
+        return FileIdentity(st)
     }
 
     /// A pidfd of the process thread `tid` belongs to, and that process's id.

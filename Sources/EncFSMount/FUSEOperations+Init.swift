@@ -8,15 +8,27 @@ extension FUSEOperations {
     /// immutable tree wants, before any request.
     static func initialize(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMutablePointer<fuse_conn_info>?) {
         guard let conn else { return }
+        var checksReads = false
         if let userdata {
             let context = Unmanaged<MountContext>.fromOpaque(userdata).takeUnretainedValue()
             context.kernelSkipsOpen.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPEN_SUPPORT) != 0, ordering: .relaxed)
             context.kernelSkipsOpendir.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT) != 0, ordering: .relaxed)
+            checksReads = context.access.checksReads
         }
         // Immutable content: cache symlinks, let readdirplus fill the
-        // attribute cache, keep reads asynchronous.
+        // attribute cache, keep reads asynchronous. Except under
+        // --enforce-reads: an asynchronous read (read-ahead for a private
+        // mapping's fault) is sent on behalf of a process that may be gone
+        // by the time the daemon checks it, its pid then reused by an
+        // allowed program; a synchronous one keeps the faulting task in the
+        // kernel until answered (CallerProcess). Both transports send the
+        // INIT reply libfuse builds from `want`.
         conn.pointee.want |= UInt32(FUSE_CAP_CACHE_SYMLINKS)
-        conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ)
+        if checksReads {
+            conn.pointee.want &= ~UInt32(FUSE_CAP_ASYNC_READ)
+        } else {
+            conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ)
+        }
         conn.pointee.want &= ~UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
         conn.pointee.max_readahead = UInt32(MountContext.maximumReadahead)
         // Must equal the max_read mount option (MountSession.baseOptions).

@@ -80,7 +80,7 @@ final class MountContext: Sendable {
         self.lockSettings = lockSettings
         self.logger = logger
         failures = FailurePolicy(bundle: bundle, logger: logger, logNames: logNames)
-        access = AccessPolicy(rules: accessRules, denials: DenialLog(logger: logger, failures: failures))
+        access = AccessPolicy(rules: accessRules, logger: logger, failures: failures)
         transport = FUSETransport(logger: logger)
         uid = getuid()
         gid = getgid()

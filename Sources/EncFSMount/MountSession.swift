@@ -241,6 +241,12 @@ public final class MountSession {
         }
         try control?.start()
         defer { control?.stop() }
+        // Everything that needs root to set up is done (the module
+        // parameter, the mount, sysfs, the socket); the loop parses
+        // requests from other users under allow_other.
+        if let problem = ProcessHardening.dropPrivilegesAfterMounting(keepingPtrace: context.access.rules.restrictsCallers) {
+            context.logger.log("warning", "privileges kept: \(problem)")
+        }
         mounted()
         try run()
     }

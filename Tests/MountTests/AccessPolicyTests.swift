@@ -234,6 +234,82 @@ final class AccessPolicyTests: MountTestCase {
         unmount(mounted)
     }
 
+    /// A process faulting in a private mapping is killed while its read
+    /// waits for the daemon. With asynchronous reads the kernel still sends
+    /// the read-ahead after the process is gone, on behalf of a pid that
+    /// an allowed program could have by then; with --enforce-reads reads
+    /// are synchronous, so the read dies with the process (or, once the
+    /// daemon has it, the process waits for the answer). The daemon is
+    /// stopped meanwhile so that the kill comes first; the connection's
+    /// `waiting` count (fusectl, mounted in a mount namespace of the
+    /// driver's own) says when the request was queued and when it was
+    /// answered. A read answered for a process that no longer exists is
+    /// refused and logged: no such line may appear.
+    static let faultScript = """
+    import ctypes, os, signal, subprocess, sys, time
+    daemon, path, connection = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    go_r, go_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        import mmap
+        f = open(path, "rb")
+        m = mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
+        os.write(ready_w, b"1")
+        os.read(go_r, 1)
+        m[0]
+        os._exit(0)
+    os.read(ready_r, 1)
+    # fusectl in a mount namespace of this process only (after the child
+    # opened the file: the daemon refuses callers in other namespaces).
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x00020000) == 0
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    if subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"]).returncode != 0:
+        os.kill(child, signal.SIGKILL)
+        print("no fusectl")
+        sys.exit(0)
+    waiting = f"/sys/fs/fuse/connections/{connection}/waiting"
+    def poll(condition, what):
+        deadline = time.monotonic() + 20
+        while not condition():
+            if time.monotonic() > deadline:
+                sys.exit("timed out waiting for " + what)
+            time.sleep(0.005)
+    def stopped():
+        states = []
+        for tid in os.listdir(f"/proc/{daemon}/task"):
+            with open(f"/proc/{daemon}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        return all(s in "tT" for s in states)
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        poll(stopped, "the daemon to stop")
+        os.write(go_w, b"1")
+        poll(lambda: int(open(waiting).read()) >= 1, "the fault's read to be queued")
+        os.kill(child, signal.SIGKILL)
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+    _, status = os.waitpid(child, 0)
+    poll(lambda: int(open(waiting).read()) == 0, "every request to be answered")
+    print("killed" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL else "status %d" % status)
+    """
+
+    func testEnforceReads_FaultOfAKilledProcessIsNotAnsweredAfterIt() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--allow-exe", try pythonExecutable(), "--enforce-reads"])
+        let daemon = try XCTUnwrap(mounted.daemonPID)
+        var st = stat()
+        XCTAssertEqual(stat(mounted.mountpoint, &st), 0)
+        // fusectl names a connection by the kernel's device number, for
+        // FUSE's major 0 the minor of the user-space dev_t.
+        let device = UInt64(st.st_dev)
+        let connection = (device & 0xFF) | ((device >> 12) & 0xFFFF_FF00)
+        let result = try python(Self.faultScript, ["\(daemon)", mounted.path("dir/\(Self.secretName)"), "\(connection)"])
+        if result.output == "no fusectl\n" { throw XCTSkip("cannot mount fusectl here: \(result.summary)") }
+        XCTAssertEqual(result.output, "killed\n", result.summary)
+        XCTAssertEqual(denials(mounted), [], "a read was answered for a process already gone")
+        unmount(mounted)
+    }
+
     /// Without `--enforce-reads` the same child reads: the gap
     /// docs/SECURITY.md documents.
     func testWithoutEnforceReads_InheritedDescriptorReads() throws {
@@ -244,6 +320,122 @@ final class AccessPolicyTests: MountTestCase {
         XCTAssertEqual(denials(mounted), [])
         // Opening it itself is still refused.
         assertDenied(try read(mounted.path("small"), with: deniedCat, asOtherUser: false), "denied program opening")
+        unmount(mounted)
+    }
+
+    // MARK: - The executable's identity
+
+    /// Skips unless an unprivileged user may create a user namespace here.
+    private func requireUnprivilegedUserNamespaces() throws {
+        func setting(_ path: String) -> String? {
+            (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if setting("/proc/sys/kernel/unprivileged_userns_clone") == "0" {
+            throw XCTSkip("unprivileged user namespaces are off (kernel.unprivileged_userns_clone = 0)")
+        }
+        if setting("/proc/sys/user/max_user_namespaces") == "0" {
+            throw XCTSkip("unprivileged user namespaces are off (user.max_user_namespaces = 0)")
+        }
+        let probe = try run("setpriv", Self.asOtherUser + ["unshare", "-Urm", "true"])
+        if probe.status != 0 {
+            throw XCTSkip("unprivileged user namespaces are off here (unshare -Urm as uid \(Self.otherUID): \(probe.summary))")
+        }
+    }
+
+    /// In a user and mount namespace of its own, an allowed user
+    /// bind-mounts another program over the allowed path and runs it: the
+    /// path /proc/PID/exe shows is the allowed one, the file is not. Refused,
+    /// with and without --enforce-reads; so is the genuine program run from
+    /// such a namespace (there it could also forge /proc/PID/exe with
+    /// PR_SET_MM_MAP). The genuine program in the daemon's namespaces reads.
+    func testOwnUserAndMountNamespace_BindMountedProgramIsRefused() throws {
+        try requireUnprivilegedUserNamespaces()
+        for extra in [[], ["--enforce-reads"]] {
+            let mounted = try mount(bundle, keyFile: key, options: ["--allow-uid", "\(Self.otherUID)", "--allow-exe", allowedCat] + extra)
+            let file = mounted.path("dir/\(Self.secretName)")
+            assertReads(try read(file, with: allowedCat), contents, "genuine allowed program \(extra)")
+            let bound = try run("setpriv", Self.asOtherUser + ["unshare", "-Urm", "/bin/sh", "-c",
+                                                               "mount --bind \"$1\" \"$2\" && exec \"$2\" \"$3\"",
+                                                               "sh", deniedCat, allowedCat, file])
+            assertDenied(bound, "another program bind-mounted over the allowed path \(extra)")
+            let genuine = try run("setpriv", Self.asOtherUser + ["unshare", "-Urm", allowedCat, file])
+            assertDenied(genuine, "the allowed program in a user namespace of its own \(extra)")
+            assertReads(try read(file, with: allowedCat), contents, "genuine allowed program afterwards \(extra)")
+            let lines = denials(mounted)
+            XCTAssertTrue(lines.contains { $0.contains("exe \(allowedCat) (in another user or mount namespace),") }, "\(lines)")
+            unmount(mounted)
+        }
+    }
+
+    /// A program put at the allowed path after the mount (a new inode: an
+    /// upgrade, or whoever can write the directory) matches nothing until
+    /// the next mount; the daemon recorded the file, not only its path.
+    func testAllowedProgramReplacedAfterTheMount_IsRefused() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--allow-exe", allowedCat])
+        let file = mounted.path("small")
+        assertReads(try read(file, with: allowedCat, asOtherUser: false), Array("small file\n".utf8), "before the replacement")
+        let replacement = scratch.url("bin/cat-replacement")
+        try FileManager.default.copyItem(atPath: "/bin/cat", toPath: replacement)
+        XCTAssertEqual(chmod(replacement, 0o755), 0)
+        XCTAssertEqual(rename(replacement, allowedCat), 0)
+        assertDenied(try read(file, with: allowedCat, asOtherUser: false), "the program now at the allowed path")
+        unmount(mounted)
+    }
+
+    /// An allowed program in a directory other users may write: a warning
+    /// names the directory (whoever can put a program there before a mount
+    /// can have it allowed).
+    func testAllowedProgramInADirectoryOthersMayWrite_Warns() throws {
+        let open = try scratch.makeDirectory("open-bin")
+        XCTAssertEqual(chmod(open, 0o777), 0)
+        let program = "\(open)/cat"
+        try FileManager.default.copyItem(atPath: "/bin/cat", toPath: program)
+        XCTAssertEqual(chmod(program, 0o755), 0)
+        let mountpoint = try scratch.makeDirectory("mnt-open")
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        let result = try run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "--allow-exe", program])
+        assertSuccess(result)
+        XCTAssertTrue(result.errorOutput.contains("warning: --allow-exe program can be changed by users other than root: "
+                                                  + "a directory on its path (\(open)) is writable by them"), result.summary)
+        // The copies beside the test's other programs draw no warning.
+        XCTAssertEqual(MountedBundle.unmount(mountpoint: mountpoint, foreground: nil), [])
+        let quiet = try run(try Tools.mount(), [bundle, mountpoint, "--key-file", key, "--allow-exe", allowedCat])
+        assertSuccess(quiet)
+        XCTAssertFalse(quiet.errorOutput.contains("warning"), quiet.summary)
+        XCTAssertEqual(MountedBundle.unmount(mountpoint: mountpoint, foreground: nil), [])
+    }
+
+    // MARK: - The denial log's bounds
+
+    /// Refused callers choose what the rate limit is keyed on: a program's
+    /// path (any name for a link or copy of it) and, with subordinate ids,
+    /// their uid. 300 names of one program as one uid, one of them about
+    /// 3,000 bytes long, give at most ten lines and one that says the rest
+    /// are not logged, each short; another uid is still logged.
+    func testManyNamesOfADeniedProgram_LogABoundedNumberOfShortLines() throws {
+        let mounted = try mount(bundle, keyFile: key, options: ["--allow-exe", allowedCat, "-o", "allow_other"])
+        let names = try scratch.makeDirectory("names")
+        var links: [String] = []
+        for i in 0..<300 {
+            links.append("\(names)/reader-\(i)")
+            XCTAssertEqual(link(deniedCat, links[i]), 0)
+        }
+        var deep = names
+        for i in 0..<14 { deep += "/" + String(repeating: Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(i))), count: 200) }
+        try FileManager.default.createDirectory(atPath: deep, withIntermediateDirectories: true)
+        let longName = "\(deep)/reader-long"
+        XCTAssertEqual(link(deniedCat, longName), 0)
+        let file = mounted.path("small")
+        let flood = try sh("f=$1; shift; for p in \"$@\"; do \"$p\" \"$f\" 2>/dev/null; done; exit 0", [file, longName] + links)
+        assertSuccess(flood)
+        assertDenied(try read(file, with: deniedCat), "another uid after the flood")
+        let lines = denials(mounted)
+        let asRoot = lines.filter { $0.contains("uid 0") }
+        XCTAssertEqual(asRoot.count, 11, "\(asRoot.count) lines for uid 0: \(asRoot.prefix(3))")
+        XCTAssertTrue(asRoot.last?.contains("no more of its denials logged") ?? false, "\(asRoot.last ?? "")")
+        XCTAssertTrue(lines.contains { $0.contains("uid \(Self.otherUID),") && $0.contains("exe \(deniedCat),") }, "\(lines.suffix(2))")
+        for line in lines { XCTAssertLessThan(line.utf8.count, 600, line) }
+        XCTAssertTrue(asRoot.first?.contains("exe ...") ?? false, "the long path is cut: \(asRoot.first ?? "")")
         unmount(mounted)
     }
 

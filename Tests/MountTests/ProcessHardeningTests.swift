@@ -119,4 +119,48 @@ final class ProcessHardeningTests: MountTestCase {
         try probe([try Tools.mount(), w.bundle, w.mountpoint, "--key-file", "/dev/stdin"])
         XCTAssertFalse(MountTable.isMounted(w.mountpoint))
     }
+
+    /// The capabilities a root daemon keeps once it serves (bits of
+    /// linux/capability.h): CAP_IPC_LOCK 14, CAP_SYS_PTRACE 19 (only with
+    /// an access rule), CAP_SYS_ADMIN 21.
+    private static func kept(ptrace: Bool) -> UInt64 { (1 << 14) | (1 << 21) | (ptrace ? 1 << 19 : 0) }
+
+    /// The `Name:\tvalue` fields of /proc/PID/status.
+    private func status(of pid: pid_t) throws -> [String: String] {
+        let text = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces) }
+        }
+        return fields
+    }
+
+    /// A root daemon, once mounted, sets NoNewPrivs and keeps only what it
+    /// still needs; it still serves (another user's program identified
+    /// under --allow-exe), locks memory, and unmounts itself at SIGTERM.
+    func testMountAsRoot_DropsPrivilegesOnceServing() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root") }
+        let w = try world()
+        for ptrace in [false, true] {
+            let options = ptrace ? ["--allow-uid", "65534", "--allow-exe", "/bin/cat"] : []
+            let mounted = try mount(w.bundle, keyFile: w.key, at: w.mountpoint, options: options)
+            let daemon = try XCTUnwrap(mounted.daemonPID)
+            let fields = try status(of: daemon)
+            XCTAssertEqual(fields["NoNewPrivs"], "1", "\(fields)")
+            for set in ["CapEff", "CapPrm", "CapBnd"] {
+                XCTAssertEqual(fields[set].flatMap { UInt64($0, radix: 16) }, Self.kept(ptrace: ptrace), "\(set): \(fields[set] ?? "")")
+            }
+            XCTAssertEqual(fields["CapInh"].flatMap { UInt64($0, radix: 16) }, 0)
+            XCTAssertEqual(fields["CapAmb"].flatMap { UInt64($0, radix: 16) }, 0)
+            let reader = ptrace ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/cat"] : ["/bin/cat"]
+            XCTAssertEqual(try run(reader[0], Array(reader.dropFirst()) + [mounted.path("file")]).output, "content\n")
+            XCTAssertFalse(mounted.logLines().contains { $0.contains("privileges kept") }, "\(mounted.logLines())")
+            // Stopped by a signal, the daemon unmounts itself (umount2 needs
+            // the CAP_SYS_ADMIN it kept).
+            XCTAssertEqual(kill(daemon, SIGTERM), 0)
+            XCTAssertTrue(Deadline.poll(seconds: 15) { !MountTable.isMounted(w.mountpoint) }, "still mounted after SIGTERM")
+            XCTAssertTrue(Deadline.poll(seconds: 15) { !ProcessTable.isAlive(daemon) })
+        }
+    }
 }

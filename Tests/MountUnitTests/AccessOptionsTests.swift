@@ -50,6 +50,33 @@ final class AccessOptionsTests: XCTestCase {
         XCTAssertEqual(try configuration(["-o", "allow_other", "--allow-uid", "\(me &+ 1)"]).fuseOptions, ["allow_other"])
     }
 
+    /// A program others may write, or reach through a directory others
+    /// may write without a sticky bit, is named; one under a sticky
+    /// directory (/tmp) and owned by the mounting user is not.
+    func testReplaceablePart_NamesWhatOthersMayWrite() throws {
+        let base = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("encfs-replaceable-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: "\(base)/inner", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let program = "\(base)/inner/program"
+        XCTAssertTrue(FileManager.default.createFile(atPath: program, contents: Data([0x23, 0x21])))
+        func culprit() -> String? {
+            AccessOptions.replaceablePart(of: Array(program.utf8), trusting: getuid()).map { String(decoding: $0, as: UTF8.self) }
+        }
+        for path in [base, "\(base)/inner"] { XCTAssertEqual(chmod(path, 0o755), 0) }
+        XCTAssertEqual(chmod(program, 0o755), 0)
+        var tmp = stat()
+        XCTAssertEqual(stat(NSTemporaryDirectory(), &tmp), 0)
+        if tmp.st_mode & S_ISVTX != 0 || tmp.st_mode & S_IWOTH == 0 { XCTAssertNil(culprit()) }
+        XCTAssertEqual(chmod(program, 0o757), 0)
+        XCTAssertEqual(culprit(), program)
+        XCTAssertEqual(chmod(program, 0o755), 0)
+        XCTAssertEqual(chmod("\(base)/inner", 0o777), 0)
+        XCTAssertEqual(culprit(), "\(base)/inner")
+        XCTAssertEqual(chmod("\(base)/inner", 0o1777), 0)
+        if tmp.st_mode & S_ISVTX != 0 || tmp.st_mode & S_IWOTH == 0 { XCTAssertNil(culprit(), "sticky, entry owned by the mounting user") }
+        XCTAssertEqual(chmod("\(base)/inner", 0o755), 0)
+    }
+
     func testCgroupMatching_ByWholeComponents() {
         func within(_ path: String, _ allowed: String) -> Bool {
             Array(path.utf8).withUnsafeBytes { AccessRules.cgroup($0, isWithin: Array(allowed.utf8)) }
@@ -123,7 +150,7 @@ final class AccessOptionsTests: XCTestCase {
     /// path was found too.
     private static func identifyCallingThread() -> [UInt8]? {
         CallerProcess.withIdentity(ofThread: callingThreadID(), readingExecutable: true, readingCgroup: true) { exe, cgroup in
-            cgroup.first == UInt8(ascii: "/") ? Array(exe) : nil
+            cgroup.first == UInt8(ascii: "/") ? Array(exe.path) : nil
         } ?? nil
     }
 }
