@@ -215,7 +215,7 @@ final class KernelKeyringTests: KeyTestCase {
     func testRefused_WrongLength() throws {
         let description = uniqueKeyDescription("short")
         try addKeyringKey(description, payload: Array("\(randomHex(bytes: 16))\n".utf8))
-        try assertRejected(["--key-keyring", description], containing: ["must hold 64 hex characters (it holds 32)"],
+        try assertRejected(["--key-keyring", description], containing: ["must hold exactly 64 hex characters"],
                            description: description)
     }
 
