@@ -146,7 +146,7 @@ final class KernelKeyringTests: KeyTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: mounted.path("notes.txt")).map(Array.init), contents)
         unmount(mounted)
         // Without --keyring-passphrase the same payload is not a hex key.
-        try assertRejected(["--key-keyring", description], containing: ["must hold 64 hex characters"], description: description)
+        try assertRejected(["--key-keyring", description], containing: ["must hold exactly 64 hex characters"], description: description)
     }
 
     // MARK: - Refusals
