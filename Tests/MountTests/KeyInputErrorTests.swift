@@ -227,7 +227,7 @@ final class KeyInputErrorTests: KeyTestCase {
     func testFIFOAsKeyFile_RefusedWithoutBlocking() throws {
         let fifo = scratch.url("key.fifo")
         XCTAssertEqual(mkfifo(fifo, 0o600), 0, String(cString: strerror(errno)))
-        let refusal = "read (not a regular file, pipe or terminal) failed: Invalid argument (\(fifo))"
+        let refusal = "read (not a regular file, pipe or character device) failed: Invalid argument (\(fifo))"
         try assertRejected(try Tools.mount(), [bundle, mountpoint, "--key-file", fifo],
                            containing: ["cannot read key file: \(refusal)"])
         try assertRejected(try Tools.pack(), [source, output, "--passphrase-file", fifo],

@@ -86,9 +86,10 @@ package enum FileIO {
     /// hold the command in `open` for ever. A regular file is read;
     /// without `regularOnly`, so is a pipe handed down (`--key-file
     /// /dev/stdin`, a shell's `<(…)`), until its writer closes it, and a
-    /// terminal. Anything else is refused: a named FIFO, a socket, a
-    /// device. With `regularOnly` (a systemd credential, always a regular
-    /// file), only a regular file is read.
+    /// character device (a terminal). Anything else is refused: a named
+    /// FIFO, a socket, a block device, a directory. With `regularOnly` (a
+    /// systemd credential, always a regular file), only a regular file is
+    /// read.
     ///
     /// - Throws: `BundleError.io` (EINVAL for a file of another kind), or
     ///   `.limitExceeded` for a large file.
@@ -97,10 +98,10 @@ package enum FileIO {
         var st = stat()
         _ = try SystemCall.retrying("stat", path: path) { fstat(file.rawValue, &st) }
         let kind = st.st_mode & S_IFMT
-        let readable = kind == S_IFREG || (!regularOnly && (kind == S_IFCHR && isatty(file.rawValue) == 1 || kind == S_IFIFO && isAnonymousPipe(file)))
+        let readable = kind == S_IFREG || (!regularOnly && (kind == S_IFCHR || kind == S_IFIFO && isAnonymousPipe(file)))
         guard readable else {
             throw BundleError.io(errno: EINVAL, operation: regularOnly ? "read (not a regular file)"
-                                                                      : "read (not a regular file, pipe or terminal)", path: path)
+                                                                      : "read (not a regular file, pipe or character device)", path: path)
         }
         // Blocking from here: a pipe's writer may not have written yet.
         let flags = fcntl(file.rawValue, F_GETFL)
