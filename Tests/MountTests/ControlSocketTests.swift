@@ -177,14 +177,8 @@ final class ControlSocketTests: LockTestCase {
     ///
     /// - Returns: encfs-ctl's result and how many bytes the listener got.
     private func unlockAgainstFakeDaemon(_ mountpoint: String) throws -> (ctl: ProcessResult, received: String) {
-        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
-        let name = uniqueName("runtime")
-        let runtime = try scratch.makeDirectory(name)
-        let directory = try scratch.makeDirectory("\(name)/encfs")
-        for path in [runtime, directory] {
-            XCTAssertEqual(chown(path, 65534, 65534), 0)
-            XCTAssertEqual(chmod(path, 0o700), 0)
-        }
+        let runtime = try nobodysRuntimeDirectory()
+        let directory = "\(runtime)/encfs"
         let socket = try python("""
             import hashlib, os, sys
             print(sys.argv[2] + '/' + hashlib.sha256(os.path.realpath(sys.argv[1]).encode()).digest()[:16].hex() + '.sock')
@@ -195,6 +189,43 @@ final class ControlSocketTests: LockTestCase {
         let result = try run(try Tools.ctl(), [mountpoint, "unlock", "--key-file", key], environment: ["XDG_RUNTIME_DIR": runtime])
         let out = listener.drain(deadline: Deadline(seconds: 60))
         return (result, String(decoding: out.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// A runtime directory of nobody's with its `encfs` directory in it,
+    /// both 0700, in a scratch directory nobody may search.
+    private func nobodysRuntimeDirectory() throws -> String {
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let name = uniqueName("runtime")
+        let runtime = try scratch.makeDirectory(name)
+        for path in [runtime, try scratch.makeDirectory("\(name)/encfs")] {
+            XCTAssertEqual(chown(path, 65534, 65534), 0)
+            XCTAssertEqual(chmod(path, 0o700), 0)
+        }
+        return runtime
+    }
+
+    /// What the checks are for still works: root reaches a user's own
+    /// mount through that user's runtime directory. Needs a machine where
+    /// users may mount (/dev/fuse open to them, as it is by default).
+    func testCtlAsRoot_UsersMountThroughItsRuntimeDirectory() throws {
+        try requireRoot()
+        var device = stat()
+        try XCTSkipUnless(stat("/dev/fuse", &device) == 0 && device.st_mode & 0o006 == 0o006,
+                          "/dev/fuse is not open to other users here, so nobody cannot mount")
+        let runtime = try nobodysRuntimeDirectory()
+        let mountpoint = try scratch.makeDirectory("mnt-nobody")
+        for path in [mountpoint, key] { XCTAssertEqual(chown(path, 65534, 65534), 0) }
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        let mounted = try run("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", try Tools.mount(), bundle,
+                                          mountpoint, "--key-file", key, "--protection", "complete"],
+                              environment: ["XDG_RUNTIME_DIR": runtime])
+        assertSuccess(mounted)
+        let asRoot: [String: String?] = ["XDG_RUNTIME_DIR": runtime]
+        let status = try run(try Tools.ctl(), [mountpoint, "status"], environment: asRoot)
+        assertSuccess(status)
+        XCTAssertTrue(status.output.hasPrefix("state:        unlocked\n"), status.summary)
+        assertSuccess(try run(try Tools.ctl(), [mountpoint, "lock"], environment: asRoot))
+        assertSuccess(try run(try Tools.ctl(), [mountpoint, "unlock", "--key-file", key], environment: asRoot))
     }
 
     /// Root's encfs-ctl, with a runtime directory inherited from a user
