@@ -150,12 +150,13 @@ final class ControlServer: @unchecked Sendable {
                     let open = try controller.lock(force: code == .forceLock, reason: "requested")
                     Self.reply(.ok, String(open), to: client)
                 case .unlock:
-                    if !unlocks.start(request, for: client) {
+                    if try !unlocks.start(request, for: client) {
                         Self.reply(.refused, "another unlock is being tried: wait for its answer", to: client)
                     }
                 }
             } catch {
-                Self.reply(.refused, (error as? LockController.Refusal)?.message ?? "\(error)", to: client)
+                Self.reply(.refused, (error as? LockController.Refusal)?.message ?? (error as? BundleError)?.message ?? "\(error)",
+                           to: client)
             }
         }
     }

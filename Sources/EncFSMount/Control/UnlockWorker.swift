@@ -46,18 +46,19 @@ final class UnlockWorker: Sendable {
     /// `client` on a new thread, which replies and closes the connection.
     /// A lock that comes after this call wins over the unlock.
     ///
-    /// - Returns: false, starting nothing, when an unlock is being tried
-    ///   or no thread can be made.
-    func start(_ request: SecureBytes, for client: FileDescriptor) -> Bool {
-        let previous: pthread_t?? = state.withLock { state in
-            guard !state.busy else { return nil }
+    /// - Returns: false, starting nothing, when an unlock is being tried.
+    /// - Throws: `BundleError.io` when no thread can be made.
+    func start(_ request: SecureBytes, for client: FileDescriptor) throws -> Bool {
+        let claim = state.withLock { state -> (claimed: Bool, finished: pthread_t?) in
+            guard !state.busy else { return (false, nil) }
             state.busy = true
             defer { state.thread = nil }
-            return .some(state.thread)
+            return (true, state.thread)
         }
-        guard let previous else { return false }
-        // Finished already (it was not busy): only its exit is waited for.
-        if let previous { pthread_join(previous, nil) }
+        guard claim.claimed else { return false }
+        // The previous thread is done (it was not busy): only its exit is
+        // waited for.
+        if let finished = claim.finished { pthread_join(finished, nil) }
         let job = Unmanaged.passRetained(Job(worker: self, request: request, client: client,
                                              locksBefore: controller.context.bundle.lockCount)).toOpaque()
         var made = pthread_t()
@@ -72,7 +73,7 @@ final class UnlockWorker: Sendable {
         guard rc == 0 else {
             Unmanaged<Job>.fromOpaque(job).release()
             state.withLock { $0.busy = false }
-            return false
+            throw BundleError.io(errno: rc, operation: "start unlock thread", path: [])
         }
         state.withLock { $0.thread = made }
         return true
@@ -88,17 +89,19 @@ final class UnlockWorker: Sendable {
     }
 
     private func run(_ job: Job) {
-        defer { state.withLock { $0.busy = false } }
-        job.request.withUnsafeBytes { body in
+        let answer: (ControlProtocol.Reply, String) = job.request.withUnsafeBytes { body in
             let secrets = UnsafeRawBufferPointer(rebasing: body.dropFirst())
             do {
-                let text = try controller.unlock(with: secrets, locksBefore: job.locksBefore) {
+                return (.ok, try controller.unlock(with: secrets, locksBefore: job.locksBefore) {
                     !ControlSocket.peerHasGone(job.client)
-                }
-                ControlServer.reply(.ok, text, to: job.client)
+                })
             } catch {
-                ControlServer.reply(.refused, (error as? LockController.Refusal)?.message ?? "\(error)", to: job.client)
+                return (.refused, (error as? LockController.Refusal)?.message ?? "\(error)")
             }
         }
+        // Free before the client hears back: its next unlock must not find
+        // this one still running.
+        state.withLock { $0.busy = false }
+        ControlServer.reply(answer.0, answer.1, to: job.client)
     }
 }
