@@ -56,7 +56,7 @@ struct PEMArmor {
     init(parsing input: UnsafeRawBufferPointer) throws(CryptError) {
         let malformed = CryptError.invalidKey("malformed PEM")
         guard input.count <= Self.maximumByteCount else {
-            throw CryptError.invalidKey("PEM input of \(input.count) bytes is larger than the \(Self.maximumByteCount)-byte limit")
+            throw CryptError.invalidKey("PEM input is larger than the \(Self.maximumByteCount)-byte limit")
         }
         var start = 0
         var end = input.count

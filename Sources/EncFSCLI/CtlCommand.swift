@@ -28,9 +28,11 @@ public enum CtlCommand {
                                open. Under --protection until-unmount it
                                needs --force
       unlock                   opens the bundle again with the key options;
-                               a wrong key leaves the mount locked, and after
-                               five failures in a minute attempts are
-                               refused until the minute has passed
+                               a wrong key leaves the mount locked; every
+                               secret of a failed unlock counts, and after
+                               five in a minute attempts are refused until
+                               the minute has passed (at most five secrets
+                               per unlock)
 
     key options (for unlock; as encfs-mount, the key travels to the daemon
     over the socket, never in argv or its environment):
@@ -102,7 +104,10 @@ public enum CtlCommand {
             }
             let canonical: [UInt8]
             do { canonical = try FileIO.resolvedPath(mountpoint) } catch { throw CommandError("cannot resolve path", path: mountpoint) }
-            let reply = try exchange(request, mountpoint: canonical)
+            // Status is quick; a lock waits for the requests in flight and
+            // an unlock runs scrypt.
+            let wait = action == .status ? ControlProtocol.timeoutSeconds : ControlProtocol.replyTimeoutSeconds
+            let reply = try exchange(request, mountpoint: canonical, waitingSeconds: wait)
             return report(reply, for: action, json: args.has("--json"), mountpoint: canonical, diagnostics: diagnostics)
         } catch {
             if error is KeyInputError || error is UsageError { diagnostics.report(error) } else { diagnostics.report(error, path: mountpoint) }
@@ -114,28 +119,16 @@ public enum CtlCommand {
     }
 
     /// Sends `request` to the daemon of `canonical` (the mountpoint's
-    /// canonical path, which names its socket) and returns its reply.
+    /// canonical path, which names its socket) and returns its reply,
+    /// waiting `waitingSeconds` for it at most.
     ///
-    /// - Throws: `CommandError` when no daemon answers there.
-    private static func exchange(_ request: SecureBytes, mountpoint canonical: [UInt8]) throws -> [UInt8] {
-        let directories = ControlSocket.directories(forClient: getuid(), runtimeDirectory: LockOptions.runtimeDirectory())
-        var socket: FileDescriptor?
-        var lastError = ENOENT
-        for directory in directories where socket == nil {
-            do { socket = try ControlSocket.connect(to: ControlSocket.path(forMountpoint: canonical, in: directory)) } catch {
-                lastError = (error as? BundleError)?.errno ?? EIO
-            }
-        }
-        guard let socket else {
-            switch lastError {
-            case ENOENT: throw CommandError("no control socket for this mountpoint", path: canonical)
-            case ECONNREFUSED: throw CommandError("the mount's daemon does not answer (it was killed?)", path: canonical)
-            default: throw CommandError("cannot connect to the control socket: \(String(cString: strerror(lastError)))", path: canonical)
-            }
-        }
+    /// - Throws: `CommandError` when no daemon answers there, or not the
+    ///   one it should be (``connectToDaemon(of:)``).
+    private static func exchange(_ request: SecureBytes, mountpoint canonical: [UInt8], waitingSeconds: Int) throws -> [UInt8] {
+        let socket = try connectToDaemon(of: canonical)
         do {
             try request.withUnsafeBytes { try ControlProtocol.send($0, to: socket) }
-            return try ControlProtocol.receive(from: socket).withUnsafeBytes { Array($0) }
+            return try ControlProtocol.receive(from: socket, within: waitingSeconds).withUnsafeBytes { Array($0) }
         } catch {
             throw CommandError("the mount's daemon did not answer: \(String(cString: strerror((error as? BundleError)?.errno ?? EIO)))", path: canonical)
         }

@@ -23,11 +23,13 @@ enum ServiceCredentials {
     ///   - limit: the most bytes accepted.
     /// - Returns: the file's bytes, in wiping storage.
     /// - Throws: `KeyInputError` when the name is not a plain file name, the
-    ///   directory variable is unset, or the file cannot be read.
+    ///   directory variable is unset, or the file cannot be read or is not
+    ///   a regular file (systemd makes every credential one; a FIFO would
+    ///   block the service's start for ever).
     static func read(_ name: [UInt8], limit: Int) throws -> SecureBytes {
         let path = try self.path(of: name)
         do {
-            return try FileIO.readSecretFile(path, limit: limit)
+            return try FileIO.readSecretFile(path, limit: limit, regularOnly: true)
         } catch let e as BundleError {
             throw KeyInputError("cannot read credential \(shown(name)): \(e.message)", path: path)
         }

@@ -283,9 +283,29 @@ public final class MountSession {
     }
 
     /// "MAJ:MIN" of the newest fuse.encfs mount at `mountpoint` (an absolute
-    /// path), read from /proc/self/mountinfo, whose mountpoints escape space,
-    /// tab, newline and backslash as \ooo.
+    /// path).
     static func deviceNumber(ofMountpoint mountpoint: [UInt8]) -> String? {
+        newestMountFields(at: mountpoint).map { String(decoding: $0.fields[2], as: UTF8.self) }
+    }
+
+    /// The uid of the process that made the newest fuse.encfs mount at
+    /// `mountpoint` (an absolute path): the kernel's `user_id=` super
+    /// option, which fusermount3 sets from its caller's real uid, so no
+    /// user can claim another's. nil when no such mount is there.
+    public static func mountingUID(ofMountpoint mountpoint: [UInt8]) -> uid_t? {
+        guard let (fields, dash) = newestMountFields(at: mountpoint), dash + 3 < fields.count else { return nil }
+        let key = Array("user_id=".utf8)
+        for option in fields[dash + 3].split(separator: UInt8(ascii: ",")) where option.starts(with: key) {
+            return uid_t(String(decoding: option.dropFirst(key.count), as: UTF8.self))
+        }
+        return nil
+    }
+
+    /// The space-separated fields of the newest fuse.encfs line for
+    /// `mountpoint` in /proc/self/mountinfo (whose mountpoints escape
+    /// space, tab, newline and backslash as \ooo), and where its `-`
+    /// separator is (fstype, source and super options follow it).
+    private static func newestMountFields(at mountpoint: [UInt8]) -> (fields: [[UInt8]], dash: Int)? {
         var escaped: [UInt8] = []
         for byte in mountpoint {
             if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x5C {
@@ -305,13 +325,13 @@ public final class MountSession {
             if n <= 0 { break }
             contents += chunk[0..<n]
         }
-        var found: String?
+        var found: (fields: [[UInt8]], dash: Int)?
         for line in contents.split(separator: 0x0A) {
             let fields = line.split(separator: 0x20).map(Array.init)
             guard fields.count > 6, fields[4] == escaped,
                   let dash = fields.firstIndex(of: [0x2D]), dash + 1 < fields.count,
                   fields[dash + 1] == Array("fuse.encfs".utf8) else { continue }
-            found = String(decoding: fields[2], as: UTF8.self)
+            found = (fields, dash)
         }
         return found
     }

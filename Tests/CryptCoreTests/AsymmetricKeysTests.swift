@@ -481,7 +481,7 @@ final class AsymmetricKeysTests: XCTestCase {
     func testPEM_OversizedInputIsRefused() throws {
         let huge = Array("-----BEGIN PUBLIC KEY-----\n".utf8) + [UInt8](repeating: UInt8(ascii: "A"), count: 70_000)
             + Array("\n-----END PUBLIC KEY-----\n".utf8)
-        XCTAssertThrowsCryptError(.invalidKey("PEM input of \(huge.count) bytes is larger than the 65536-byte limit")) {
+        XCTAssertThrowsCryptError(.invalidKey("PEM input is larger than the 65536-byte limit")) {
             _ = try KeyPEM.publicKey(huge)
         }
     }

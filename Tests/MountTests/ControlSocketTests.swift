@@ -145,6 +145,120 @@ final class ControlSocketTests: LockTestCase {
         XCTAssertNotEqual(lstat(path, &st), 0, "the socket outlived the mount")
     }
 
+    /// Listens on the socket `argv[1]` as whoever runs it, and reads
+    /// whatever any client sends until no client has come for `argv[2]`
+    /// seconds; prints `listening` once bound, then `received N` (bytes).
+    private static let fakeDaemon = """
+        import socket, sys
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(sys.argv[1])
+        s.listen(4)
+        s.settimeout(float(sys.argv[2]))
+        print('listening', flush=True)
+        total = 0
+        try:
+            while True:
+                c, _ = s.accept()
+                c.settimeout(3)
+                try:
+                    while True:
+                        piece = c.recv(65536)
+                        if not piece: break
+                        total += len(piece)
+                except OSError: pass
+                c.close()
+        except OSError: pass
+        print('received', total, flush=True)
+        """
+
+    /// Runs `encfs-ctl MOUNTPOINT unlock --key-file KEY` as root with
+    /// `XDG_RUNTIME_DIR` set to a runtime directory of nobody's, where a
+    /// process of nobody's listens on the socket named after `mountpoint`.
+    ///
+    /// - Returns: encfs-ctl's result and how many bytes the listener got.
+    private func unlockAgainstFakeDaemon(_ mountpoint: String) throws -> (ctl: ProcessResult, received: String) {
+        let runtime = try nobodysRuntimeDirectory()
+        let directory = "\(runtime)/encfs"
+        let socket = try python("""
+            import hashlib, os, sys
+            print(sys.argv[2] + '/' + hashlib.sha256(os.path.realpath(sys.argv[1]).encode()).digest()[:16].hex() + '.sock')
+            """, [mountpoint, directory]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let listener = try SpawnedProcess("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                      Tools.python, "-c", Self.fakeDaemon, socket, "5"])
+        XCTAssertEqual(listener.readLine(deadline: Deadline(seconds: 30)), "listening")
+        let result = try run(try Tools.ctl(), [mountpoint, "unlock", "--key-file", key], environment: ["XDG_RUNTIME_DIR": runtime])
+        let out = listener.drain(deadline: Deadline(seconds: 60))
+        return (result, String(decoding: out.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// A runtime directory of nobody's with its `encfs` directory in it,
+    /// both 0700, in a scratch directory nobody may search.
+    private func nobodysRuntimeDirectory() throws -> String {
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let name = uniqueName("runtime")
+        let runtime = try scratch.makeDirectory(name)
+        for path in [runtime, try scratch.makeDirectory("\(name)/encfs")] {
+            XCTAssertEqual(chown(path, 65534, 65534), 0)
+            XCTAssertEqual(chmod(path, 0o700), 0)
+        }
+        return runtime
+    }
+
+    /// What the checks are for still works: root reaches a user's own
+    /// mount through that user's runtime directory. Needs a machine where
+    /// users may mount (/dev/fuse open to them, as it is by default).
+    func testCtlAsRoot_UsersMountThroughItsRuntimeDirectory() throws {
+        try requireRoot()
+        var device = stat()
+        try XCTSkipUnless(stat("/dev/fuse", &device) == 0 && device.st_mode & 0o006 == 0o006,
+                          "/dev/fuse is not open to other users here, so nobody cannot mount")
+        let runtime = try nobodysRuntimeDirectory()
+        let mountpoint = try scratch.makeDirectory("mnt-nobody")
+        for path in [mountpoint, key] { XCTAssertEqual(chown(path, 65534, 65534), 0) }
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        let mounted = try run("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", try Tools.mount(), bundle,
+                                          mountpoint, "--key-file", key, "--protection", "complete"],
+                              environment: ["XDG_RUNTIME_DIR": runtime])
+        assertSuccess(mounted)
+        let asRoot: [String: String?] = ["XDG_RUNTIME_DIR": runtime]
+        let status = try run(try Tools.ctl(), [mountpoint, "status"], environment: asRoot)
+        assertSuccess(status)
+        XCTAssertTrue(status.output.hasPrefix("state:        unlocked\n"), status.summary)
+        assertSuccess(try run(try Tools.ctl(), [mountpoint, "lock"], environment: asRoot))
+        assertSuccess(try run(try Tools.ctl(), [mountpoint, "unlock", "--key-file", key], environment: asRoot))
+    }
+
+    /// Root's encfs-ctl, with a runtime directory inherited from a user
+    /// (`su`, `sudo -E`), sends the key only to a daemon that is that
+    /// user's and serves that mountpoint: not to whoever listens in the
+    /// user's directory for a directory that is no mount of theirs.
+    func testCtlAsRoot_FakeSocketInAUsersRuntimeDirectory_GetsNoKey() throws {
+        try requireRoot()
+        let plain = try scratch.makeDirectory("plain")
+        let (result, received) = try unlockAgainstFakeDaemon(plain)
+        XCTAssertEqual(received, "received 0", "the key went to the fake daemon")
+        XCTAssertEqual(result.status, 1, result.summary)
+        XCTAssertTrue(result.errorLines.first?.hasPrefix(
+            "encfs-ctl: error: refusing the control socket: its owner (uid 65534) has no encfs mount at this mountpoint") ?? false,
+                      result.summary)
+    }
+
+    /// Root never falls back from a socket in /run/encfs, even one whose
+    /// daemon was killed, to the runtime directory it inherited.
+    func testCtlAsRoot_DeadRootSocket_NoFallBackToTheRuntimeDirectory() throws {
+        try requireRoot()
+        let mountpoint = try scratch.makeDirectory("mnt-dead")
+        let killed = try mount(bundle, keyFile: key, at: mountpoint)
+        guard let pid = killed.daemonPID else { throw SubprocessError("no daemon") }
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(Deadline.poll(seconds: 15) { !ProcessTable.isAlive(pid) })
+        _ = try run(Tools.fusermount, ["-uz", mountpoint])
+        let (result, received) = try unlockAgainstFakeDaemon(mountpoint)
+        XCTAssertEqual(received, "received 0", "the key went to the fake daemon")
+        XCTAssertEqual(result.errorLines.first, "encfs-ctl: error: the mount's daemon does not answer (it was killed?) (\(mountpoint))",
+                       result.summary)
+    }
+
     func testCtl_NotAMount_OneClearLine() throws {
         let plain = try scratch.makeDirectory("plain")
         let result = try run(try Tools.ctl(), [plain, "status"])

@@ -146,7 +146,7 @@ final class KernelKeyringTests: KeyTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: mounted.path("notes.txt")).map(Array.init), contents)
         unmount(mounted)
         // Without --keyring-passphrase the same payload is not a hex key.
-        try assertRejected(["--key-keyring", description], containing: ["must hold 64 hex characters"], description: description)
+        try assertRejected(["--key-keyring", description], containing: ["must hold exactly 64 hex characters"], description: description)
     }
 
     // MARK: - Refusals
@@ -215,7 +215,7 @@ final class KernelKeyringTests: KeyTestCase {
     func testRefused_WrongLength() throws {
         let description = uniqueKeyDescription("short")
         try addKeyringKey(description, payload: Array("\(randomHex(bytes: 16))\n".utf8))
-        try assertRejected(["--key-keyring", description], containing: ["must hold 64 hex characters (it holds 32)"],
+        try assertRejected(["--key-keyring", description], containing: ["must hold exactly 64 hex characters"],
                            description: description)
     }
 

@@ -195,18 +195,20 @@ final class KeyInputErrorTests: KeyTestCase {
     func testBadKeyFiles_Refused() throws {
         let hex = randomHex()
         let cases: [(name: String, text: String, fragment: String)] = [
-            ("short.key", String(hex.prefix(63)) + "\n", "must hold 64 hex characters (it holds 63)"),
-            ("long.key", hex + "0\n", "must hold 64 hex characters (it holds 65)"),
+            ("short.key", String(hex.prefix(63)) + "\n", "key file must hold exactly 64 hex characters"),
+            ("long.key", hex + "0\n", "key file must hold exactly 64 hex characters"),
             ("nonhex.key", String(hex.prefix(10)) + "g" + String(hex.dropFirst(11)) + "\n", "not a hex digit"),
             ("inner-space.key", String(hex.prefix(32)) + " " + String(hex.dropFirst(33)) + "\n", "not a hex digit"),
-            ("empty.key", "", "must hold 64 hex characters (it holds 0)"),
-            ("blank.key", " \n\t\n", "must hold 64 hex characters (it holds 0)"),
+            ("empty.key", "", "key file is empty"),
+            ("blank.key", " \n\t\n", "key file is empty"),
         ]
         for (name, text, fragment) in cases {
             let path = try scratch.write(name, Array(text.utf8), mode: 0o600)
             let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if trimmed.count >= 16 { registerSecret(trimmed, "the bad key in \(name)") }
-            try assertRejected(try Tools.pack(), [source, output, "--key-file", path], containing: [fragment, path])
+            // The fragment and then the path: the message tells what is
+            // wrong, never how many characters the (secret) file holds.
+            try assertRejected(try Tools.pack(), [source, output, "--key-file", path], containing: ["\(fragment) (\(path))"])
             try assertRejected(try Tools.mount(), [bundle, mountpoint, "--key-file", path], containing: [fragment, path])
             try assertRejected(try Tools.inspect(), ["cat", bundle, "hello.txt", "--key-file", path], containing: [fragment, path])
             try assertRejected(try Tools.inspect(), ["rekey", bundle, "--key-file", raw, "--add-key-file", path],
@@ -214,9 +216,24 @@ final class KeyInputErrorTests: KeyTestCase {
         }
         let short = String(hex.prefix(63))
         try assertRejected(try Tools.mount(), [bundle, mountpoint], environment: ["ENCFS_KEY": short],
-                           containing: ["ENCFS_KEY must hold 64 hex characters (it holds 63)"])
+                           containing: ["error: ENCFS_KEY must hold exactly 64 hex characters"])
         try assertRejected(try Tools.pack(), [source, output], environment: ["ENCFS_KEY": short],
-                           containing: ["ENCFS_KEY must hold 64 hex characters (it holds 63)"])
+                           containing: ["error: ENCFS_KEY must hold exactly 64 hex characters"])
+    }
+
+    /// A named FIFO given as a key, passphrase or identity file, which
+    /// nothing writes to, is refused at once instead of blocking the
+    /// command in `open` for ever (each run is killed after 30 s).
+    func testFIFOAsKeyFile_RefusedWithoutBlocking() throws {
+        let fifo = scratch.url("key.fifo")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0, String(cString: strerror(errno)))
+        let refusal = "read (not a regular file, pipe or character device) failed: Invalid argument (\(fifo))"
+        try assertRejected(try Tools.mount(), [bundle, mountpoint, "--key-file", fifo],
+                           containing: ["cannot read key file: \(refusal)"])
+        try assertRejected(try Tools.pack(), [source, output, "--passphrase-file", fifo],
+                           containing: ["cannot read passphrase file: \(refusal)"])
+        try assertRejected(try Tools.inspect(), ["cat", bundle, "hello.txt", "--identity", fifo],
+                           containing: ["cannot read identity file: \(refusal)"])
     }
 
     // MARK: - Damaged slots

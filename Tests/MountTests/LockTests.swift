@@ -225,6 +225,149 @@ final class LockTests: LockTestCase {
         XCTAssertEqual(try tryRead(mounted, "docs/large"), "ok \(Self.largeSize)")
     }
 
+    /// Every secret of a failed unlock counts against the limit, not each
+    /// request: more than five in one request are refused outright, and
+    /// three failed secrets leave room for two more, not three.
+    func testUnlock_ManySecretsInOneRequest_EachCounts() throws {
+        let mounted = try mount(bundle, keyArguments: [], options: ["--start-locked"])
+        let wrong = try (1...6).flatMap { ["--key-file", try makeKeyFile("wrong-\($0)")] }
+        let six = try ctl(mounted, ["unlock"] + wrong)
+        XCTAssertEqual(six.errorLines.first, "encfs-ctl: error: an unlock request may carry at most 5 secrets", six.summary)
+        let three = try ctl(mounted, ["unlock"] + wrong.prefix(6))
+        XCTAssertTrue(three.errorOutput.contains("wrong key"), three.summary)
+        let threeMore = try ctl(mounted, ["unlock"] + wrong.suffix(6))
+        XCTAssertTrue(threeMore.errorOutput.hasPrefix("encfs-ctl: error: too many failed unlocks: try again in "), threeMore.summary)
+        let two = try ctl(mounted, ["unlock"] + wrong.suffix(4))
+        XCTAssertTrue(two.errorOutput.contains("wrong key"), two.summary)
+        // Five failed secrets within the minute: even the right key waits.
+        let right = try ctl(mounted, ["unlock", "--key-file", key])
+        XCTAssertTrue(right.errorOutput.hasPrefix("encfs-ctl: error: too many failed unlocks: try again in "), right.summary)
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+    }
+
+    /// A client of the control socket, in Python: sends an unlock request
+    /// with the passphrases in the files `argv[3:]` to the socket
+    /// `argv[1]`. With `argv[2]` `leave`, closes the connection at once;
+    /// otherwise asks for status and then `lock --force` on other
+    /// connections while the unlock is tried, and prints each reply (code,
+    /// first line) and whether the unlock had been answered by then.
+    private static let unlockClient = """
+        import select, socket, struct, sys
+        def frame(body): return struct.pack('>I', len(body)) + body
+        def receive(s):
+            data = b''
+            while len(data) < 4 or len(data) < 4 + struct.unpack('>I', data[:4])[0]:
+                piece = s.recv(65536)
+                if not piece: return None
+                data += piece
+            return data[4:]
+        def connect():
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sys.argv[1])
+            return s
+        secrets = [open(f, 'rb').read().rstrip(b'\\n') for f in sys.argv[3:]]
+        unlock = connect()
+        unlock.sendall(frame(bytes([4]) + b''.join(bytes([2]) + struct.pack('>I', len(p)) + p for p in secrets)))
+        if sys.argv[2] == 'leave':
+            unlock.close()
+            sys.exit()
+        def ask(code, name):
+            s = connect()
+            s.sendall(frame(bytes([code])))
+            reply = receive(s)
+            answered = select.select([unlock], [], [], 0)[0]
+            print(name, reply[0], reply[1:].decode().split('\\n')[0], '(unlock answered)' if answered else '(unlock running)')
+        ask(1, 'status')
+        ask(3, 'lock')
+        reply = receive(unlock)
+        print('unlock', reply[0], reply[1:].decode())
+        """
+
+    /// A bundle whose passphrase slot costs a scrypt run of 128 MiB, so
+    /// that each passphrase tried takes a while; the right passphrase's
+    /// file and three wrong ones.
+    private func slowPassphraseBundle() throws -> (bundle: String, right: String, wrong: [String]) {
+        let right = try scratch.write("passphrase", Array("right horse \(randomHex(bytes: 6))\n".utf8), mode: 0o600)
+        let wrong = try (1...3).map { try scratch.write("wrong-\($0)", Array("wrong horse \(randomHex(bytes: 6))\n".utf8), mode: 0o600) }
+        let slow = scratch.url("slow.encfs")
+        try packOrThrow(source, slow, keyFile: key, ["--passphrase-file", right, "--scrypt-log-n", "17"])
+        return (slow, right, wrong)
+    }
+
+    /// While an unlock's passphrases are tried (several scrypt runs), the
+    /// control socket answers status and `lock --force` at once; the lock
+    /// then wins over the unlock that was running (told so), and the
+    /// mount stays locked, as the lock's client was told.
+    func testUnlock_SlowSecrets_StatusAndLockAnsweredMeanwhile() throws {
+        try requireRoot()
+        let slow = try slowPassphraseBundle()
+        let mounted = try mount(slow.bundle, keyArguments: [], options: ["--start-locked", "--protection", "complete"])
+        let result = try python(Self.unlockClient, [try socketPath(mounted), "stay"] + slow.wrong + [slow.right])
+        assertSuccess(result)
+        XCTAssertEqual(result.output, """
+            status 0 state=locked (unlock running)
+            lock 0 0 (unlock running)
+            unlock 1 the mount was locked while the key was tried: it stays locked
+
+            """)
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+    }
+
+    /// An unlock whose client has gone before its answer is dropped: the
+    /// mount does not end unlocked behind the back of a client that was
+    /// told nothing.
+    func testUnlock_ClientGoneMidway_MountStaysLocked() throws {
+        try requireRoot()
+        let slow = try slowPassphraseBundle()
+        let mounted = try mount(slow.bundle, keyArguments: [], options: ["--start-locked", "--protection", "complete"])
+        assertSuccess(try python(Self.unlockClient, [try socketPath(mounted), "leave"] + slow.wrong + [slow.right]))
+        let dropped = Deadline.poll(seconds: 60, interval: 0.2) {
+            mounted.logLines().contains { $0.contains("unlock dropped: its client has gone") }
+        }
+        XCTAssertTrue(dropped, mounted.logLines().joined(separator: "\n"))
+        XCTAssertEqual(try status(mounted)["state"], "\"locked\"")
+        XCTAssertEqual(try tryRead(mounted, "small"), "ENOKEY")
+        // The mount still unlocks for a client that waits for its answer.
+        assertSuccess(try ctl(mounted, ["unlock", "--passphrase-file", slow.right]))
+        XCTAssertEqual(try tryRead(mounted, "small"), "ok 11")
+    }
+
+    /// Connects to the socket `argv[1]` over and over for `argv[2]`
+    /// seconds, each time announcing a 1000-byte request and sending one
+    /// byte of it a second, so that no single read ever waits long.
+    private static let trickler = """
+        import socket, struct, sys, time
+        end = time.monotonic() + float(sys.argv[2])
+        while time.monotonic() < end:
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(sys.argv[1])
+                s.sendall(struct.pack('>I', 1000))
+                while time.monotonic() < end:
+                    s.sendall(b'\\x01')
+                    time.sleep(1)
+            except OSError:
+                time.sleep(0.1)
+            finally:
+                s.close()
+        """
+
+    /// A client trickling a request into the control socket does not hold
+    /// the idle lock off: the whole request must come within the
+    /// protocol's timeout, then the connection is dropped and the idle
+    /// check runs.
+    func testIdleLock_TricklingClientDoesNotHoldItOff() throws {
+        try requireRoot()
+        let mounted = try mount(bundle, keyFile: key, options: ["--idle-lock", "2s"])
+        let trickling = try SpawnedProcess(Tools.python, ["-c", Self.trickler, try socketPath(mounted), "120"])
+        defer { trickling.signal(SIGKILL); _ = trickling.wait(deadline: Deadline(seconds: 10)) }
+        let locked = Deadline.poll(seconds: 60, interval: 0.5) {
+            mounted.logLines().contains { $0.contains("locked (idle for 2 s)") }
+        }
+        XCTAssertTrue(locked, "still unlocked after 60 s idle: \(mounted.logLines().joined(separator: "\n"))")
+    }
+
     func testMountOptions_BadValuesAreUsageErrors() throws {
         try assertMountOptionRejected("--protection", values: ["", "always", "Complete"],
                                       message: "encfs-mount: error: --protection must be complete, unless-open or until-unmount")

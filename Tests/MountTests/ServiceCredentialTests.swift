@@ -201,7 +201,16 @@ final class ServiceCredentialTests: KeyTestCase {
         let directory = try scratch.makeDirectory("credentials")
         try scratch.write("credentials/assets.key", Array("\(randomHex(bytes: 31))\n".utf8), mode: 0o400)
         try assertRejected(["--key-credential", "assets.key"], environment: ["CREDENTIALS_DIRECTORY": directory],
-                           containing: ["credential \"assets.key\" must hold 64 hex characters (it holds 62)"])
+                           containing: ["credential \"assets.key\" must hold exactly 64 hex characters"])
+    }
+
+    /// A credential that is a FIFO (systemd only makes regular files) is
+    /// refused at once rather than blocking the start for ever.
+    func testRefused_CredentialThatIsAFIFO() throws {
+        let directory = try scratch.makeDirectory("credentials")
+        XCTAssertEqual(mkfifo("\(directory)/assets.key", 0o600), 0, String(cString: strerror(errno)))
+        try assertRejected(["--key-credential", "assets.key"], environment: ["CREDENTIALS_DIRECTORY": directory],
+                           containing: ["cannot read credential \"assets.key\": read (not a regular file) failed"])
     }
 
     func testRefused_CredentialNotHex() throws {

@@ -52,15 +52,30 @@ final class LockOptionsTests: XCTestCase {
     func testUnlockRateLimit_FiveFailuresAMinute() {
         var limit = UnlockRateLimit()
         for second in 0..<5 {
-            XCTAssertEqual(limit.waitBeforeAttempt(now: 100 + second), 0)
+            XCTAssertEqual(limit.waitBeforeAttempt(secrets: 1, now: 100 + second), 0)
             limit.recordFailure(now: 100 + second)
         }
-        XCTAssertEqual(limit.waitBeforeAttempt(now: 105), 55)
-        XCTAssertEqual(limit.waitBeforeAttempt(now: 159), 1)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 1, now: 105), 55)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 1, now: 159), 1)
         // A minute after the first failure, one attempt is free again.
-        XCTAssertEqual(limit.waitBeforeAttempt(now: 160), 0)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 1, now: 160), 0)
         limit.recordFailure(now: 160)
-        XCTAssertEqual(limit.waitBeforeAttempt(now: 160), 1)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 1, now: 160), 1)
+    }
+
+    /// Every secret of a failed request counts: three, then three more
+    /// must wait until one of the first three is a minute old.
+    func testUnlockRateLimit_CountsSecretsNotRequests() {
+        var limit = UnlockRateLimit()
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 5, now: 100), 0)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 3, now: 100), 0)
+        limit.recordFailure(secrets: 3, now: 100)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 2, now: 110), 0)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 3, now: 110), 50)
+        limit.recordFailure(secrets: 2, now: 110)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 1, now: 120), 40)
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 4, now: 160), 10, "the three of 100 are gone, the two of 110 not yet")
+        XCTAssertEqual(limit.waitBeforeAttempt(secrets: 3, now: 160), 0)
     }
 
     func testControlProtocol_SecretsRoundTrip_MalformedRefused() throws {
@@ -92,9 +107,14 @@ final class LockOptionsTests: XCTestCase {
         XCTAssertEqual(ControlSocket.directory(uid: 1000, runtimeDirectory: runtime), Array("/run/user/1000/encfs".utf8))
         XCTAssertNil(ControlSocket.directory(uid: 1000, runtimeDirectory: nil))
         XCTAssertNil(ControlSocket.directory(uid: 1000, runtimeDirectory: Array("run/user".utf8)))
-        XCTAssertEqual(ControlSocket.directories(forClient: 0, runtimeDirectory: runtime),
-                       [Array("/run/encfs".utf8), Array("/run/user/1000/encfs".utf8)])
-        XCTAssertEqual(ControlSocket.directories(forClient: 1000, runtimeDirectory: runtime), [Array("/run/user/1000/encfs".utf8)])
+        // Root's own directory must be root's; the runtime directory it is
+        // given may be anyone's (whose daemon must then answer there).
+        let forRoot = ControlSocket.directories(forClient: 0, runtimeDirectory: runtime)
+        XCTAssertEqual(forRoot.map(\.path), [Array("/run/encfs".utf8), Array("/run/user/1000/encfs".utf8)])
+        XCTAssertEqual(forRoot.map(\.owner), [0, nil])
+        let forUser = ControlSocket.directories(forClient: 1000, runtimeDirectory: runtime)
+        XCTAssertEqual(forUser.map(\.path), [Array("/run/user/1000/encfs".utf8)])
+        XCTAssertEqual(forUser.map(\.owner), [1000])
         let one = ControlSocket.path(forMountpoint: Array("/srv/site".utf8), in: Array("/run/encfs".utf8))
         XCTAssertEqual(one, ControlSocket.path(forMountpoint: Array("/srv/site".utf8), in: Array("/run/encfs".utf8)))
         XCTAssertNotEqual(one, ControlSocket.path(forMountpoint: Array("/srv/site2".utf8), in: Array("/run/encfs".utf8)))

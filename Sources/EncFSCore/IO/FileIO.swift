@@ -82,9 +82,30 @@ package enum FileIO {
     /// Reads a whole small file (key files, passphrase files) into wiping
     /// storage, refusing anything larger than `limit` bytes.
     ///
-    /// - Throws: `BundleError.io`, or `.limitExceeded` for a large file.
-    package static func readSecretFile(_ path: [UInt8], limit: Int) throws -> SecureBytes {
-        let file = try FileDescriptor.open(path, flags: O_RDONLY)
+    /// Opened without blocking, so a named FIFO nothing writes to cannot
+    /// hold the command in `open` for ever. A regular file is read;
+    /// without `regularOnly`, so is a pipe handed down (`--key-file
+    /// /dev/stdin`, a shell's `<(…)`), until its writer closes it, and a
+    /// character device (a terminal). Anything else is refused: a named
+    /// FIFO, a socket, a block device, a directory. With `regularOnly` (a
+    /// systemd credential, always a regular file), only a regular file is
+    /// read.
+    ///
+    /// - Throws: `BundleError.io` (EINVAL for a file of another kind), or
+    ///   `.limitExceeded` for a large file.
+    package static func readSecretFile(_ path: [UInt8], limit: Int, regularOnly: Bool = false) throws -> SecureBytes {
+        let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
+        var st = stat()
+        _ = try SystemCall.retrying("stat", path: path) { fstat(file.rawValue, &st) }
+        let kind = st.st_mode & S_IFMT
+        let readable = kind == S_IFREG || (!regularOnly && (kind == S_IFCHR || kind == S_IFIFO && isAnonymousPipe(file)))
+        guard readable else {
+            throw BundleError.io(errno: EINVAL, operation: regularOnly ? "read (not a regular file)"
+                                                                      : "read (not a regular file, pipe or character device)", path: path)
+        }
+        // Blocking from here: a pipe's writer may not have written yet.
+        let flags = fcntl(file.rawValue, F_GETFL)
+        _ = try SystemCall.retrying("clear O_NONBLOCK", path: path) { fcntl(file.rawValue, F_SETFL, flags & ~O_NONBLOCK) }
         // One byte more than the limit tells a file at the limit from a
         // larger one. Wiping storage from the start: a read that fails
         // half-way leaves no secret bytes behind in ordinary memory.
@@ -94,6 +115,16 @@ package enum FileIO {
         }
         guard n <= limit else { throw BundleError.limitExceeded("file is larger than \(limit) bytes") }
         return buffer.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+
+    /// Whether `file` is a pipe that has no name: one a shell or a parent
+    /// handed down, as opposed to a FIFO in a file system, which nothing
+    /// may ever write to. The kernel names the first `pipe:[INODE]` in
+    /// /proc/self/fd, the second by its path.
+    private static func isAnonymousPipe(_ file: FileDescriptor) -> Bool {
+        var target = [CChar](repeating: 0, count: 16)
+        let n = readlink("/proc/self/fd/\(file.rawValue)", &target, target.count)
+        return n >= 6 && target.prefix(6).map { UInt8(bitPattern: $0) } == Array("pipe:[".utf8)
     }
 }
 

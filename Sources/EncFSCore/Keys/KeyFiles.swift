@@ -78,9 +78,11 @@ public enum KeyFiles {
             var end = raw.count
             while start < end, isSpace(raw[start]) { start += 1 }
             while end > start, isSpace(raw[end - 1]) { end -= 1 }
-            guard end - start == 64 else {
-                throw KeyInputError("\(what) must hold 64 hex characters (it holds \(end - start))", path: path)
-            }
+            // What is wrong, never how long it is: the bytes may be a
+            // secret given in the wrong place (a passphrase), whose length
+            // a message must not tell.
+            guard end > start else { throw KeyInputError("\(what) is empty", path: path) }
+            guard end - start == 64 else { throw KeyInputError("\(what) must hold exactly 64 hex characters", path: path) }
             return try SecureBytes(count: 32) { (out: UnsafeMutableRawBufferPointer) throws(KeyInputError) in
                 for i in 0..<32 {
                     guard let hi = Hex.value(ofDigit: raw[start + 2 * i]), let lo = Hex.value(ofDigit: raw[start + 2 * i + 1]) else {

@@ -20,10 +20,16 @@ package enum ControlProtocol {
     /// Longest frame either side accepts (an RSA identity in PEM is a few
     /// KiB; a passphrase file at most `KeyFiles`' limit).
     package static let maximumFrameLength = 64 << 10
-    /// How long either side waits for the other's next bytes: a client
-    /// that stalls holds the control thread (never a FUSE worker) this long
-    /// at most.
+    /// How long either side waits for a whole frame (not for each of its
+    /// bytes: a client trickling one byte at a time is cut off too), and
+    /// for a write to be taken: a client that stalls holds the control
+    /// thread (never a FUSE worker) this long at most.
     package static let timeoutSeconds = 5
+    /// How long a client waits for the reply to `lock` or `unlock`: a lock
+    /// waits for the requests in flight, an unlock runs scrypt once per
+    /// passphrase and slot. A client that gives up before is not obeyed
+    /// behind its back: the daemon drops an unlock whose client has gone.
+    package static let replyTimeoutSeconds = 120
 
     /// The first byte of a request.
     package enum Request: UInt8, Sendable {
@@ -82,25 +88,48 @@ package enum ControlProtocol {
     }
 
     /// Reads one frame from `socket` into wiping storage (an unlock
-    /// request carries secrets).
+    /// request carries secrets), all of it within `seconds`.
     ///
-    /// - Throws: `BundleError.io` on a short read, a timeout or a frame
-    ///   longer than ``maximumFrameLength``.
-    package static func receive(from socket: FileDescriptor) throws -> SecureBytes {
+    /// - Throws: `BundleError.io` on a short read, a frame not complete in
+    ///   time (ETIMEDOUT) or longer than ``maximumFrameLength``.
+    package static func receive(from socket: FileDescriptor, within seconds: Int = timeoutSeconds) throws -> SecureBytes {
+        let deadline = monotonicMilliseconds() + seconds * 1000
         var length: UInt32 = 0
-        try withUnsafeMutableBytes(of: &length) { try readExactly(socket, into: $0) }
+        try withUnsafeMutableBytes(of: &length) { try readExactly(socket, into: $0, by: deadline) }
         let count = Int(UInt32(bigEndian: length))
         guard count >= 1, count <= maximumFrameLength else { throw BundleError.io(errno: EPROTO, operation: "read control message", path: []) }
-        return try SecureBytes(count: count) { (out: UnsafeMutableRawBufferPointer) throws in try readExactly(socket, into: out) }
+        return try SecureBytes(count: count) { (out: UnsafeMutableRawBufferPointer) throws in
+            try readExactly(socket, into: out, by: deadline)
+        }
     }
 
-    private static func readExactly(_ socket: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) throws {
+    /// Fills `buffer` from `socket` before `deadline` (monotonic ms): each
+    /// read waits in `poll` for what is left of the time, never for a
+    /// fresh timeout per byte.
+    private static func readExactly(_ socket: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, by deadline: Int) throws {
+        let operation = "read control message"
         var done = 0
         while done < buffer.count {
-            let n = try socket.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
-            guard n > 0 else { throw BundleError.io(errno: EPROTO, operation: "read control message", path: []) }
+            let left = deadline - monotonicMilliseconds()
+            var ready = pollfd(fd: socket.rawValue, events: Int16(POLLIN), revents: 0)
+            let polled = left > 0 ? poll(&ready, 1, Int32(clamping: left)) : 0
+            if polled < 0, errno == EINTR { continue }
+            guard polled >= 0 else { throw BundleError.io(errno: errno, operation: operation, path: []) }
+            guard polled > 0 else { throw BundleError.io(errno: ETIMEDOUT, operation: operation, path: []) }
+            guard let base = buffer.baseAddress else { return }
+            let n = read(socket.rawValue, base + done, buffer.count - done)
+            if n < 0, errno == EINTR || errno == EAGAIN { continue }
+            guard n >= 0 else { throw BundleError.io(errno: errno, operation: operation, path: []) }
+            guard n > 0 else { throw BundleError.io(errno: EPROTO, operation: operation, path: []) }
             done += n
         }
+    }
+
+    /// Milliseconds on the monotonic clock.
+    private static func monotonicMilliseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000
     }
 
     /// The secrets of an unlock request (what follows its code).

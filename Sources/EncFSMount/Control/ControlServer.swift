@@ -8,15 +8,18 @@ import Glibc
 /// Serves a mount's control socket on a thread of its own, and runs the
 /// idle timer there.
 ///
-/// One client at a time, each bounded by the protocol's timeouts: a slow
-/// or silent client delays the next client and the idle check by
-/// ``ControlProtocol/timeoutSeconds`` at most, and never a FUSE worker
-/// (they do not wait for this thread, except while a lock holds the
-/// bundle's gate, which involves no client I/O).
+/// One client at a time, each bounded by the protocol's timeouts: a slow,
+/// silent or trickling client delays the next client and the idle check by
+/// ``ControlProtocol/timeoutSeconds`` at most (its whole request must come
+/// in that time), and never a FUSE worker (they do not wait for this
+/// thread, except while a lock holds the bundle's gate, which involves no
+/// client I/O). The secrets of an unlock are tried on another thread
+/// (``UnlockWorker``), so status, lock and the idle check go on meanwhile.
 final class ControlServer: @unchecked Sendable {
     // @unchecked: `thread` is written by start and read by stop, both on
     // the thread that serves the session; the rest is immutable.
     private let controller: LockController
+    private let unlocks: UnlockWorker
     private let listener: FileDescriptor
     let socketPath: [UInt8]
     /// Written to by ``stop()`` to end the thread's poll.
@@ -29,6 +32,7 @@ final class ControlServer: @unchecked Sendable {
     /// - Throws: `BundleError.io` naming the directory or socket.
     init(controller: LockController, directory: [UInt8]) throws {
         self.controller = controller
+        unlocks = UnlockWorker(controller: controller)
         try ControlSocket.prepareDirectory(directory)
         let socketPath = ControlSocket.path(forMountpoint: controller.mountpoint, in: directory)
         self.socketPath = socketPath
@@ -86,13 +90,14 @@ final class ControlServer: @unchecked Sendable {
         thread = made
     }
 
-    /// Ends the thread (after the client it is serving, if any) and
-    /// removes the socket.
+    /// Ends the thread (after the client it is serving, if any, and the
+    /// unlock being tried) and removes the socket.
     func stop() {
         var byte: UInt8 = 1
         _ = write(wake.write.rawValue, &byte, 1)
         if let thread { pthread_join(thread, nil) }
         thread = nil
+        unlocks.join()
         _ = socketPath.withCString { unlink($0) }
     }
 
@@ -123,34 +128,41 @@ final class ControlServer: @unchecked Sendable {
         // Read first, so that a refused client gets the reply rather than
         // a reset connection; nothing in it is used before the check.
         guard let request = try? ControlProtocol.receive(from: client) else { return }
-        guard let uid = ControlSocket.peerUID(of: client), uid == 0 || uid == getuid() else {
+        guard let uid = ControlSocket.peerCredentials(of: client)?.uid, uid == 0 || uid == getuid() else {
             // The 0600 socket in a 0700 directory stops others first; this
             // covers a socket reached some other way (a passed descriptor,
             // a mode changed by hand).
-            reply(.refused, "permission denied: only the user who mounted, or root, may control this mount", to: client)
+            Self.reply(.refused, "permission denied: only the user who mounted, or root, may control this mount", to: client)
             return
         }
         request.withUnsafeBytes { body in
             guard let code = body.first.flatMap(ControlProtocol.Request.init(rawValue:)) else {
-                return reply(.refused, "unknown request", to: client)
+                return Self.reply(.refused, "unknown request", to: client)
             }
             do {
                 switch code {
                 case .status:
-                    reply(.ok, controller.status, to: client)
+                    Self.reply(.ok, controller.status, to: client)
                 case .lock, .forceLock:
+                    // A client that gave up waiting (it said so to its
+                    // user) is not obeyed afterwards.
+                    guard !ControlSocket.peerHasGone(client) else { return }
                     let open = try controller.lock(force: code == .forceLock, reason: "requested")
-                    reply(.ok, String(open), to: client)
+                    Self.reply(.ok, String(open), to: client)
                 case .unlock:
-                    reply(.ok, try controller.unlock(with: UnsafeRawBufferPointer(rebasing: body.dropFirst())), to: client)
+                    if try !unlocks.start(request, for: client) {
+                        Self.reply(.refused, "another unlock is being tried: wait for its answer", to: client)
+                    }
                 }
             } catch {
-                reply(.refused, (error as? LockController.Refusal)?.message ?? "\(error)", to: client)
+                Self.reply(.refused, (error as? LockController.Refusal)?.message ?? (error as? BundleError)?.message ?? "\(error)",
+                           to: client)
             }
         }
     }
 
-    private func reply(_ code: ControlProtocol.Reply, _ text: String, to client: FileDescriptor) {
+    /// Sends one reply frame; a client that has gone is not an error.
+    static func reply(_ code: ControlProtocol.Reply, _ text: String, to client: FileDescriptor) {
         let body = [code.rawValue] + Array(text.utf8)
         _ = try? body.withUnsafeBytes { try ControlProtocol.send($0, to: client) }
     }

@@ -22,15 +22,17 @@ package enum ControlSocket {
         return runtimeDirectory + Array("/encfs".utf8)
     }
 
-    /// Where a client of `uid` looks for sockets, in order: its own
-    /// directory, and for root also `$XDG_RUNTIME_DIR/encfs` (a user's
-    /// mounts, reached with that user's runtime directory in the
+    /// Where a client of `uid` looks for sockets, in order, and who must
+    /// own each directory (nil: anyone, who is then the daemon's user):
+    /// its own directory, and for root also `$XDG_RUNTIME_DIR/encfs` (a
+    /// user's mounts, reached with that user's runtime directory in the
     /// environment, e.g. `sudo XDG_RUNTIME_DIR=/run/user/1000 encfs-ctl …`).
-    package static func directories(forClient uid: uid_t, runtimeDirectory: [UInt8]?) -> [[UInt8]] {
-        var found: [[UInt8]] = []
-        if let own = directory(uid: uid, runtimeDirectory: runtimeDirectory) { found.append(own) }
+    /// A client uses the first directory where the socket exists.
+    package static func directories(forClient uid: uid_t, runtimeDirectory: [UInt8]?) -> [(path: [UInt8], owner: uid_t?)] {
+        var found: [(path: [UInt8], owner: uid_t?)] = []
+        if let own = directory(uid: uid, runtimeDirectory: runtimeDirectory) { found.append((own, uid)) }
         if uid == 0, let runtimeDirectory, runtimeDirectory.first == UInt8(ascii: "/") {
-            found.append(runtimeDirectory + Array("/encfs".utf8))
+            found.append((runtimeDirectory + Array("/encfs".utf8), nil))
         }
         return found
     }
@@ -50,14 +52,27 @@ package enum ControlSocket {
         if directory.withCString({ mkdir($0, 0o700) }) != 0, errno != EEXIST {
             throw BundleError.io(errno: errno, operation: "create control socket directory", path: directory)
         }
+        _ = try checkDirectory(directory, owner: getuid())
+    }
+
+    /// Refuses `directory` unless it is a directory (not a symlink to one)
+    /// that only its owner may enter, owned by `owner` when given: the
+    /// daemon's check, and `encfs-ctl`'s before it sends anything.
+    ///
+    /// - Returns: its owner.
+    /// - Throws: `BundleError.io` naming the directory (EPERM when it
+    ///   fails the check).
+    package static func checkDirectory(_ directory: [UInt8], owner: uid_t?) throws -> uid_t {
         var st = stat()
         guard directory.withCString({ lstat($0, &st) }) == 0 else {
             throw BundleError.io(errno: errno, operation: "check control socket directory", path: directory)
         }
-        guard st.st_mode & S_IFMT == S_IFDIR, st.st_uid == getuid(), st.st_mode & 0o077 == 0 else {
-            throw BundleError.io(errno: EPERM, operation: "use control socket directory (it must be a 0700 directory of this user)",
+        guard st.st_mode & S_IFMT == S_IFDIR, owner.map({ st.st_uid == $0 }) ?? true, st.st_mode & 0o077 == 0 else {
+            let whose = owner.map { $0 == getuid() ? "this user" : ($0 == 0 ? "root" : "uid \($0)") } ?? "its owner"
+            throw BundleError.io(errno: EPERM, operation: "use control socket directory (it must be a 0700 directory of \(whose))",
                                  path: directory)
         }
+        return st.st_uid
     }
 
     /// The socket address of `path`.
@@ -133,9 +148,9 @@ package enum ControlSocket {
         _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    /// The uid of the process at the other end of `socket`, as the kernel
-    /// recorded it at connect (`SO_PEERCRED`); nil when unknown.
-    static func peerUID(of socket: FileDescriptor) -> uid_t? {
+    /// The process at the other end of `socket`, as the kernel recorded
+    /// it at connect or listen (`SO_PEERCRED`); nil when unknown.
+    package static func peerCredentials(of socket: FileDescriptor) -> (pid: pid_t, uid: uid_t, gid: gid_t)? {
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; }: Glibc declares
         // it only under _GNU_SOURCE, which Swift's Glibc module is not
         // built with; the layout is the kernel's ABI.
@@ -143,6 +158,18 @@ package enum ControlSocket {
         var length = socklen_t(MemoryLayout<(pid_t, uid_t, gid_t)>.size)
         guard getsockopt(socket.rawValue, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
               length == socklen_t(MemoryLayout<(pid_t, uid_t, gid_t)>.size) else { return nil }
-        return credentials.uid
+        return credentials
+    }
+
+    /// Whether the client at the other end of `socket` has closed it
+    /// (POLLHUP: a Unix stream socket reports it once the peer is gone,
+    /// not when it only shut down its writing side). The corresponding C
+    /// function is `poll`.
+    static func peerHasGone(_ socket: FileDescriptor) -> Bool {
+        var state = pollfd(fd: socket.rawValue, events: 0, revents: 0)
+        while poll(&state, 1, 0) < 0 {
+            guard errno == EINTR else { return false }
+        }
+        return state.revents & Int16(POLLHUP | POLLERR) != 0
     }
 }

@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// Locks and unlocks a mount and describes its state: what the control
-/// socket's requests and the idle timer do, on the control thread.
+/// socket's requests and the idle timer do, on the control thread (an
+/// unlock on a thread of its own, ``UnlockWorker``).
 final class LockController: Sendable {
     let context: MountContext
     /// The FUSE session, for invalidating the kernel's caches.
@@ -60,31 +61,58 @@ final class LockController: Sendable {
     }
 
     /// Unlocks with the secrets of an unlock request: the bundle is opened
-    /// again from its source and checked as at mount.
+    /// again from its source and checked as at mount. Runs on the unlock
+    /// thread (``UnlockWorker``), never the control thread.
     ///
-    /// At most five failures a minute (``UnlockRateLimit``): beyond that,
-    /// attempts are refused without trying the key.
+    /// At most five failed secrets a minute (``UnlockRateLimit``), each
+    /// secret of a failed request counting: a request that would go over
+    /// is refused without trying any, one with more than five always.
     ///
+    /// - Parameters:
+    ///   - locksBefore: the bundle's ``LockableBundle/lockCount`` when the
+    ///     request came: a lock asked for since wins, and the mount stays
+    ///     locked, as that lock's client was told.
+    ///   - stillWanted: asked before the new reader is served; false (the
+    ///     client has gone) drops it, so that nobody is told one thing
+    ///     while the mount does another.
     /// - Returns: what to tell the client.
     /// - Throws: ``Refusal`` naming why.
-    func unlock(with secrets: UnsafeRawBufferPointer) throws -> String {
+    func unlock(with secrets: UnsafeRawBufferPointer, locksBefore: Int, stillWanted: () -> Bool) throws -> String {
         let bundle = context.bundle
-        let wait = bundle.unlockAttempts.withLock { $0.waitBeforeAttempt(now: ActivityClock.now()) }
+        let materials: [KeyMaterial]
+        do { materials = try ControlProtocol.secrets(in: secrets) } catch { throw refuseUnlock(error, failedSecrets: 1) }
+        guard materials.count <= UnlockRateLimit.allowedFailures else {
+            throw Refusal(message: "an unlock request may carry at most \(UnlockRateLimit.allowedFailures) secrets")
+        }
+        let wait = bundle.unlockAttempts.withLock { $0.waitBeforeAttempt(secrets: materials.count, now: ActivityClock.now()) }
         guard wait == 0 else {
             throw Refusal(message: "too many failed unlocks: try again in \(wait) s")
         }
-        do {
-            let materials = try ControlProtocol.secrets(in: secrets)
-            guard try bundle.unlock(with: materials) else { return "already unlocked" }
-        } catch {
-            bundle.unlockAttempts.withLock { $0.recordFailure(now: ActivityClock.now()) }
-            let message = (error as? BundleError)?.message ?? "\(error)"
-            context.logger.log("warning", "unlock refused: \(message)", path: mountpoint)
-            throw Refusal(message: message)
+        let outcome: LockableBundle.UnlockOutcome
+        do { outcome = try bundle.unlock(with: materials, unlessLockedSince: locksBefore, stillWanted: stillWanted) } catch {
+            throw refuseUnlock(error, failedSecrets: materials.count)
         }
-        bundle.activity.touch()
-        context.logger.log("info", "unlocked", path: mountpoint)
-        return "unlocked"
+        switch outcome {
+        case .alreadyUnlocked: return "already unlocked"
+        case .lockedMeanwhile:
+            context.logger.log("info", "unlock dropped: the mount was locked while the key was tried", path: mountpoint)
+            throw Refusal(message: "the mount was locked while the key was tried: it stays locked")
+        case .abandoned:
+            context.logger.log("info", "unlock dropped: its client has gone", path: mountpoint)
+            throw Refusal(message: "the client has gone")
+        case .unlocked:
+            bundle.activity.touch()
+            context.logger.log("info", "unlocked", path: mountpoint)
+            return "unlocked"
+        }
+    }
+
+    /// Records `failedSecrets` failures, logs the refusal and returns it.
+    private func refuseUnlock(_ error: any Error, failedSecrets: Int) -> Refusal {
+        context.bundle.unlockAttempts.withLock { $0.recordFailure(secrets: failedSecrets, now: ActivityClock.now()) }
+        let message = (error as? BundleError)?.message ?? "\(error)"
+        context.logger.log("warning", "unlock refused: \(message)", path: mountpoint)
+        return Refusal(message: message)
     }
 
     /// Handles open now; nil when the kernel skips opens (so none are

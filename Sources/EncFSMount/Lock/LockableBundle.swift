@@ -27,6 +27,9 @@ final class LockableBundle: @unchecked Sendable {
     private let gate: UnsafeMutablePointer<pthread_rwlock_t>
     /// Guarded by `gate`; nil while locked.
     private var reader: BundleReader?
+    /// Guarded by `gate`: how many times ``takeReader()`` ran, locked or
+    /// not. An unlock that started before a lock must not undo it.
+    private var locks = 0
     /// Where unlock re-reads the bundle from.
     let source: any ByteSource
     /// How unlock opens it again (origin, symlinks, scrypt memory).
@@ -65,6 +68,15 @@ final class LockableBundle: @unchecked Sendable {
     deinit {
         pthread_rwlock_destroy(gate)
         gate.deallocate()
+    }
+
+    /// How many locks there have been so far: an unlock takes it when it
+    /// is asked for, and a lock asked for after that wins over it
+    /// (``unlock(with:unlessLockedSince:stillWanted:)``).
+    var lockCount: Int {
+        pthread_rwlock_rdlock(gate)
+        defer { pthread_rwlock_unlock(gate) }
+        return locks
     }
 
     /// Whether the mount is locked now (for status; requests learn it from
@@ -110,26 +122,43 @@ final class LockableBundle: @unchecked Sendable {
         defer { pthread_rwlock_unlock(gate) }
         let taken = reader
         reader = nil
+        locks += 1
         scratches.withLock { all in all.forEach { $0.wipe() } }
         return taken
     }
 
+    /// What an unlock did.
+    enum UnlockOutcome: Equatable {
+        case unlocked
+        /// Nothing was tried.
+        case alreadyUnlocked
+        /// The key opened the bundle, but a lock came while it was tried:
+        /// the lock wins, the reader is dropped (and wiped).
+        case lockedMeanwhile
+        /// The key opened the bundle, but `stillWanted` said no.
+        case abandoned
+    }
+
     /// Unlocks with `materials`: opens the bundle again from its source
     /// (the header is authenticated, the index read and checked, the
-    /// origin checked, as at mount) and serves the new reader.
+    /// origin checked, as at mount) and serves the new reader, unless a
+    /// lock came after ``lockCount`` was `locksBefore` or `stillWanted`
+    /// (asked last, holding the gate) says no.
     ///
-    /// - Returns: false when already unlocked (nothing is opened).
     /// - Throws: what `BundleReader.open` throws (a wrong key is
     ///   `BundleError.wrongKey`).
-    func unlock(with materials: [KeyMaterial]) throws -> Bool {
-        guard isLocked else { return false }
+    func unlock(with materials: [KeyMaterial], unlessLockedSince locksBefore: Int,
+                stillWanted: () -> Bool) throws -> UnlockOutcome {
+        guard isLocked else { return .alreadyUnlocked }
         let opened = try BundleReader.open(source: source, materials: materials, indexCacheBytes: indexCacheBytes,
                                            options: options)
         pthread_rwlock_wrlock(gate)
         defer { pthread_rwlock_unlock(gate) }
-        guard reader == nil else { return false }
+        guard reader == nil else { return .alreadyUnlocked }
+        guard locks == locksBefore else { return .lockedMeanwhile }
+        guard stillWanted() else { return .abandoned }
         reader = opened
-        return true
+        return .unlocked
     }
 }
 
