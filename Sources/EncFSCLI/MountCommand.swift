@@ -274,11 +274,10 @@ public enum MountCommand {
                                   options: OpenOptions, diagnostics: Diagnostics) -> Int32 {
         let logger: MountLogger
         if let logFile = configuration.logFile {
-            guard let fileLogger = MountLogger.appending(to: logFile) else {
-                diagnostics.error("cannot open log file", path: logFile)
+            do { logger = try MountLogger.appending(to: logFile) } catch {
+                diagnostics.error("cannot use log file: \(error)", path: error.path)
                 return ExitCode.failure
             }
-            logger = fileLogger
         } else {
             logger = MountLogger(sink: .standardError)
         }
@@ -416,10 +415,13 @@ public enum MountCommand {
         resolved.mountpoint = try absolute(configuration.mountpoint)
         resolved.access = try AccessOptions.resolvingExecutables(configuration.access)
         if let logFile = configuration.logFile {
-            do { _ = try FileDescriptor.open(logFile, flags: O_WRONLY | O_APPEND | O_CREAT, mode: 0o600) } catch {
-                throw CommandError("cannot open log file", path: logFile)
+            // Not resolved: a symbolic link must be seen, and refused, by
+            // the open (MountLogger.appending(to:)).
+            let path = try FileIO.absolutePath(logFile)
+            do { _ = try MountLogger.appending(to: path) } catch {
+                throw CommandError("cannot use log file: \(error)", path: error.path)
             }
-            resolved.logFile = try absolute(logFile)
+            resolved.logFile = path
         }
         return resolved
     }

@@ -765,6 +765,92 @@ final class RemoteMountTests: RemoteTestCase {
         }
     }
 
+    /// A fresh mountpoint, unmounted at teardown should a mount that
+    /// must fail succeed.
+    private func scratchMountpoint() throws -> String {
+        let mountpoint = try scratch.makeDirectory(uniqueName("mnt"))
+        addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        return mountpoint
+    }
+
+    /// The bundle id of the bundle at `url`, as `encfs-inspect info` shows it.
+    private func bundleID(_ url: String) throws -> String {
+        let info = try check(try Tools.inspect(), ["info", url, "--cache-size", "0"])
+        return try XCTUnwrap(info.output.split(separator: "\n").first { $0.hasPrefix("bundle id:") }?
+            .split(separator: " ").last.map(String.init))
+    }
+
+    /// A cache directory another user made (here in a scratch directory
+    /// anyone may enter, as /tmp), with the links that user planted in
+    /// it: root's daemon refuses it and follows none of them; the files
+    /// and directory they point at are unchanged.
+    func testCacheDirectory_PlantedByAnotherUser_RefusedNothingFollowed() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        let id = try bundleID(url)
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let secret = try scratch.write("root-only-file", Array("root's own\n".utf8), mode: 0o600)
+        let secretToo = try scratch.write("root-only-file-2", Array("root's other\n".utf8), mode: 0o600)
+        let rootDirectory = try scratch.makeDirectory("root-only-dir")
+        XCTAssertEqual(chmod(rootDirectory, 0o700), 0)
+        let shared = try scratch.makeDirectory("shared")
+        XCTAssertEqual(chmod(shared, 0o1777), 0)
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        // One with the bundle's own directory and its lock and version
+        // file linked to root's files; one with the bundle's directory
+        // linked to root's directory.
+        let planted = "\(shared)/planted", plantedLink = "\(shared)/planted-link"
+        assertSuccess(try run("setpriv", asNobody + ["sh", "-c", """
+            mkdir -m 755 "$1" "$1/$2" && ln -s "$3" "$1/$2/lock" && ln -s "$4" "$1/$2/version.tmp" &&
+            mkdir -m 755 "$5" && ln -s "$6" "$5/$2"
+            """, "sh", planted, id, secret, secretToo, plantedLink, rootDirectory]))
+        for cache in [planted, plantedLink] {
+            let mountpoint = try scratchMountpoint()
+            let result = try run(try Tools.mount(), [url, mountpoint, "--key-file", published.key, "--cache-dir", cache])
+            XCTAssertEqual(result.status, 1, result.summary)
+            XCTAssertEqual(result.errorLines.count, 1, result.errorOutput)
+            XCTAssertTrue(result.errorOutput.hasPrefix("encfs-mount: error: cache: refused: owned by another user"), result.errorOutput)
+            XCTAssertFalse(MountTable.isMounted(mountpoint))
+            // encfs-inspect goes without the cache rather than use it.
+            XCTAssertEqual(try run(try Tools.inspect(), ["cat", url, "a.bin", "--key-file", published.key, "--cache-dir", cache]).stdout,
+                           [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(published.source)/a.bin"))))
+        }
+        XCTAssertEqual(try String(contentsOfFile: secret, encoding: .utf8), "root's own\n")
+        XCTAssertEqual(try String(contentsOfFile: secretToo, encoding: .utf8), "root's other\n")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: rootDirectory), [])
+    }
+
+    /// A cache directory of root's that anyone may write (0777) is
+    /// refused; so is one whose path passes through another user's
+    /// directory, or one that is root's only through another user's link.
+    func testCacheDirectory_WritableByOthersOrReachedThroughThem_Refused() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let open = try scratch.makeDirectory("open-cache")
+        XCTAssertEqual(chmod(open, 0o777), 0)
+        let theirs = try scratch.makeDirectory("theirs")
+        XCTAssertEqual(chown(theirs, 65534, 65534), 0)
+        let rootDirectory = try scratch.makeDirectory("root-cache")
+        XCTAssertEqual(symlink(rootDirectory, "\(theirs)/link"), 0)
+        XCTAssertEqual(lchown("\(theirs)/link", 65534, 65534), 0)
+        let link = scratch.url("their-link")
+        XCTAssertEqual(symlink(rootDirectory, link), 0)
+        XCTAssertEqual(lchown(link, 65534, 65534), 0)
+        for (cache, message) in [(open, "writable by group or others"), ("\(theirs)/cache", "owned by another user"),
+                                 (link, "a symbolic link owned by another user")] {
+            let mountpoint = try scratchMountpoint()
+            let result = try run(try Tools.mount(), [url, mountpoint, "--key-file", published.key, "--cache-dir", cache])
+            XCTAssertEqual(result.status, 1, "\(cache): \(result.summary)")
+            XCTAssertTrue(result.errorOutput.hasPrefix("encfs-mount: error: cache: refused: \(message)"), result.errorOutput)
+            XCTAssertFalse(MountTable.isMounted(mountpoint))
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: rootDirectory), [])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(theirs)/cache"))
+    }
+
     func testServerKilled_UncachedFailsWithinDeadline_CachedServes() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         // Packed in name order; the spacer keeps read-ahead after kept.bin
