@@ -627,6 +627,49 @@ final class RemoteMountTests: RemoteTestCase {
         XCTAssertTrue(missing.errorOutput.contains("404"), missing.errorOutput)
     }
 
+    /// A server that lies about the bundle's size (in Content-Range and in
+    /// the header's lengths, which nothing has authenticated yet):
+    /// `encfs-mount -f` and `encfs-inspect` with the key fail with one
+    /// clear line, and nothing, with the key or without, allocates what
+    /// the server claims: no abort, a small peak RSS (measured by the
+    /// parent, `getrusage(RUSAGE_CHILDREN)`; the bound is 200 MiB, a
+    /// tenth of a claim of 2 GiB and far above a tool's few MiB).
+    func testLyingServer_HugeClaimedSize_NothingAllocatedBeforeAuthentication() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        let common = ["--cache-dir", try scratch.makeDirectory("cache"), "--net-timeout", "2"]
+        for claimed in [UInt64(1) << 40, UInt64(1) << 30] {
+            try server.setFault("claim", ["size": String(claimed)])
+            let mountpoint = try scratchMountpoint()
+            let runs: [(tool: String, arguments: [String], error: String?)] = [
+                (try Tools.mount(), [url, mountpoint, "-f", "--key-file", published.key] + common, "encfs-mount: error: "),
+                (try Tools.inspect(), ["ls", url, "--key-file", published.key] + common, "encfs-inspect: error: "),
+                (try Tools.inspect(), ["info", url] + common, nil),
+            ]
+            for run in runs {
+                let what = "\(claimed) bytes claimed: \(run.arguments.prefix(3).joined(separator: " "))"
+                let measured = try check(Tools.python, ["-c", """
+                    import resource, subprocess, sys
+                    child = subprocess.run(sys.argv[1:], capture_output=True, timeout=60)
+                    sys.stderr.buffer.write(child.stderr)
+                    print(child.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+                    """, run.tool] + run.arguments)
+                let fields = measured.output.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                XCTAssertEqual(fields.count, 2, "\(what): \(measured.output)")
+                guard fields.count == 2 else { continue }
+                XCTAssertGreaterThanOrEqual(fields[0], 0, "\(what): killed by signal \(-fields[0]); \(measured.errorOutput)")
+                XCTAssertLessThan(fields[1], 200 << 10, "\(what): peak RSS \(fields[1]) KiB")
+                if let error = run.error {
+                    XCTAssertEqual(fields[0], 1, "\(what): \(measured.errorOutput)")
+                    XCTAssertEqual(measured.errorLines.filter { !$0.hasPrefix("hint: ") }.count, 1, "\(what): \(measured.errorOutput)")
+                    XCTAssertTrue(measured.errorOutput.hasPrefix(error), "\(what): \(measured.errorOutput)")
+                }
+                XCTAssertFalse(MountTable.isMounted(mountpoint))
+            }
+        }
+    }
+
     func testReplacedBundle_CachedDataServesUncachedFails() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         // Packed in name order; the spacer keeps read-ahead after early.bin
