@@ -17,7 +17,7 @@ import Glibc
 public enum MountCommand {
     static let help = """
     usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic] [--poll-us N]
-           encfs-mount URL MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
+           encfs-mount URL|--address-file FILE MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
     chunks it covers, in memory. Unmount with: fusermount3 -u MOUNTPOINT
@@ -132,6 +132,9 @@ public enum MountCommand {
         // A remote bundle: its address (secret) and settings; the
         // configuration then names it by its display name only.
         var remote: (url: [UInt8], options: RemoteOptions)?
+        // Before anything else: with -f this process serves for the
+        // mount's life, and its argv is anyone's to read.
+        ProcessArguments.hideAddresses()
         do {
             // fstab: every long option also as -o name=value.
             args = try parser.expandingMountOptions(try parser.parse(arguments))
@@ -310,10 +313,14 @@ public enum MountCommand {
     ///
     /// - Throws: `UsageError` for a missing operand or a value out of range.
     static func configuration(from args: ArgumentParser.Result) throws -> MountConfiguration {
-        guard args.positionals.count == 2 else {
-            throw UsageError(args.positionals.count < 2 ? "missing BUNDLE or MOUNTPOINT" : "too many arguments")
+        // With --address-file, MOUNTPOINT alone.
+        let operands = args.has(RemoteCommandLine.addressFile) ? 1 : 2
+        guard args.positionals.count == operands else {
+            throw UsageError(args.positionals.count < operands ? (operands == 2 ? "missing BUNDLE or MOUNTPOINT" : "missing MOUNTPOINT")
+                             : operands == 2 ? "too many arguments" : "BUNDLE and \(RemoteCommandLine.addressFile) given")
         }
-        var configuration = MountConfiguration(bundlePath: args.positionals[0], mountpoint: args.positionals[1],
+        var configuration = MountConfiguration(bundlePath: try RemoteCommandLine.address(from: args) ?? args.positionals[0],
+                                               mountpoint: args.positionals[operands - 1],
                                                indexCacheKB: IndexPages.defaultCacheBytes >> 10,
                                                threads: MountSession.defaultThreads)
         configuration.fuseOptions = args.values("-o").flatMap {

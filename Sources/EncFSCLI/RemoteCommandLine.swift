@@ -23,6 +23,7 @@ enum RemoteCommandLine {
     static let netTimeout = "--net-timeout"
     static let retries = "--retries"
     static let caFile = "--ca-file"
+    static let addressFile = "--address-file"
     /// In the daemon's argv: its bundle is remote, secrets on fd 5.
     static let daemonRemote = "--internal-remote"
 
@@ -30,8 +31,11 @@ enum RemoteCommandLine {
         .init([cacheDir], takesValue: true), .init([cacheSize], takesValue: true), .init([fetchSize], takesValue: true),
         .init([connections], takesValue: true), .init([prefetch], takesValue: true), .init([headerFile], takesValue: true),
         .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
-        .init([daemonRemote], takesValue: false),
+        .init([daemonRemote], takesValue: false), .init([addressFile], takesValue: true),
     ]
+
+    /// Largest `--address-file`.
+    static let maximumAddressFile = 16 << 10
 
     /// Largest `--header-file`.
     static let maximumHeaderFile = 32 << 10
@@ -59,7 +63,45 @@ enum RemoteCommandLine {
       --retries N              attempts after the first within that time
                                (default 10)
       --ca-file FILE           trust these certificate authorities (PEM)
+      --address-file FILE      read the address from FILE (- for standard
+                               input; one line) instead of BUNDLE, so that it
+                               never appears in argv (/proc/PID/cmdline); an
+                               address given as BUNDLE is hidden from argv
+                               once the options are parsed
     """
+
+    /// The address in `--address-file` (a file, or `-` for standard input),
+    /// or nil when the option is not given.
+    ///
+    /// - Throws: `CommandError` naming the file (never its contents) when
+    ///   it cannot be read or holds no address.
+    static func address(from args: ArgumentParser.Result) throws -> [UInt8]? {
+        guard let path = args.value(addressFile) else { return nil }
+        let text: SecureBytes
+        do {
+            if path == Array("-".utf8) {
+                // Zero-filled: the address ends at the first NUL after it.
+                text = try SecureBytes(count: maximumAddressFile + 1) { (out: UnsafeMutableRawBufferPointer) throws(BundleError) in
+                    guard try FileIO.readFull(0, into: out, path: path) <= maximumAddressFile else {
+                        throw BundleError.limitExceeded("more than \(maximumAddressFile) bytes")
+                    }
+                }
+            } else {
+                text = try FileIO.readSecretFile(path, limit: maximumAddressFile)
+            }
+        } catch {
+            throw CommandError("cannot read \(addressFile)", path: path)
+        }
+        // One line; surrounding white space (a final newline) dropped.
+        let address: [UInt8] = text.withUnsafeBytes { bytes in
+            let line = bytes.prefix { $0 != 0 && $0 != UInt8(ascii: "\n") }
+            return Array(line.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }.reversed())
+        }
+        guard isRemote(address) else {
+            throw CommandError("\(addressFile) holds no http:// or https:// address", path: path)
+        }
+        return address
+    }
 
     /// Whether `bundle` is an address rather than a path.
     static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }

@@ -912,6 +912,44 @@ final class RemoteMountTests: RemoteTestCase {
 
     // MARK: - Secrets
 
+    /// With `-f` the process that parsed the address serves the mount:
+    /// its argv (/proc/PID/cmdline, what `ps` shows) holds neither the
+    /// query string nor the user information, whether the address came
+    /// as BUNDLE (hidden once parsed), from `--address-file FILE` or from
+    /// `--address-file -` (standard input).
+    func testSecrets_ForegroundArgvHoldsNoQueryOrUserInformation() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["s.bin": 100_000])
+        let signature = "sig-\(randomHex(bytes: 8))", password = "pw-\(randomHex(bytes: 8))"
+        let url = server.url("bundle.encfs", query: "?X-Amz-Signature=\(signature)")
+            .replacingOccurrences(of: "http://", with: "http://reader:\(password)@")
+        let addressFile = try scratch.write("address", Array("\(url)\n".utf8), mode: 0o600)
+        for (how, bundle, input) in [("as BUNDLE", [url], nil), ("--address-file FILE", ["--address-file", addressFile], nil),
+                                     ("--address-file -", ["--address-file", "-"], "\(url)\n")] {
+            let mountpoint = try scratch.makeDirectory(uniqueName("mnt"))
+            let stderrFile = scratch.url(uniqueName("foreground.stderr"))
+            let process = try SpawnedProcess(try Tools.mount(), bundle + [mountpoint, "-f", "--key-file", published.key,
+                                                                          "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))],
+                                             standardErrorFile: stderrFile, feedStandardInput: input != nil)
+            addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: process) }
+            if let input {
+                process.write(input)
+                process.closeStandardInput()
+            }
+            let served = Deadline.poll(seconds: 15) { MountTable.isServing(mountpoint) || !process.isRunning }
+            guard served, process.isRunning else {
+                XCTFail("\(how): not served: \((try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "")")
+                continue
+            }
+            XCTAssertEqual(try sha256("\(mountpoint)/s.bin"), try sha256("\(published.source)/s.bin"), how)
+            let shown = String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(process.pid)/cmdline"))) ?? Data(),
+                               as: UTF8.self).replacingOccurrences(of: "\0", with: " ")
+            XCTAssertTrue(shown.contains("bundle.encfs") || how != "as BUNDLE", "\(how): \(shown)")
+            for secret in [signature, password] { XCTAssertFalse(shown.contains(secret), "\(how): argv shows a secret: \(shown)") }
+            _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: process)
+        }
+    }
+
     func testSecrets_QueryAndHeaderReachServerOnly() throws {
         let server = try RemoteServer(test: self, withProxy: true)
         // Larger than the first request: reads need more requests.
