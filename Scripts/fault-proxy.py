@@ -17,7 +17,8 @@ short (full Content-Length, half the body, close), status (code=,
 retry_after=), full200 (drop the Range header: the server sends 200),
 flip (every=N: flip one bit of every Nth body byte: damage on the way),
 etag (value=V: the object looks replaced: responses carry ETag V, a request
-whose If-Match is not V gets 412), noetag (responses carry no ETag),
+whose If-Match is not V gets 412, unless ignore_if_match=1: a server that
+ignores If-Match), noetag (responses carry no ETag),
 claim (size=N: a liar: the object claims N bytes in Content-Range and in
 the bundle header's payload and index lengths, unauthenticated fields;
 ranges past the real object get 64 KiB of zeros, then the connection is
@@ -172,7 +173,7 @@ async def handle(reader, writer, upstream):
             if mode == "etag":
                 changed = params.get("value", '"changed"')
                 matched = [h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("if-match:")]
-                if matched and matched != [changed]:
+                if matched and matched != [changed] and params.get("ignore_if_match") != "1":
                     writer.write(b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n")
                     await writer.drain()
                     continue

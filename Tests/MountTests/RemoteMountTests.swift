@@ -368,6 +368,28 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// With `--prefetch none` the index is read through the cache like
+    /// content: a damaged cached copy of it is dropped and fetched again,
+    /// as a damaged chunk is, and the mount serves the right bytes.
+    func testPrefetchNone_DamagedCachedIndexIsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 300_000, "b.bin": 200_000])
+        let cache = try scratch.makeDirectory("cache")
+        let url = server.url("bundle.encfs")
+        var mounted = try mountRemote(url, key: published.key, cache: cache, ["--prefetch", "none"])
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+        // The last unit holds the end of the bundle: the index and its tag.
+        let last = try XCTUnwrap(try unitFiles(cache).last)
+        XCTAssertEqual(last.start + last.size, try BundleSurgery.size(of: published.bundle))
+        try BundleSurgery.flipByte(at: last.size / 2, in: last.path)
+        try server.resetProxy()
+        mounted = try mountRemote(url, key: published.key, cache: cache, ["--prefetch", "none"])
+        XCTAssertGreaterThan(try server.proxyStats().bytes, 0, "the damaged index must be fetched again")
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+    }
+
     // MARK: - Faults
 
     func testFaults_TransientOnesAreRetried() throws {
@@ -692,7 +714,9 @@ final class RemoteMountTests: RemoteTestCase {
     }
 
     /// The other signs of a replaced object: its ETag changed (the proxy
-    /// answers 412 to the pinned If-Match, as the server then would), the
+    /// answers 412 to the pinned If-Match, as the server then would; or,
+    /// as a server that ignores If-Match, sends the object with another
+    /// ETag: its bytes are not used), the
     /// object is gone (404), and, from a server that sends no ETag, another
     /// size. Each time: uncached reads EIO with one log line, cached ones
     /// served.
@@ -707,6 +731,8 @@ final class RemoteMountTests: RemoteTestCase {
         let aside = scratch.url("aside.encfs")
         let changes: [(String, setUp: () throws -> Void, change: () throws -> Void, undo: () throws -> Void)] = [
             ("ETag changed", {}, { try server.setFault("etag", ["value": "\"other-1\""]) }, { try server.resetProxy() }),
+            ("ETag changed, If-Match ignored", {}, { try server.setFault("etag", ["value": "\"other-2\"", "ignore_if_match": "1"]) },
+             { try server.resetProxy() }),
             ("gone", {}, { XCTAssertEqual(rename(published.bundle, aside), 0) }, { XCTAssertEqual(rename(aside, published.bundle), 0) }),
             ("resized without an ETag", { try server.setFault("noetag") }, { _ = try self.sh("cp \"$1\" \"$2\"", [resized, published.bundle]) }, {}),
         ]
