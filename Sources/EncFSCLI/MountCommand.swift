@@ -96,6 +96,7 @@ public enum MountCommand {
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
+    \(RemoteCommandLine.addressFileHelp)
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -120,6 +121,7 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
+        .init([RemoteCommandLine.addressFile], takesValue: true),
     ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions + RemoteCommandLine.parserOptions
         + LockOptions.parserOptions)
 

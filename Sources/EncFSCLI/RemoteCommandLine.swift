@@ -23,7 +23,16 @@ enum RemoteCommandLine {
     static let netTimeout = "--net-timeout"
     static let retries = "--retries"
     static let caFile = "--ca-file"
+    /// `encfs-mount` only (a long-running process with one operand to
+    /// replace); see ``addressFileHelp``.
     static let addressFile = "--address-file"
+    static let addressFileHelp = """
+      --address-file FILE      read the address from FILE (- for standard
+                               input; its first line) instead of BUNDLE, so
+                               that it never appears in argv
+                               (/proc/PID/cmdline); an address given as
+                               BUNDLE is hidden from argv at start
+    """
     /// In the daemon's argv: its bundle is remote, secrets on fd 5.
     static let daemonRemote = "--internal-remote"
 
@@ -31,7 +40,7 @@ enum RemoteCommandLine {
         .init([cacheDir], takesValue: true), .init([cacheSize], takesValue: true), .init([fetchSize], takesValue: true),
         .init([connections], takesValue: true), .init([prefetch], takesValue: true), .init([headerFile], takesValue: true),
         .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
-        .init([daemonRemote], takesValue: false), .init([addressFile], takesValue: true),
+        .init([daemonRemote], takesValue: false),
     ]
 
     /// Largest `--address-file`.
@@ -63,11 +72,6 @@ enum RemoteCommandLine {
       --retries N              attempts after the first within that time
                                (default 10)
       --ca-file FILE           trust these certificate authorities (PEM)
-      --address-file FILE      read the address from FILE (- for standard
-                               input; one line) instead of BUNDLE, so that it
-                               never appears in argv (/proc/PID/cmdline); an
-                               address given as BUNDLE is hidden from argv
-                               once the options are parsed
     """
 
     /// The address in `--address-file` (a file, or `-` for standard input),
