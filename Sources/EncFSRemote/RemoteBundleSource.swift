@@ -585,8 +585,8 @@ public final class RemoteBundleSource: ByteSource {
     /// Drops the cached units that hold any of `count` bytes at `offset`,
     /// which failed authentication: the reader reads them once more, fresh
     /// from the server (without a cache, too: a body damaged on the way
-    /// may arrive whole the second time). The head and the pinned index
-    /// were fetched once at open and are not fetched again.
+    /// may arrive whole the second time). The head (fetched at open) and
+    /// the pinned index (at its first read) are not fetched again.
     public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool {
         guard count > 0, offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
         let bytes = max(offset, headEnd)..<min(offset + UInt64(count), pinnedStart)
