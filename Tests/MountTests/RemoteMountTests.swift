@@ -893,7 +893,8 @@ final class RemoteMountTests: RemoteTestCase {
     /// A cache directory of root's that anyone may write (0777) is
     /// refused; so is one whose path passes through another user's
     /// directory, or one that is root's only through another user's link.
-    func testCacheDirectory_WritableByOthersOrReachedThroughThem_Refused() throws {
+    /// Root's own link is followed.
+    func testCacheDirectory_WritableByOthersOrReachedThroughThemRefused_OwnLinkFollowed() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         let published = try publish(server, ["a.bin": 100_000])
         let url = server.url("bundle.encfs")
@@ -918,6 +919,13 @@ final class RemoteMountTests: RemoteTestCase {
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: rootDirectory), [])
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(theirs)/cache"))
+        // Root's own link to a directory of root's is followed.
+        let ownLink = scratch.url("own-link")
+        XCTAssertEqual(symlink(rootDirectory, ownLink), 0)
+        let mounted = try mountRemote(url, key: published.key, cache: ownLink)
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        unmount(mounted)
+        XCTAssertGreaterThan(try cachedBytes(rootDirectory), 0)
     }
 
     func testServerKilled_UncachedFailsWithinDeadline_CachedServes() throws {
