@@ -23,7 +23,8 @@ claim (size=N: a liar: the object claims N bytes in Content-Range and in
 the bundle header's payload and index lengths, unauthenticated fields;
 ranges past the real object get 64 KiB of zeros, then the connection is
 closed).
-Parameters combine: latency_ms= and bytes_per_second= apply to any mode.
+Parameters combine: latency_ms= and bytes_per_second= apply to any mode;
+skip=N lets N requests pass before the fault starts.
 require_auth=VALUE answers 401 to requests without that Authorization.
 "bytes" counts response body bytes sent to clients (what a mount transfers);
 "connections" the client connections that carried a request since the reset
@@ -43,6 +44,10 @@ state = {"mode": "pass", "count": None, "params": {}, "requests": 0, "bytes": 0,
 def current_fault():
     """The fault for this request, consuming one of `count`."""
     mode, params = state["mode"], dict(state["params"])
+    skip = int(params.get("skip", "0"))
+    if skip > 0:  # this many requests pass first
+        state["params"]["skip"] = str(skip - 1)
+        return "pass", {}
     if state["count"] is not None:
         state["count"] -= 1
         if state["count"] <= 0:

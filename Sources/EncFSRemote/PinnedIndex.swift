@@ -50,6 +50,12 @@ final class PinnedIndex: Sendable {
         return n
     }
 
+    /// Drops the bytes held (they failed authentication: damaged on the
+    /// way), so that the next read fetches them again.
+    func discard() {
+        fetching.withLock { _ in bytes.withLock { $0 = nil } }
+    }
+
     private func whole(over http: HTTPByteSource) throws(RemoteError) -> [UInt8] {
         if let index = bytes.withLock({ $0 }) { return index }
         return try fetching.withLock { _ throws(RemoteError) -> [UInt8] in

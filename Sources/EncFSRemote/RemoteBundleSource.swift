@@ -585,10 +585,15 @@ public final class RemoteBundleSource: ByteSource {
     /// Drops the cached units that hold any of `count` bytes at `offset`,
     /// which failed authentication: the reader reads them once more, fresh
     /// from the server (without a cache, too: a body damaged on the way
-    /// may arrive whole the second time). The head (fetched at open) and
-    /// the pinned index (at its first read) are not fetched again.
+    /// may arrive whole the second time); the pinned index too is fetched
+    /// again at its next read. The head (fetched at open) is not.
     public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool {
-        guard count > 0, offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
+        guard count > 0 else { return false }
+        if let pinned, offset + UInt64(count) > pinnedStart {
+            pinned.discard()
+            if offset >= pinnedStart { return true }
+        }
+        guard offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
         let bytes = max(offset, headEnd)..<min(offset + UInt64(count), pinnedStart)
         // A unit whose first bytes were handed to this thread while the
         // rest arrives.

@@ -368,6 +368,19 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// The index kept in memory (`--prefetch index`) damaged on the way:
+    /// it fails authentication, is fetched once more, and the mount
+    /// serves the right bytes.
+    func testPrefetchIndex_IndexDamagedOnTheWayIsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 300_000, "b.bin": 200_000])
+        // The head passes; the index's request gets bits flipped, once.
+        try server.setFault("flip", count: 1, ["skip": "1", "every": "1000"])
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key)
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+    }
+
     /// With `--prefetch none` the index is read through the cache like
     /// content: a damaged cached copy of it is dropped and fetched again,
     /// as a damaged chunk is, and the mount serves the right bytes.
