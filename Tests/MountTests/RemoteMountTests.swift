@@ -403,6 +403,30 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// With `--prefetch none` and a small index cache, index pages are
+    /// read again from the cache while the mount runs: a cached copy
+    /// damaged meanwhile is dropped and fetched again, never EIO.
+    func testPrefetchNone_IndexUnitDamagedWhileMounted_IsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        // About 10 index pages of 16 KiB, against a cache of 4.
+        let published = try publish(server, Dictionary(uniqueKeysWithValues: (0..<2000).map { (String(format: "f%04d.txt", $0), 10) }))
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache,
+                                      ["--prefetch", "none", "--index-cache", "64"])
+        let expected = try digests(published.source)
+        XCTAssertEqual(try digests(mounted.mountpoint), expected)
+        let last = try XCTUnwrap(try unitFiles(cache).last)
+        XCTAssertEqual(last.start + last.size, try BundleSurgery.size(of: published.bundle))
+        XCTAssertGreaterThan(last.size, 64 << 10, "the index does not outgrow the index cache")
+        try BundleSurgery.flipByte(at: last.size / 2, in: last.path)
+        try dropKernelCaches()
+        try server.resetProxy()
+        XCTAssertEqual(try digests(mounted.mountpoint), expected, "a damaged index page was used or failed")
+        XCTAssertGreaterThan(try server.proxyStats().bytes, 0, "the damaged index must be fetched again")
+        XCTAssertFalse(mounted.logLines().contains { $0.contains("error") }, mounted.logLines().joined(separator: "\n"))
+        unmount(mounted)
+    }
+
     // MARK: - Faults
 
     func testFaults_TransientOnesAreRetried() throws {
