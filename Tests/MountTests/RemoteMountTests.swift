@@ -987,7 +987,8 @@ final class RemoteMountTests: RemoteTestCase {
     /// its argv (/proc/PID/cmdline, what `ps` shows) holds neither the
     /// query string nor the user information, whether the address came
     /// as BUNDLE (hidden once parsed), from `--address-file FILE` or from
-    /// `--address-file -` (standard input).
+    /// `--address-file -` (standard input). `--address-file` mounts in the
+    /// background as well.
     func testSecrets_ForegroundArgvHoldsNoQueryOrUserInformation() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         let published = try publish(server, ["s.bin": 100_000])
@@ -1013,6 +1014,18 @@ final class RemoteMountTests: RemoteTestCase {
                 continue
             }
             XCTAssertEqual(try sha256("\(mountpoint)/s.bin"), try sha256("\(published.source)/s.bin"), how)
+            if how == "--address-file FILE" {
+                // In the background too: the daemon's argv has the display name.
+                let backgroundMountpoint = try scratchMountpoint()
+                assertSuccess(try run(try Tools.mount(), ["--address-file", addressFile, backgroundMountpoint, "--key-file", published.key,
+                                                          "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))]))
+                XCTAssertTrue(Deadline.poll(seconds: 15) { MountTable.isServing(backgroundMountpoint) })
+                XCTAssertEqual(try sha256("\(backgroundMountpoint)/s.bin"), try sha256("\(published.source)/s.bin"))
+                let daemon = try XCTUnwrap(ProcessTable.daemon(servingAt: backgroundMountpoint))
+                let daemonArgv = (ProcessTable.arguments(of: daemon) ?? []).map { String(decoding: $0, as: UTF8.self) }
+                XCTAssertTrue(daemonArgv.contains { $0.hasSuffix("/bundle.encfs?…") }, "\(daemonArgv)")
+                _ = MountedBundle.unmount(mountpoint: backgroundMountpoint, foreground: nil)
+            }
             let shown = String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(process.pid)/cmdline"))) ?? Data(),
                                as: UTF8.self).replacingOccurrences(of: "\0", with: " ")
             XCTAssertTrue(shown.contains("bundle.encfs") || how != "as BUNDLE", "\(how): \(shown)")
