@@ -17,8 +17,14 @@ short (full Content-Length, half the body, close), status (code=,
 retry_after=), full200 (drop the Range header: the server sends 200),
 flip (every=N: flip one bit of every Nth body byte: damage on the way),
 etag (value=V: the object looks replaced: responses carry ETag V, a request
-whose If-Match is not V gets 412), noetag (responses carry no ETag).
-Parameters combine: latency_ms= and bytes_per_second= apply to any mode.
+whose If-Match is not V gets 412, unless ignore_if_match=1: a server that
+ignores If-Match), noetag (responses carry no ETag),
+claim (size=N: a liar: the object claims N bytes in Content-Range and in
+the bundle header's payload and index lengths, unauthenticated fields;
+ranges past the real object get 64 KiB of zeros, then the connection is
+closed).
+Parameters combine: latency_ms= and bytes_per_second= apply to any mode;
+skip=N lets N requests pass before the fault starts.
 require_auth=VALUE answers 401 to requests without that Authorization.
 "bytes" counts response body bytes sent to clients (what a mount transfers);
 "connections" the client connections that carried a request since the reset
@@ -38,6 +44,10 @@ state = {"mode": "pass", "count": None, "params": {}, "requests": 0, "bytes": 0,
 def current_fault():
     """The fault for this request, consuming one of `count`."""
     mode, params = state["mode"], dict(state["params"])
+    skip = int(params.get("skip", "0"))
+    if skip > 0:  # this many requests pass first
+        state["params"]["skip"] = str(skip - 1)
+        return "pass", {}
     if state["count"] is not None:
         state["count"] -= 1
         if state["count"] <= 0:
@@ -64,6 +74,31 @@ async def send_body(writer, body, rate):
         await writer.drain()
         state["bytes"] += len(piece)
         await asyncio.sleep(len(piece) / rate)
+
+
+def claim_header(body, claimed):
+    """The bundle header at the start of `body` with its payload and index
+    lengths (little-endian u64 at 40 and 56, the index offset at 48)
+    grown so that the bundle claims `claimed` bytes."""
+    body = bytearray(body)
+    header_length = int.from_bytes(body[12:16], "little")
+    payload = claimed - header_length
+    index_offset = int.from_bytes(body[48:56], "little")
+    body[40:48] = payload.to_bytes(8, "little")
+    body[56:64] = (payload - index_offset).to_bytes(8, "little")
+    return bytes(body)
+
+
+async def send_claimed_past_end(writer, headers, claimed):
+    """206 for a range past the real object: a few zeros, then nothing."""
+    wanted = next((h.split("=", 1)[1] for h in headers if h.lower().startswith("range:")), "0-0")
+    first, _, last = wanted.partition("-")
+    first, last = int(first), min(int(last or claimed - 1), claimed - 1)
+    writer.write(("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\n\r\n"
+                  % (first, last, claimed, last - first + 1)).encode())
+    writer.write(bytes(min(1 << 16, last - first + 1)))
+    await writer.drain()
+    writer.transport.abort()
 
 
 def control(target, writer):
@@ -143,7 +178,7 @@ async def handle(reader, writer, upstream):
             if mode == "etag":
                 changed = params.get("value", '"changed"')
                 matched = [h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("if-match:")]
-                if matched and matched != [changed]:
+                if matched and matched != [changed] and params.get("ignore_if_match") != "1":
                     writer.write(b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n")
                     await writer.drain()
                     continue
@@ -164,6 +199,20 @@ async def handle(reader, writer, upstream):
                 length, upstream_reader = len(body), asyncio.StreamReader()
                 upstream_reader.feed_data(body)
                 upstream_reader.feed_eof()
+            if mode == "claim":
+                claimed = int(params["size"])
+                if " 416 " in status_line + " ":
+                    upstream_writer.close()
+                    await send_claimed_past_end(writer, headers, claimed)
+                    return
+                body = await upstream_reader.readexactly(length)
+                if any(h.lower().startswith("content-range: bytes 0-") for h in response_headers):
+                    body = claim_header(body, claimed)
+                upstream_reader = asyncio.StreamReader()
+                upstream_reader.feed_data(body)
+                upstream_reader.feed_eof()
+                response_headers = [("Content-Range: " + h.split(":", 1)[1].strip().rsplit("/", 1)[0] + "/%d" % claimed)
+                                    if h.lower().startswith("content-range:") else h for h in response_headers]
             kept = [h for h in response_headers if not h.lower().startswith(("connection:", "keep-alive:", "content-length:"))]
             if mode in ("etag", "noetag"):
                 kept = [h for h in kept if not h.lower().startswith("etag:")]

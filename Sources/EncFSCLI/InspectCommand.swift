@@ -112,6 +112,9 @@ public enum InspectCommand {
 
     /// Runs the command and returns its exit code.
     public static func run(_ arguments: [[UInt8]]) -> Int32 {
+        // An address's secrets leave argv at once (cat of a large file
+        // runs for a while).
+        ProcessArguments.hideAddresses()
         let diagnostics = Diagnostics(tool: "encfs-inspect")
         let args: ArgumentParser.Result
         do {

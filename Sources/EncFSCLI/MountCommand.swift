@@ -17,7 +17,7 @@ import Glibc
 public enum MountCommand {
     static let help = """
     usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic] [--poll-us N]
-           encfs-mount URL MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
+           encfs-mount URL|--address-file FILE MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
 
     Mounts the bundle read-only at MOUNTPOINT. Every read decrypts only the
     chunks it covers, in memory. Unmount with: fusermount3 -u MOUNTPOINT
@@ -96,6 +96,7 @@ public enum MountCommand {
     \(ReaderOptions.help)
 
     \(RemoteCommandLine.help)
+    \(RemoteCommandLine.addressFileHelp)
       -h, --help               this text
       --version                print the version and exit
       --                       end of options
@@ -120,6 +121,7 @@ public enum MountCommand {
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
         .init([MountDaemon.flag], takesValue: false),
+        .init([RemoteCommandLine.addressFile], takesValue: true),
     ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions + RemoteCommandLine.parserOptions
         + LockOptions.parserOptions)
 
@@ -132,6 +134,9 @@ public enum MountCommand {
         // A remote bundle: its address (secret) and settings; the
         // configuration then names it by its display name only.
         var remote: (url: [UInt8], options: RemoteOptions)?
+        // Before anything else: with -f this process serves for the
+        // mount's life, and its argv is anyone's to read.
+        ProcessArguments.hideAddresses()
         do {
             // fstab: every long option also as -o name=value.
             args = try parser.expandingMountOptions(try parser.parse(arguments))
@@ -274,11 +279,10 @@ public enum MountCommand {
                                   options: OpenOptions, diagnostics: Diagnostics) -> Int32 {
         let logger: MountLogger
         if let logFile = configuration.logFile {
-            guard let fileLogger = MountLogger.appending(to: logFile) else {
-                diagnostics.error("cannot open log file", path: logFile)
+            do { logger = try MountLogger.appending(to: logFile) } catch {
+                diagnostics.error("cannot use log file: \(error)", path: error.path)
                 return ExitCode.failure
             }
-            logger = fileLogger
         } else {
             logger = MountLogger(sink: .standardError)
         }
@@ -311,10 +315,14 @@ public enum MountCommand {
     ///
     /// - Throws: `UsageError` for a missing operand or a value out of range.
     static func configuration(from args: ArgumentParser.Result) throws -> MountConfiguration {
-        guard args.positionals.count == 2 else {
-            throw UsageError(args.positionals.count < 2 ? "missing BUNDLE or MOUNTPOINT" : "too many arguments")
+        // With --address-file, MOUNTPOINT alone.
+        let operands = args.has(RemoteCommandLine.addressFile) ? 1 : 2
+        guard args.positionals.count == operands else {
+            throw UsageError(args.positionals.count < operands ? (operands == 2 ? "missing BUNDLE or MOUNTPOINT" : "missing MOUNTPOINT")
+                             : operands == 2 ? "too many arguments" : "BUNDLE and \(RemoteCommandLine.addressFile) given")
         }
-        var configuration = MountConfiguration(bundlePath: args.positionals[0], mountpoint: args.positionals[1],
+        var configuration = MountConfiguration(bundlePath: try RemoteCommandLine.address(from: args) ?? args.positionals[0],
+                                               mountpoint: args.positionals[operands - 1],
                                                indexCacheKB: IndexPages.defaultCacheBytes >> 10,
                                                threads: MountSession.defaultThreads)
         configuration.fuseOptions = args.values("-o").flatMap {
@@ -416,10 +424,13 @@ public enum MountCommand {
         resolved.mountpoint = try absolute(configuration.mountpoint)
         resolved.access = try AccessOptions.resolvingExecutables(configuration.access)
         if let logFile = configuration.logFile {
-            do { _ = try FileDescriptor.open(logFile, flags: O_WRONLY | O_APPEND | O_CREAT, mode: 0o600) } catch {
-                throw CommandError("cannot open log file", path: logFile)
+            // Not resolved: a symbolic link must be seen, and refused, by
+            // the open (MountLogger.appending(to:)).
+            let path = try FileIO.absolutePath(logFile)
+            do { _ = try MountLogger.appending(to: path) } catch {
+                throw CommandError("cannot use log file: \(error)", path: error.path)
             }
-            resolved.logFile = try absolute(logFile)
+            resolved.logFile = path
         }
         return resolved
     }

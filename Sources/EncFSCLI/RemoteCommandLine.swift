@@ -23,6 +23,16 @@ enum RemoteCommandLine {
     static let netTimeout = "--net-timeout"
     static let retries = "--retries"
     static let caFile = "--ca-file"
+    /// `encfs-mount` only (a long-running process with one operand to
+    /// replace); see ``addressFileHelp``.
+    static let addressFile = "--address-file"
+    static let addressFileHelp = """
+      --address-file FILE      read the address from FILE (- for standard
+                               input; its first line) instead of BUNDLE, so
+                               that it never appears in argv
+                               (/proc/PID/cmdline); an address given as
+                               BUNDLE is hidden from argv at start
+    """
     /// In the daemon's argv: its bundle is remote, secrets on fd 5.
     static let daemonRemote = "--internal-remote"
 
@@ -32,6 +42,9 @@ enum RemoteCommandLine {
         .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
         .init([daemonRemote], takesValue: false),
     ]
+
+    /// Largest `--address-file`.
+    static let maximumAddressFile = 16 << 10
 
     /// Largest `--header-file`.
     static let maximumHeaderFile = 32 << 10
@@ -60,6 +73,39 @@ enum RemoteCommandLine {
                                (default 10)
       --ca-file FILE           trust these certificate authorities (PEM)
     """
+
+    /// The address in `--address-file` (a file, or `-` for standard input),
+    /// or nil when the option is not given.
+    ///
+    /// - Throws: `CommandError` naming the file (never its contents) when
+    ///   it cannot be read or holds no address.
+    static func address(from args: ArgumentParser.Result) throws -> [UInt8]? {
+        guard let path = args.value(addressFile) else { return nil }
+        let text: SecureBytes
+        do {
+            if path == Array("-".utf8) {
+                // Zero-filled: the address ends at the first NUL after it.
+                text = try SecureBytes(count: maximumAddressFile + 1) { (out: UnsafeMutableRawBufferPointer) throws(BundleError) in
+                    guard try FileIO.readFull(0, into: out, path: path) <= maximumAddressFile else {
+                        throw BundleError.limitExceeded("more than \(maximumAddressFile) bytes")
+                    }
+                }
+            } else {
+                text = try FileIO.readSecretFile(path, limit: maximumAddressFile)
+            }
+        } catch {
+            throw CommandError("cannot read \(addressFile)", path: path)
+        }
+        // One line; surrounding white space (a final newline) dropped.
+        let address: [UInt8] = text.withUnsafeBytes { bytes in
+            let line = bytes.prefix { $0 != 0 && $0 != UInt8(ascii: "\n") }
+            return Array(line.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }.reversed())
+        }
+        guard isRemote(address) else {
+            throw CommandError("\(addressFile) holds no http:// or https:// address", path: path)
+        }
+        return address
+    }
 
     /// Whether `bundle` is an address rather than a path.
     static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }

@@ -237,7 +237,7 @@ package enum MountDaemon {
                 return fail("no key received from the parent process", path: nil)
             }
         }
-        let logger = configuration.logFile.flatMap(MountLogger.appending(to:)) ?? MountLogger(sink: .syslog)
+        let logger = configuration.logFile.flatMap { try? MountLogger.appending(to: $0) } ?? MountLogger(sink: .syslog)
         logger.warnIfSecretsNotLocked()
         _ = chdir("/")
         let reader: ReaderHandoff

@@ -25,11 +25,22 @@ public final class MountLogger: Sendable {
         }
     }
 
-    /// A logger appending to `path` (created 0600), or nil when it cannot
-    /// be opened. The descriptor stays open for the life of the process.
-    package static func appending(to path: [UInt8]) -> MountLogger? {
-        let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600) }
-        return fd >= 0 ? MountLogger(sink: .file(fd)) : nil
+    /// A logger appending to `path` (absolute; created 0600). The
+    /// descriptor stays open for the life of the process.
+    ///
+    /// A root daemon writes lines partly chosen by callers (names, paths)
+    /// there, so the file is opened as ``TrustedPath`` opens it: never
+    /// through a symbolic link, never another user's file or a hard link,
+    /// in a directory reached only through directories that root or this
+    /// user alone can change (sticky ones such as /tmp included).
+    ///
+    /// - Throws: ``TrustedPathError`` naming what was refused.
+    package static func appending(to path: [UInt8]) throws(TrustedPathError) -> MountLogger {
+        let file = try TrustedPath.openForAppending(path)
+        // The logger keeps a raw descriptor for the process's life.
+        let fd = fcntl(file.rawValue, F_DUPFD_CLOEXEC, 0)
+        guard fd >= 0 else { throw .io(errno: errno, path) }
+        return MountLogger(sink: .file(fd))
     }
 
     /// Logs once, at start, when key memory could not be locked.

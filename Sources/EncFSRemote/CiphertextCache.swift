@@ -25,8 +25,13 @@ import Glibc
 /// Least-recently-used units are evicted when a new one is inserted, so
 /// the directory never holds more than ``limit`` bytes of units.
 final class CiphertextCache: Sendable {
-    /// The bundle's directory.
+    /// The bundle's directory, for messages: every file in it is reached
+    /// through ``folder``.
     let directory: [UInt8]
+    /// The bundle's directory, opened once: names are resolved relative to
+    /// it (`openat`, `renameat`, `unlinkat`), never through its path,
+    /// which another process could make lead elsewhere.
+    private let folder: FileDescriptor
     /// Most bytes of unit files kept.
     let limit: UInt64
     /// Bytes per cell of the table that finds a unit by offset: the fetch
@@ -110,13 +115,19 @@ final class CiphertextCache: Sendable {
     ///   another process holds the lock.
     init(root: [UInt8], bundleID: [UInt8], version: [UInt8], limit: UInt64, fetchable: Range<UInt64>,
          cellSize: UInt64) throws(RemoteError) {
-        try Self.makeDirectories(root)
-        directory = root + Array("/\(Hex.encode(bundleID))".utf8)
-        try Self.makeDirectories(directory)
+        let name = Array(Hex.encode(bundleID).utf8)
+        let root = try Self.absolute(root)
+        directory = root + [UInt8(ascii: "/")] + name
+        do {
+            let top = try TrustedPath.openDirectory(root, rule: .owned, create: true)
+            folder = try TrustedPath.openSubdirectory(name, in: top, shown: directory, rule: .owned, create: true)
+        } catch {
+            throw Self.refusal(error)
+        }
         self.limit = limit
         self.cellSize = max(cellSize, 1)
         do {
-            lockFile = try FileDescriptor.open(directory + Array("/lock".utf8), flags: O_RDWR | O_CREAT, mode: 0o600)
+            lockFile = try Self.openEntry(folder, Array("lock".utf8), O_RDWR | O_CREAT)
         } catch {
             throw .cache("cannot create its lock file", path: directory)
         }
@@ -124,16 +135,32 @@ final class CiphertextCache: Sendable {
             throw .cache("in use by another encfs process (give each mount its own --cache-dir)", path: directory)
         }
         let version = Self.layoutTag + version
-        let versionPath = directory + Array("/version".utf8)
-        let sameVersion = (try? Self.contents(of: versionPath)) == version
-        state = Mutex(Self.loadUnits(directory, keep: sameVersion, fetchable: fetchable, cellSize: self.cellSize))
-        if !sameVersion { try Self.writeVersion(version, to: versionPath, directory: directory) }
+        let sameVersion = (try? Self.contents(of: Array("version".utf8), in: folder)) == version
+        state = Mutex(Self.loadUnits(folder, keep: sameVersion, fetchable: fetchable, cellSize: self.cellSize))
+        if !sameVersion { try Self.writeVersion(version, in: folder, directory: directory) }
+    }
+
+    /// A refused cache directory as the user is told.
+    private static func refusal(_ error: TrustedPathError) -> RemoteError {
+        switch error {
+        case .io(let code, let path): return .cache("cannot open directory: \(String(cString: strerror(code)))", path: path)
+        default: return .cache("refused: \(error) (it must be a directory of this user that others cannot write, "
+                               + "reached through directories only root or this user can change)", path: error.path)
+        }
+    }
+
+    /// `path` made absolute against the working directory.
+    private static func absolute(_ path: [UInt8]) throws(RemoteError) -> [UInt8] {
+        guard path.first != UInt8(ascii: "/") else { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { throw .cache("cannot resolve path", path: path) }
+        return buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) } + [UInt8(ascii: "/")] + path
     }
 
     /// The units found on disk, least recently written first; the files of
     /// units not kept (another version, outside `fetchable`, overlapping an
     /// earlier unit) deleted.
-    private static func loadUnits(_ directory: [UInt8], keep: Bool, fetchable: Range<UInt64>, cellSize: UInt64) -> State {
+    private static func loadUnits(_ directory: FileDescriptor, keep: Bool, fetchable: Range<UInt64>, cellSize: UInt64) -> State {
         var initial = State()
         var found = listUnits(directory)
         found.sort { $0.start < $1.start }
@@ -238,14 +265,14 @@ final class CiphertextCache: Sendable {
         guard let (start, length, generation) = found else { return nil }
         let range = start..<(start + UInt64(length))
         if let file = openFiles.file(of: start, generation: generation) { return (file, range) }
-        let fd = withPath(of: start) { open($0, O_RDONLY | O_CLOEXEC) }
+        let fd = withName(of: start) { openat(folder.rawValue, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else {
             forget(start)
             return nil
         }
         let file = FileDescriptor(taking: fd)
         var st = stat()
-        guard fstat(fd, &st) == 0, st.st_size == length else {
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size == length else {
             discard(start)
             return nil
         }
@@ -295,8 +322,8 @@ final class CiphertextCache: Sendable {
             return evicted
         }
         guard let evicted else { return }
-        for old in evicted { Self.remove(directory, old) }
-        guard Self.writeUnit(bytes, to: Self.path(directory, start), directory: directory, unit: start) else {
+        for old in evicted { Self.remove(folder, old) }
+        guard Self.writeUnit(bytes, in: folder, unit: start) else {
             forget(start)
             return
         }
@@ -348,7 +375,7 @@ final class CiphertextCache: Sendable {
     /// new unit stored at the same offset (possible once the table forgets
     /// this one) is never the file deleted.
     private func discard(_ start: UInt64) {
-        Self.remove(directory, start)
+        Self.remove(folder, start)
         forget(start)
     }
 
@@ -361,22 +388,19 @@ final class CiphertextCache: Sendable {
 
     private static let unitPrefix = Array("unit-".utf8)
 
-    /// Calls `body` with the NUL-terminated path of the unit that starts at
+    /// Calls `body` with the NUL-terminated name of the unit that starts at
     /// offset `unit`, built on the stack: a read served from the cache
     /// allocates nothing.
-    private func withPath<R>(of unit: UInt64, _ body: (UnsafePointer<CChar>) -> R) -> R {
-        let prefix = directory.count + 1 + Self.unitPrefix.count
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: prefix + 17) { path in
+    private func withName<R>(of unit: UInt64, _ body: (UnsafePointer<CChar>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.unitPrefix.count + 17) { name in
             var at = 0
             func append(_ byte: UInt8) {
-                path[at] = byte
+                name[at] = byte
                 at += 1
             }
-            directory.forEach(append)
-            append(UInt8(ascii: "/"))
             Self.unitPrefix.forEach(append)
             // Hex digits, most significant first, no leading zeros (as
-            // ``path(_:_:)`` names it).
+            // ``name(_:)`` names it).
             var digits = 1
             while digits < 16 && unit >> (4 * UInt64(digits)) != 0 { digits += 1 }
             for i in 0..<digits {
@@ -384,84 +408,96 @@ final class CiphertextCache: Sendable {
                 append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
             }
             append(0)
-            guard let base = path.baseAddress else { preconditionFailure("internal error: empty path buffer") }
+            guard let base = name.baseAddress else { preconditionFailure("internal error: empty name buffer") }
             return UnsafeRawPointer(base).withMemoryRebound(to: CChar.self, capacity: at) { body($0) }
         }
     }
 
-    static func path(_ directory: [UInt8], _ unit: UInt64) -> [UInt8] {
-        directory + [UInt8(ascii: "/")] + unitPrefix + Array(String(unit, radix: 16).utf8)
+    static func name(_ unit: UInt64) -> [UInt8] {
+        unitPrefix + Array(String(unit, radix: 16).utf8)
     }
 
-    private static func remove(_ directory: [UInt8], _ unit: UInt64) {
-        _ = path(directory, unit).withCString { unlink($0) }
+    private static func remove(_ directory: FileDescriptor, _ unit: UInt64) {
+        _ = name(unit).withCString { unlinkat(directory.rawValue, $0, 0) }
     }
 
-    /// Writes `bytes` under a temporary name, then renames it to `path`.
-    private static func writeUnit(_ bytes: UnsafeRawBufferPointer, to path: [UInt8], directory: [UInt8], unit: UInt64) -> Bool {
-        let temporary = directory + Array("/.tmp-\(String(unit, radix: 16))-\(getpid())-\(pthread_self())".utf8)
-        let fd = temporary.withCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+    /// Opens `name` in `directory` with `flags`, never through a symbolic
+    /// link, and only a regular file.
+    private static func openEntry(_ directory: FileDescriptor, _ name: [UInt8], _ flags: Int32) throws(BundleError) -> FileDescriptor {
+        let fd = try SystemCall.retrying("open", path: name) {
+            name.withCString { openat(directory.rawValue, $0, flags | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+        }
+        let file = FileDescriptor(taking: fd, path: name)
+        guard try file.status().st_mode & S_IFMT == S_IFREG else { throw .io(errno: EINVAL, operation: "open", path: name) }
+        return file
+    }
+
+    /// Writes `bytes` under a new temporary name in `directory` (`O_EXCL`:
+    /// nothing that is there already is written through), then renames it
+    /// to the unit's name.
+    private static func writeUnit(_ bytes: UnsafeRawBufferPointer, in directory: FileDescriptor, unit: UInt64) -> Bool {
+        let temporary = Array(".tmp-\(String(unit, radix: 16))-\(getpid())-\(pthread_self())".utf8)
+        return replace(name(unit), in: directory, through: temporary, with: bytes)
+    }
+
+    /// Writes `bytes` to `temporary` in `directory`, created `O_EXCL`, and
+    /// renames it to `name`; the temporary file is removed on failure.
+    private static func replace(_ name: [UInt8], in directory: FileDescriptor, through temporary: [UInt8],
+                                with bytes: UnsafeRawBufferPointer) -> Bool {
+        let fd = temporary.withCString { openat(directory.rawValue, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
         guard fd >= 0 else { return false }
         let written = (try? FileIO.writeAll(fd, bytes, path: temporary)) != nil
         close(fd)
-        guard written, temporary.withCString({ from in path.withCString { rename(from, $0) } }) == 0 else {
-            _ = temporary.withCString { unlink($0) }
+        guard written, temporary.withCString({ from in name.withCString { renameat(directory.rawValue, from, directory.rawValue, $0) } }) == 0 else {
+            _ = temporary.withCString { unlinkat(directory.rawValue, $0, 0) }
             return false
         }
         return true
     }
 
-    private static func writeVersion(_ version: [UInt8], to path: [UInt8], directory: [UInt8]) throws(RemoteError) {
-        let temporary = path + Array(".tmp".utf8)
-        let fd = temporary.withCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else { throw .cache("cannot write its version file", path: directory) }
-        let written = version.withUnsafeBytes { (try? FileIO.writeAll(fd, $0, path: temporary)) != nil }
-        close(fd)
-        guard written, temporary.withCString({ from in path.withCString { rename(from, $0) } }) == 0 else {
+    private static func writeVersion(_ version: [UInt8], in folder: FileDescriptor, directory: [UInt8]) throws(RemoteError) {
+        let temporary = Array("version.tmp".utf8)
+        // A leftover of a daemon that died while writing it.
+        _ = temporary.withCString { unlinkat(folder.rawValue, $0, 0) }
+        guard version.withUnsafeBytes({ replace(Array("version".utf8), in: folder, through: temporary, with: $0) }) else {
             throw .cache("cannot write its version file", path: directory)
         }
     }
 
-    private static func contents(of path: [UInt8]) throws -> [UInt8] {
-        let fd = try FileDescriptor.open(path, flags: O_RDONLY)
+    private static func contents(of name: [UInt8], in directory: FileDescriptor) throws -> [UInt8] {
+        let fd = try openEntry(directory, name, O_RDONLY)
         var bytes = [UInt8](repeating: 0, count: 4096)
-        let n = try bytes.withUnsafeMutableBytes { try FileIO.readFull(fd.rawValue, into: $0, path: path) }
+        let n = try bytes.withUnsafeMutableBytes { try FileIO.readFull(fd.rawValue, into: $0, path: name) }
         return Array(bytes.prefix(n))
     }
 
-    /// Creates `path` and missing parents, mode 0700 (the cache tells
-    /// which bundles a user reads).
-    private static func makeDirectories(_ path: [UInt8]) throws(RemoteError) {
-        let slash = UInt8(ascii: "/")
-        for end in path.indices where path[end] != slash && (end == path.count - 1 || path[end + 1] == slash) {
-            let prefix = Array(path[...end])
-            if prefix.withCString({ mkdir($0, 0o700) }) != 0 && errno != EEXIST {
-                throw .cache("cannot create directory", path: prefix)
-            }
-        }
-        var st = stat()
-        guard path.withCString({ stat($0, &st) }) == 0, st.st_mode & S_IFMT == S_IFDIR else {
-            throw .cache("not a directory", path: path)
-        }
-    }
-
     /// Unit files in `directory` with their lengths and modification
-    /// times; leftover temporary files are deleted.
-    private static func listUnits(_ directory: [UInt8]) -> [(start: UInt64, length: Int, modified: Int)] {
-        guard let dir = directory.withCString({ opendir($0) }) else { return [] }
+    /// times; leftover temporary files, and entries named as units that
+    /// are not regular files, are deleted.
+    private static func listUnits(_ directory: FileDescriptor) -> [(start: UInt64, length: Int, modified: Int)] {
+        // A descriptor of its own: fdopendir takes it, and reads from its offset.
+        let fd = openat(directory.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        guard let dir = fdopendir(fd) else {
+            close(fd)
+            return []
+        }
         defer { closedir(dir) }
         var found: [(start: UInt64, length: Int, modified: Int)] = []
         while let entry = readdir(dir) {
             let name: [UInt8] = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
-            let full = directory + [UInt8(ascii: "/")] + name
             if name.starts(with: Array(".tmp-".utf8)) {
-                _ = full.withCString { unlink($0) }
+                _ = name.withCString { unlinkat(directory.rawValue, $0, 0) }
                 continue
             }
             guard name.starts(with: unitPrefix),
                   let start = UInt64(String(decoding: name.dropFirst(unitPrefix.count), as: UTF8.self), radix: 16) else { continue }
             var st = stat()
-            guard full.withCString({ stat($0, &st) }) == 0 else { continue }
+            guard name.withCString({ fstatat(directory.rawValue, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { continue }
+            guard st.st_mode & S_IFMT == S_IFREG else {
+                _ = name.withCString { unlinkat(directory.rawValue, $0, st.st_mode & S_IFMT == S_IFDIR ? AT_REMOVEDIR : 0) }
+                continue
+            }
             found.append((start, Int(st.st_size), Int(st.st_mtim.tv_sec)))
         }
         return found

@@ -11,8 +11,9 @@ import Glibc
 /// Opening makes one request for the first ``headRange`` bytes: its
 /// `Content-Range` gives the object's size and its `ETag` is pinned; those
 /// bytes are kept, so reading the header costs nothing more. Every later
-/// request sends `If-Match` with the pinned ETag; a 412, 404 or another
-/// size means the object was replaced, and from then on every read fails
+/// request sends `If-Match` with the pinned ETag; a 412, 404, another
+/// size or another ETag in a response (from a server that ignores
+/// If-Match) means the object was replaced, and from then on every read fails
 /// with ``RemoteError/replaced`` (the cache above keeps serving what it
 /// holds). Transient failures are retried with exponential backoff and
 /// full jitter until the read's deadline (``RemoteRetryPolicy``).
@@ -164,11 +165,25 @@ public final class HTTPByteSource: ByteSource {
                 wasReplaced.store(true, ordering: .relaxed)
                 throw .replaced
             }
+            // A server (or a cache on the way) that ignores If-Match still
+            // names what it sent: another object's bytes are never used.
+            if let pinned = etag, let sent = response.etag, !Self.sameEntity(pinned, sent) {
+                wasReplaced.store(true, ordering: .relaxed)
+                throw .replaced
+            }
             guard response.rangeStart == offset, response.bodyLength == count else {
                 return .retry("a short body", after: nil)
             }
             return .done(())
         }
+    }
+
+    /// Whether two ETags name the same entity: equal once a weak marker
+    /// (`W/`) is dropped (RFC 9110's weak comparison; a proxy that
+    /// compresses may turn a strong tag weak without changing the object).
+    static func sameEntity(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        func opaque(_ tag: [UInt8]) -> ArraySlice<UInt8> { tag.starts(with: Array("W/".utf8)) ? tag.dropFirst(2) : tag[...] }
+        return opaque(a) == opaque(b)
     }
 
     /// A connection for one request: an idle one, or a new one while

@@ -40,7 +40,9 @@ public final class RemoteBundleSource: ByteSource {
     private let headEnd: UInt64
     /// Bytes from this offset on are held in ``pinned`` (`size` when not).
     private let pinnedStart: UInt64
-    private let pinned: [UInt8]
+    /// The sealed index in memory, fetched at its first read (never before
+    /// the header is authenticated: see ``PinnedIndex``).
+    private let pinned: PinnedIndex?
     private let unitSize: UInt64
     /// A sealed chunk's length, to end units on chunk boundaries; nil for a
     /// compressed bundle, whose sealed chunks differ in length (a unit then
@@ -144,8 +146,9 @@ public final class RemoteBundleSource: ByteSource {
     }
 
     /// Opens the bundle at `location`: one request for the head (size,
-    /// ETag, header), one for the sealed index unless `prefetch` is
-    /// `none`, then the cache directory of its bundle id.
+    /// ETag, header), then the cache directory of its bundle id. Unless
+    /// `prefetch` is `none`, the sealed index is fetched whole at its first
+    /// read (``PinnedIndex``), once the reader has authenticated the header.
     ///
     /// - Throws: `RemoteError` (network, cache), `BundleError` (header).
     public convenience init(location: RemoteLocation, options: RemoteOptions) throws {
@@ -153,8 +156,8 @@ public final class RemoteBundleSource: ByteSource {
     }
 
     /// Opens a remote bundle over `http` (already opened, or handed over
-    /// by the mount command): the index unless `prefetch` is `none`, then
-    /// the cache directory of its bundle id.
+    /// by the mount command), then the cache directory of its bundle id;
+    /// nothing is fetched.
     ///
     /// - Throws: `RemoteError` (network, cache), `BundleError` (header).
     public init(http: HTTPByteSource, options: RemoteOptions) throws {
@@ -165,16 +168,12 @@ public final class RemoteBundleSource: ByteSource {
         }
         headEnd = UInt64(min(HTTPByteSource.headRange, Int(clamping: http.size)))
         if options.prefetch != .none {
-            let start = max(UInt64(header.headerLength) + header.indexOffset, headEnd)
-            var index = [UInt8](repeating: 0, count: Int(http.size - min(start, http.size)))
-            if !index.isEmpty {
-                try index.withUnsafeMutableBytes { try http.fetch(offset: start, count: $0.count, into: $0) }
-            }
+            let start = min(max(UInt64(header.headerLength) + header.indexOffset, headEnd), http.size)
             pinnedStart = start
-            pinned = index
+            pinned = PinnedIndex(start: start, length: http.size - start, piece: max(options.fetchSize, PinnedIndex.smallestPiece))
         } else {
             pinnedStart = http.size
-            pinned = []
+            pinned = nil
         }
         unitSize = UInt64(max(options.fetchSize, 4096))
         chunkStride = header.features.isCompressed ? nil : header.layout.sealedChunkSize
@@ -232,10 +231,9 @@ public final class RemoteBundleSource: ByteSource {
             let n = Int(min(UInt64(buffer.count), headEnd - position))
             return try http.read(fromAbsoluteOffset: position, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]))
         }
-        if position >= pinnedStart {
-            let start = Int(position - pinnedStart)
-            let n = min(buffer.count, pinned.count - start)
-            pinned.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[start..<(start + n)])) }
+        if position >= pinnedStart, let pinned {
+            let n = try pinned.read(at: position, into: buffer, over: http)
+            guard n > 0 else { throw RemoteError.notThisBundle("the index ends early") }
             return n
         }
         let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(UInt64(buffer.count), pinnedStart - position))])
@@ -587,10 +585,15 @@ public final class RemoteBundleSource: ByteSource {
     /// Drops the cached units that hold any of `count` bytes at `offset`,
     /// which failed authentication: the reader reads them once more, fresh
     /// from the server (without a cache, too: a body damaged on the way
-    /// may arrive whole the second time). The head and the pinned index
-    /// were fetched once at open and are not fetched again.
+    /// may arrive whole the second time); the pinned index too is fetched
+    /// again at its next read. The head (fetched at open) is not.
     public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool {
-        guard count > 0, offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
+        guard count > 0 else { return false }
+        if let pinned, offset + UInt64(count) > pinnedStart {
+            pinned.discard()
+            if offset >= pinnedStart { return true }
+        }
+        guard offset < pinnedStart, offset + UInt64(count) > headEnd else { return false }
         let bytes = max(offset, headEnd)..<min(offset + UInt64(count), pinnedStart)
         // A unit whose first bytes were handed to this thread while the
         // rest arrives.

@@ -62,6 +62,39 @@ final class CommandLineTests: MountTestCase {
         assertFails(fromEnvironment, status: 1, tool: "encfs-mount", containing: ["wrong key"], mountpoint: mnt)
     }
 
+    /// `--log-file` in a directory anyone may write (sticky, as /tmp):
+    /// a link another user planted there, or a file of theirs, is refused,
+    /// in the foreground and the background, and the link's target is
+    /// unchanged; the same name with nothing planted is created and used.
+    func testMount_LogFilePlantedByAnotherUserRefused() throws {
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let shared = try scratch.makeDirectory("shared")
+        XCTAssertEqual(chmod(shared, 0o1777), 0)
+        let target = try scratch.write("root-only", Array("root's own\n".utf8), mode: 0o600)
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        assertSuccess(try run("setpriv", asNobody + ["sh", "-c", "ln -s \"$1\" \"$2/link.log\" && : > \"$2/theirs.log\"",
+                                                     "sh", target, shared]))
+        let mnt = try scratch.makeDirectory("mnt")
+        // Unmounted at teardown should a mount that must fail succeed.
+        addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mnt, foreground: nil) }
+        for (name, message) in [("link.log", "a symbolic link"), ("theirs.log", "owned by another user")] {
+            for foreground in [false, true] {
+                let result = try run(try Tools.mount(), [bundle, mnt, "--key-file", key, "--log-file", "\(shared)/\(name)"]
+                                     + (foreground ? ["-f"] : []), timeout: 30)
+                assertFails(result, status: 1, tool: "encfs-mount", containing: ["cannot use log file: \(message)", name],
+                            mountpoint: mnt)
+            }
+        }
+        XCTAssertEqual(try String(contentsOfFile: target, encoding: .utf8), "root's own\n")
+        let mounted = try mount(bundle, at: mnt, keyArguments: ["--key-file", key], logFile: "\(shared)/mine.log")
+        XCTAssertEqual(try String(contentsOfFile: mounted.path("hello"), encoding: .utf8), "hello\n")
+        unmount(mounted)
+        var st = stat()
+        XCTAssertEqual(lstat("\(shared)/mine.log", &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFREG)
+        XCTAssertEqual(st.st_uid, 0)
+    }
+
     func testMount_NotABundleFails() throws {
         let mnt = try scratch.makeDirectory("mnt")
         let random = try scratch.write("random.bin", (0..<4096).map { _ in UInt8.random(in: 0...255) })

@@ -368,6 +368,65 @@ final class RemoteMountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// The index kept in memory (`--prefetch index`) damaged on the way:
+    /// it fails authentication, is fetched once more, and the mount
+    /// serves the right bytes.
+    func testPrefetchIndex_IndexDamagedOnTheWayIsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 300_000, "b.bin": 200_000])
+        // The head passes; the index's request gets bits flipped, once.
+        try server.setFault("flip", count: 1, ["skip": "1", "every": "1000"])
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key)
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+    }
+
+    /// With `--prefetch none` the index is read through the cache like
+    /// content: a damaged cached copy of it is dropped and fetched again,
+    /// as a damaged chunk is, and the mount serves the right bytes.
+    func testPrefetchNone_DamagedCachedIndexIsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 300_000, "b.bin": 200_000])
+        let cache = try scratch.makeDirectory("cache")
+        let url = server.url("bundle.encfs")
+        var mounted = try mountRemote(url, key: published.key, cache: cache, ["--prefetch", "none"])
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+        // The last unit holds the end of the bundle: the index and its tag.
+        let last = try XCTUnwrap(try unitFiles(cache).last)
+        XCTAssertEqual(last.start + last.size, try BundleSurgery.size(of: published.bundle))
+        try BundleSurgery.flipByte(at: last.size / 2, in: last.path)
+        try server.resetProxy()
+        mounted = try mountRemote(url, key: published.key, cache: cache, ["--prefetch", "none"])
+        XCTAssertGreaterThan(try server.proxyStats().bytes, 0, "the damaged index must be fetched again")
+        XCTAssertEqual(try digests(mounted.mountpoint), try digests(published.source))
+        unmount(mounted)
+    }
+
+    /// With `--prefetch none` and a small index cache, index pages are
+    /// read again from the cache while the mount runs: a cached copy
+    /// damaged meanwhile is dropped and fetched again, never EIO.
+    func testPrefetchNone_IndexUnitDamagedWhileMounted_IsFetchedAgain() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        // About 10 index pages of 16 KiB, against a cache of 4.
+        let published = try publish(server, Dictionary(uniqueKeysWithValues: (0..<2000).map { (String(format: "f%04d.txt", $0), 10) }))
+        let cache = try scratch.makeDirectory("cache")
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache,
+                                      ["--prefetch", "none", "--index-cache", "64"])
+        let expected = try digests(published.source)
+        XCTAssertEqual(try digests(mounted.mountpoint), expected)
+        let last = try XCTUnwrap(try unitFiles(cache).last)
+        XCTAssertEqual(last.start + last.size, try BundleSurgery.size(of: published.bundle))
+        XCTAssertGreaterThan(last.size, 64 << 10, "the index does not outgrow the index cache")
+        try BundleSurgery.flipByte(at: last.size / 2, in: last.path)
+        try dropKernelCaches()
+        try server.resetProxy()
+        XCTAssertEqual(try digests(mounted.mountpoint), expected, "a damaged index page was used or failed")
+        XCTAssertGreaterThan(try server.proxyStats().bytes, 0, "the damaged index must be fetched again")
+        XCTAssertFalse(mounted.logLines().contains { $0.contains("error") }, mounted.logLines().joined(separator: "\n"))
+        unmount(mounted)
+    }
+
     // MARK: - Faults
 
     func testFaults_TransientOnesAreRetried() throws {
@@ -627,6 +686,49 @@ final class RemoteMountTests: RemoteTestCase {
         XCTAssertTrue(missing.errorOutput.contains("404"), missing.errorOutput)
     }
 
+    /// A server that lies about the bundle's size (in Content-Range and in
+    /// the header's lengths, which nothing has authenticated yet):
+    /// `encfs-mount -f` and `encfs-inspect` with the key fail with one
+    /// clear line, and nothing, with the key or without, allocates what
+    /// the server claims: no abort, a small peak RSS (measured by the
+    /// parent, `getrusage(RUSAGE_CHILDREN)`; the bound is 200 MiB, a
+    /// tenth of a claim of 2 GiB and far above a tool's few MiB).
+    func testLyingServer_HugeClaimedSize_NothingAllocatedBeforeAuthentication() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        let common = ["--cache-dir", try scratch.makeDirectory("cache"), "--net-timeout", "2"]
+        for claimed in [UInt64(1) << 40, UInt64(1) << 30] {
+            try server.setFault("claim", ["size": String(claimed)])
+            let mountpoint = try scratchMountpoint()
+            let runs: [(tool: String, arguments: [String], error: String?)] = [
+                (try Tools.mount(), [url, mountpoint, "-f", "--key-file", published.key] + common, "encfs-mount: error: "),
+                (try Tools.inspect(), ["ls", url, "--key-file", published.key] + common, "encfs-inspect: error: "),
+                (try Tools.inspect(), ["info", url] + common, nil),
+            ]
+            for run in runs {
+                let what = "\(claimed) bytes claimed: \(run.arguments.prefix(3).joined(separator: " "))"
+                let measured = try check(Tools.python, ["-c", """
+                    import resource, subprocess, sys
+                    child = subprocess.run(sys.argv[1:], capture_output=True, timeout=60)
+                    sys.stderr.buffer.write(child.stderr)
+                    print(child.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+                    """, run.tool] + run.arguments)
+                let fields = measured.output.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                XCTAssertEqual(fields.count, 2, "\(what): \(measured.output)")
+                guard fields.count == 2 else { continue }
+                XCTAssertGreaterThanOrEqual(fields[0], 0, "\(what): killed by signal \(-fields[0]); \(measured.errorOutput)")
+                XCTAssertLessThan(fields[1], 200 << 10, "\(what): peak RSS \(fields[1]) KiB")
+                if let error = run.error {
+                    XCTAssertEqual(fields[0], 1, "\(what): \(measured.errorOutput)")
+                    XCTAssertEqual(measured.errorLines.filter { !$0.hasPrefix("hint: ") }.count, 1, "\(what): \(measured.errorOutput)")
+                    XCTAssertTrue(measured.errorOutput.hasPrefix(error), "\(what): \(measured.errorOutput)")
+                }
+                XCTAssertFalse(MountTable.isMounted(mountpoint))
+            }
+        }
+    }
+
     func testReplacedBundle_CachedDataServesUncachedFails() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         // Packed in name order; the spacer keeps read-ahead after early.bin
@@ -649,7 +751,9 @@ final class RemoteMountTests: RemoteTestCase {
     }
 
     /// The other signs of a replaced object: its ETag changed (the proxy
-    /// answers 412 to the pinned If-Match, as the server then would), the
+    /// answers 412 to the pinned If-Match, as the server then would; or,
+    /// as a server that ignores If-Match, sends the object with another
+    /// ETag: its bytes are not used), the
     /// object is gone (404), and, from a server that sends no ETag, another
     /// size. Each time: uncached reads EIO with one log line, cached ones
     /// served.
@@ -664,6 +768,8 @@ final class RemoteMountTests: RemoteTestCase {
         let aside = scratch.url("aside.encfs")
         let changes: [(String, setUp: () throws -> Void, change: () throws -> Void, undo: () throws -> Void)] = [
             ("ETag changed", {}, { try server.setFault("etag", ["value": "\"other-1\""]) }, { try server.resetProxy() }),
+            ("ETag changed, If-Match ignored", {}, { try server.setFault("etag", ["value": "\"other-2\"", "ignore_if_match": "1"]) },
+             { try server.resetProxy() }),
             ("gone", {}, { XCTAssertEqual(rename(published.bundle, aside), 0) }, { XCTAssertEqual(rename(aside, published.bundle), 0) }),
             ("resized without an ETag", { try server.setFault("noetag") }, { _ = try self.sh("cp \"$1\" \"$2\"", [resized, published.bundle]) }, {}),
         ]
@@ -765,6 +871,100 @@ final class RemoteMountTests: RemoteTestCase {
         }
     }
 
+    /// A fresh mountpoint, unmounted at teardown should a mount that
+    /// must fail succeed.
+    private func scratchMountpoint() throws -> String {
+        let mountpoint = try scratch.makeDirectory(uniqueName("mnt"))
+        addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
+        return mountpoint
+    }
+
+    /// The bundle id of the bundle at `url`, as `encfs-inspect info` shows it.
+    private func bundleID(_ url: String) throws -> String {
+        let info = try check(try Tools.inspect(), ["info", url, "--cache-size", "0"])
+        return try XCTUnwrap(info.output.split(separator: "\n").first { $0.hasPrefix("bundle id:") }?
+            .split(separator: " ").last.map(String.init))
+    }
+
+    /// A cache directory another user made (here in a scratch directory
+    /// anyone may enter, as /tmp), with the links that user planted in
+    /// it: root's daemon refuses it and follows none of them; the files
+    /// and directory they point at are unchanged.
+    func testCacheDirectory_PlantedByAnotherUser_RefusedNothingFollowed() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        let id = try bundleID(url)
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let secret = try scratch.write("root-only-file", Array("root's own\n".utf8), mode: 0o600)
+        let secretToo = try scratch.write("root-only-file-2", Array("root's other\n".utf8), mode: 0o600)
+        let rootDirectory = try scratch.makeDirectory("root-only-dir")
+        XCTAssertEqual(chmod(rootDirectory, 0o700), 0)
+        let shared = try scratch.makeDirectory("shared")
+        XCTAssertEqual(chmod(shared, 0o1777), 0)
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        // One with the bundle's own directory and its lock and version
+        // file linked to root's files; one with the bundle's directory
+        // linked to root's directory.
+        let planted = "\(shared)/planted", plantedLink = "\(shared)/planted-link"
+        assertSuccess(try run("setpriv", asNobody + ["sh", "-c", """
+            mkdir -m 755 "$1" "$1/$2" && ln -s "$3" "$1/$2/lock" && ln -s "$4" "$1/$2/version.tmp" &&
+            mkdir -m 755 "$5" && ln -s "$6" "$5/$2"
+            """, "sh", planted, id, secret, secretToo, plantedLink, rootDirectory]))
+        for cache in [planted, plantedLink] {
+            let mountpoint = try scratchMountpoint()
+            let result = try run(try Tools.mount(), [url, mountpoint, "--key-file", published.key, "--cache-dir", cache])
+            XCTAssertEqual(result.status, 1, result.summary)
+            XCTAssertEqual(result.errorLines.count, 1, result.errorOutput)
+            XCTAssertTrue(result.errorOutput.hasPrefix("encfs-mount: error: cache: refused: owned by another user"), result.errorOutput)
+            XCTAssertFalse(MountTable.isMounted(mountpoint))
+            // encfs-inspect goes without the cache rather than use it.
+            XCTAssertEqual(try run(try Tools.inspect(), ["cat", url, "a.bin", "--key-file", published.key, "--cache-dir", cache]).stdout,
+                           [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(published.source)/a.bin"))))
+        }
+        XCTAssertEqual(try String(contentsOfFile: secret, encoding: .utf8), "root's own\n")
+        XCTAssertEqual(try String(contentsOfFile: secretToo, encoding: .utf8), "root's other\n")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: rootDirectory), [])
+    }
+
+    /// A cache directory of root's that anyone may write (0777) is
+    /// refused; so is one whose path passes through another user's
+    /// directory, or one that is root's only through another user's link.
+    /// Root's own link is followed.
+    func testCacheDirectory_WritableByOthersOrReachedThroughThemRefused_OwnLinkFollowed() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["a.bin": 100_000])
+        let url = server.url("bundle.encfs")
+        XCTAssertEqual(chmod(scratch.path, 0o755), 0)
+        let open = try scratch.makeDirectory("open-cache")
+        XCTAssertEqual(chmod(open, 0o777), 0)
+        let theirs = try scratch.makeDirectory("theirs")
+        XCTAssertEqual(chown(theirs, 65534, 65534), 0)
+        let rootDirectory = try scratch.makeDirectory("root-cache")
+        XCTAssertEqual(symlink(rootDirectory, "\(theirs)/link"), 0)
+        XCTAssertEqual(lchown("\(theirs)/link", 65534, 65534), 0)
+        let link = scratch.url("their-link")
+        XCTAssertEqual(symlink(rootDirectory, link), 0)
+        XCTAssertEqual(lchown(link, 65534, 65534), 0)
+        for (cache, message) in [(open, "writable by group or others"), ("\(theirs)/cache", "owned by another user"),
+                                 (link, "a symbolic link owned by another user")] {
+            let mountpoint = try scratchMountpoint()
+            let result = try run(try Tools.mount(), [url, mountpoint, "--key-file", published.key, "--cache-dir", cache])
+            XCTAssertEqual(result.status, 1, "\(cache): \(result.summary)")
+            XCTAssertTrue(result.errorOutput.hasPrefix("encfs-mount: error: cache: refused: \(message)"), result.errorOutput)
+            XCTAssertFalse(MountTable.isMounted(mountpoint))
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: rootDirectory), [])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(theirs)/cache"))
+        // Root's own link to a directory of root's is followed.
+        let ownLink = scratch.url("own-link")
+        XCTAssertEqual(symlink(rootDirectory, ownLink), 0)
+        let mounted = try mountRemote(url, key: published.key, cache: ownLink)
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        unmount(mounted)
+        XCTAssertGreaterThan(try cachedBytes(rootDirectory), 0)
+    }
+
     func testServerKilled_UncachedFailsWithinDeadline_CachedServes() throws {
         let server = try RemoteServer(test: self, withProxy: false)
         // Packed in name order; the spacer keeps read-ahead after kept.bin
@@ -782,6 +982,57 @@ final class RemoteMountTests: RemoteTestCase {
     }
 
     // MARK: - Secrets
+
+    /// With `-f` the process that parsed the address serves the mount:
+    /// its argv (/proc/PID/cmdline, what `ps` shows) holds neither the
+    /// query string nor the user information, whether the address came
+    /// as BUNDLE (hidden once parsed), from `--address-file FILE` or from
+    /// `--address-file -` (standard input). `--address-file` mounts in the
+    /// background as well.
+    func testSecrets_ForegroundArgvHoldsNoQueryOrUserInformation() throws {
+        let server = try RemoteServer(test: self, withProxy: false)
+        let published = try publish(server, ["s.bin": 100_000])
+        let signature = "sig-\(randomHex(bytes: 8))", password = "pw-\(randomHex(bytes: 8))"
+        let url = server.url("bundle.encfs", query: "?X-Amz-Signature=\(signature)")
+            .replacingOccurrences(of: "http://", with: "http://reader:\(password)@")
+        let addressFile = try scratch.write("address", Array("\(url)\n".utf8), mode: 0o600)
+        for (how, bundle, input) in [("as BUNDLE", [url], nil), ("--address-file FILE", ["--address-file", addressFile], nil),
+                                     ("--address-file -", ["--address-file", "-"], "\(url)\n")] {
+            let mountpoint = try scratch.makeDirectory(uniqueName("mnt"))
+            let stderrFile = scratch.url(uniqueName("foreground.stderr"))
+            let process = try SpawnedProcess(try Tools.mount(), bundle + [mountpoint, "-f", "--key-file", published.key,
+                                                                          "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))],
+                                             standardErrorFile: stderrFile, feedStandardInput: input != nil)
+            addTeardownBlock { _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: process) }
+            if let input {
+                process.write(input)
+                process.closeStandardInput()
+            }
+            let served = Deadline.poll(seconds: 15) { MountTable.isServing(mountpoint) || !process.isRunning }
+            guard served, process.isRunning else {
+                XCTFail("\(how): not served: \((try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "")")
+                continue
+            }
+            XCTAssertEqual(try sha256("\(mountpoint)/s.bin"), try sha256("\(published.source)/s.bin"), how)
+            if how == "--address-file FILE" {
+                // In the background too: the daemon's argv has the display name.
+                let backgroundMountpoint = try scratchMountpoint()
+                assertSuccess(try run(try Tools.mount(), ["--address-file", addressFile, backgroundMountpoint, "--key-file", published.key,
+                                                          "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))]))
+                XCTAssertTrue(Deadline.poll(seconds: 15) { MountTable.isServing(backgroundMountpoint) })
+                XCTAssertEqual(try sha256("\(backgroundMountpoint)/s.bin"), try sha256("\(published.source)/s.bin"))
+                let daemon = try XCTUnwrap(ProcessTable.daemon(servingAt: backgroundMountpoint))
+                let daemonArgv = (ProcessTable.arguments(of: daemon) ?? []).map { String(decoding: $0, as: UTF8.self) }
+                XCTAssertTrue(daemonArgv.contains { $0.hasSuffix("/bundle.encfs?…") }, "\(daemonArgv)")
+                _ = MountedBundle.unmount(mountpoint: backgroundMountpoint, foreground: nil)
+            }
+            let shown = String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(process.pid)/cmdline"))) ?? Data(),
+                               as: UTF8.self).replacingOccurrences(of: "\0", with: " ")
+            XCTAssertTrue(shown.contains("bundle.encfs") || how != "as BUNDLE", "\(how): \(shown)")
+            for secret in [signature, password] { XCTAssertFalse(shown.contains(secret), "\(how): argv shows a secret: \(shown)") }
+            _ = MountedBundle.unmount(mountpoint: mountpoint, foreground: process)
+        }
+    }
 
     func testSecrets_QueryAndHeaderReachServerOnly() throws {
         let server = try RemoteServer(test: self, withProxy: true)

@@ -114,4 +114,31 @@ final class RemoteCommandLineTests: XCTestCase {
             }
         }
     }
+
+    /// `--address-file`: the first line, white space around it dropped,
+    /// MOUNTPOINT the only operand; a file without an address refused
+    /// naming the file and never its contents; BUNDLE beside it a usage
+    /// error.
+    func testAddressFile_FirstLineOnlyAddressesAccepted() throws {
+        func configuration(_ arguments: [String]) throws -> MountConfiguration {
+            try MountCommand.configuration(from: try MountCommand.parser.parse(arguments.map { Array($0.utf8) }))
+        }
+        let file = try temporaryFile("  https://h/b.encfs?sig=s3cr3t \r\nignored\n")
+        let read = try configuration(["--address-file", file, "/m"])
+        XCTAssertEqual(read.bundlePath, Array("https://h/b.encfs?sig=s3cr3t".utf8))
+        XCTAssertEqual(read.mountpoint, Array("/m".utf8))
+        let notAnAddress = try temporaryFile("/srv/local.encfs?s3cr3t\n")
+        XCTAssertThrowsError(try configuration(["--address-file", notAnAddress, "/m"])) { error in
+            XCTAssertEqual((error as? CommandError)?.message, "--address-file holds no http:// or https:// address")
+            XCTAssertFalse("\(error)".contains("s3cr3t"))
+        }
+        XCTAssertThrowsError(try configuration(["--address-file", file + ".missing", "/m"])) { error in
+            XCTAssertEqual((error as? CommandError)?.message, "cannot read --address-file")
+        }
+        for operands in [["https://h/b", "/m"], []] {
+            XCTAssertThrowsError(try configuration(["--address-file", file] + operands)) { error in
+                XCTAssertTrue(error is UsageError, "\(operands): \(error)")
+            }
+        }
+    }
 }

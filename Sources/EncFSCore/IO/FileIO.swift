@@ -69,6 +69,18 @@ package enum FileIO {
         }
     }
 
+    /// `path` made absolute against the working directory, its symbolic
+    /// links left as they are (for a path that must be opened with
+    /// `O_NOFOLLOW` or through ``TrustedPath``).
+    ///
+    /// - Throws: `BundleError.io` when the working directory is unknown.
+    package static func absolutePath(_ path: [UInt8]) throws(BundleError) -> [UInt8] {
+        guard path.first != UInt8(ascii: "/") else { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { throw BundleError.io(errno: errno, operation: "resolve", path: path) }
+        return buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) } + [UInt8(ascii: "/")] + path
+    }
+
     /// The absolute path of `path` with every symlink resolved. The
     /// corresponding C function is `realpath`.
     ///

@@ -339,14 +339,16 @@ private final class PageCache: @unchecked Sendable {
 
     /// Reads `page`'s ciphertext, checks it against the tag taken when
     /// the index was authenticated, and decrypts it into `slot`.
+    ///
+    /// A page that does not match is read once more when the source may
+    /// give other bytes (a remote bundle's cached copy, dropped by
+    /// `discardCopies`), as a chunk is.
     private func load(_ page: Int, into slot: Int, byteCount: Int, tags: [UInt8]) throws {
         let ciphertext = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<byteCount])
-        let got = try source.read(fromAbsoluteOffset: start + UInt64(page * IndexPages.pageSize), into: ciphertext)
-        guard got == byteCount else { throw BundleError.corruptIndex("index page \(page) is truncated (the bundle changed after it was verified)") }
-        try tag(ofPage: page, ciphertext: UnsafeRawBufferPointer(ciphertext), into: loadedTag)
-        let matches = tags.withUnsafeBytes { all in
-            ConstantTime.equal(UnsafeRawBufferPointer(loadedTag),
-                               UnsafeRawBufferPointer(rebasing: all[(page * Self.tagSize)..<((page + 1) * Self.tagSize)]))
+        let at = start + UInt64(page * IndexPages.pageSize)
+        var matches = try readMatching(page, at: at, into: ciphertext, tags: tags)
+        if !matches && source.discardCopies(fromAbsoluteOffset: at, count: byteCount) {
+            matches = try readMatching(page, at: at, into: ciphertext, tags: tags)
         }
         guard matches else { throw BundleError.corruptIndex("index page \(page) changed after the bundle was verified") }
         let base = slot * IndexPages.pageSize
@@ -361,5 +363,19 @@ private final class PageCache: @unchecked Sendable {
             throw BundleError.crypto("index decryption failed")
         }
         clock.place(page, in: slot)
+    }
+
+    /// Reads `page`'s ciphertext at `at` into `ciphertext`: whether it
+    /// matches the tag taken when the index was authenticated.
+    private func readMatching(_ page: Int, at: UInt64, into ciphertext: UnsafeMutableRawBufferPointer, tags: [UInt8]) throws -> Bool {
+        let got = try source.read(fromAbsoluteOffset: at, into: ciphertext)
+        guard got == ciphertext.count else {
+            throw BundleError.corruptIndex("index page \(page) is truncated (the bundle changed after it was verified)")
+        }
+        try tag(ofPage: page, ciphertext: UnsafeRawBufferPointer(ciphertext), into: loadedTag)
+        return tags.withUnsafeBytes { all in
+            ConstantTime.equal(UnsafeRawBufferPointer(loadedTag),
+                               UnsafeRawBufferPointer(rebasing: all[(page * Self.tagSize)..<((page + 1) * Self.tagSize)]))
+        }
     }
 }

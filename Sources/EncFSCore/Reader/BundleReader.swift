@@ -184,8 +184,23 @@ public final class BundleReader: Sendable {
     /// - Parameter checkDigest: when given, gets the SHA-256 of the sealed
     ///   index, hashed while it is read, after its tag has verified and
     ///   before anything in it is parsed; throwing refuses the bundle.
+    ///
+    /// An index that fails is read once more when the source may give
+    /// other bytes (a remote bundle's cached copy, dropped by
+    /// `discardCopies`), as a chunk is: a damaged cache file then costs a
+    /// fetch, not the mount.
     private static func readIndex(source: any ByteSource, header: BundleHeader, keys: BundleKeys, cacheBytes: Int,
                                   checkDigest: (([UInt8]) throws -> Void)? = nil) throws -> BundleIndex {
+        do {
+            return try readIndexOnce(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
+        } catch BundleError.corruptIndex where source.discardCopies(fromAbsoluteOffset: UInt64(header.headerLength) + header.indexOffset,
+                                                                   count: Int(clamping: header.indexLength)) {
+            return try readIndexOnce(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
+        }
+    }
+
+    private static func readIndexOnce(source: any ByteSource, header: BundleHeader, keys: BundleKeys, cacheBytes: Int,
+                                      checkDigest: (([UInt8]) throws -> Void)?) throws -> BundleIndex {
         if header.features.hasPagedIndex {
             return try readPagedIndex(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
         }
