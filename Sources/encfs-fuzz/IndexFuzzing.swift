@@ -77,16 +77,16 @@ enum IndexFuzzing {
                 _ = try [UInt8(1)].withUnsafeBytes { try index.lookup($0, in: entry) }
             case .file:
                 files += 1
-                total &+= entry.size
+                total &+= entry.fileSize
                 FuzzTarget.require(index.withFileID(of: entry) { $0.count } == 16, "file id of entry \(position) is not 16 bytes")
                 // A validated chunk table gives every chunk a range inside
                 // the body, in order.
                 let stored = try index.storedSize(of: entry)
-                FuzzTarget.require(entry.hasChunkTable || stored == index.layout.ciphertextSize(forPlaintextSize: entry.size),
+                FuzzTarget.require(entry.hasChunkTable || stored == index.layout.ciphertextSize(forPlaintextSize: entry.fileSize),
                                    "stored size of entry \(position) differs from its layout")
             case .symlink:
                 let target = try index.withSymlinkTarget(of: entry) { Array($0) }
-                FuzzTarget.require(UInt64(target.count) == entry.size, "symlink \(position) target length differs from its size")
+                FuzzTarget.require(target.count == entry.targetLength, "symlink \(position) target length differs from its size")
                 // Through the link: as the last component (followed) and in
                 // the middle of a path. Whatever it resolves to when followed
                 // is not a link (loops end with ELOOP after 40 hops).

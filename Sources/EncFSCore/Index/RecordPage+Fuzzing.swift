@@ -13,8 +13,8 @@ extension RecordPage {
         guard page.count >= headerSize, page.count <= IndexDirectory.pageSize else {
             throw BundleError.corruptIndex("index page 1: length \(page.count)")
         }
-        let first = Int(page.le32(at: 0))
-        let count = Int(page.le32(at: 4))
+        let header = RecordPageHeader(page)
+        let (first, count) = (header.firstPosition, header.recordCount)
         guard count >= 1, count <= (page.count - headerSize) / IndexEntry.recordSize, first <= (1 << 24) else {
             throw BundleError.corruptIndex("index page 1: \(count) records from \(first)")
         }
@@ -25,9 +25,9 @@ extension RecordPage {
         try validate(page, page: 1, positions: first..<(first + count), rules: rules)
         let stringsStart = headerSize + count * IndexEntry.recordSize
         return (0..<count).map { i in
-            let r = UnsafeRawBufferPointer(rebasing: page[(headerSize + i * IndexEntry.recordSize)...].prefix(IndexEntry.recordSize))
-            let offset = stringsStart + Int(r.le32(at: 8))
-            return (first + i, Int(r.le32(at: 0)), Array(page[offset..<(offset + Int(r.le16(at: 12)))]))
+            let r = IndexRecord(in: page, at: i, from: headerSize)
+            let offset = stringsStart + Int(r.name.offset)
+            return (first + i, r.parent, Array(page[offset..<(offset + Int(r.name.length))]))
         }
     }
 }
