@@ -124,7 +124,8 @@ enum IndexRules {
         return !bytes.overflow && UInt64(offset) <= length && bytes.partialValue <= length - UInt64(offset)
     }
 
-    /// A symlink's target is 1 … 4096 bytes inside the strings.
+    /// A symlink's target is 1 … `BundleFormat.maximumSymlinkLength` bytes
+    /// inside the strings.
     ///
     /// - Returns: where the target lies in the strings.
     static func targetRange(of r: IndexRecord, position: Int, stringsLength: UInt64) throws(Violation) -> Range<Int> {

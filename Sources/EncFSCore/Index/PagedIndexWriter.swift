@@ -140,24 +140,34 @@ enum PagedIndexWriter {
         try finish(&page, compressor: compressor, into: &pages, table: &table)
         let recordPages = pages.count
         try tables.appendPages(compressor: compressor, into: &pages, table: &table)
+        let head = directory(pageTable: table, recordPages: recordPages, entryCount: count,
+                             creationTime: FlatIndexHeader(flat).creationTime, totals: totals,
+                             tableStreamLength: tables.bytes.count, suspects: suspects)
+        return Built(head: head, pages: pages)
+    }
+
+    /// Page 0's plaintext (layout in ``IndexDirectory``).
+    private static func directory(pageTable table: [(sealed: UInt32, plain: UInt32, first: UInt32)], recordPages: Int,
+                                  entryCount: Int, creationTime: Int64, totals: Totals, tableStreamLength: Int,
+                                  suspects: [UInt32]) -> [UInt8] {
         var head = IndexDirectory.magic
-        head.appendLE(UInt32(pages.count + 1))
+        head.appendLE(UInt32(table.count + 1))
         head.appendLE(UInt32(recordPages))
-        head.appendLE(UInt32(count))
+        head.appendLE(UInt32(entryCount))
         head.appendLE(UInt32(suspects.count))
-        head.appendLE(FlatIndexHeader(flat).creationTime)
+        head.appendLE(creationTime)
         head.appendLE(UInt64(totals.files))
         head.appendLE(totals.plaintext)
         head.appendLE(totals.stored)
         head.appendLE(totals.distinctPlaintext)
-        head.appendLE(UInt64(tables.bytes.count))
+        head.appendLE(UInt64(tableStreamLength))
         for entry in table {
             head.appendLE(entry.sealed)
             head.appendLE(entry.plain)
             head.appendLE(entry.first)
         }
         for position in suspects { head.appendLE(position) }
-        return Built(head: head, pages: pages)
+        return head
     }
 
     /// The table stream being filled: each distinct chunk table once, in
