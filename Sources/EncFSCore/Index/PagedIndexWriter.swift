@@ -96,7 +96,7 @@ enum PagedIndexWriter {
         try flat.withUnsafeBytes { try build(flat: $0, layout: layout) }
     }
 
-    private static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout) throws -> Built {
+    static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout) throws -> Built {
         let count = FlatIndexHeader(flat).entryCount
         let strings = UnsafeRawBufferPointer(rebasing: flat[(FlatIndexHeader.size + count * IndexRecord.size)...])
         let compressor = try ChunkCompressor(level: compressionLevel)
