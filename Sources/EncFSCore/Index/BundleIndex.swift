@@ -180,7 +180,7 @@ public final class BundleIndex: Sendable {
                 IndexEntry(record: IndexRecord($0), position: position)
             }
         case .paged(let store):
-            return try store.withRecord(at: position) { IndexEntry(record: IndexRecord($0), position: position) }
+            return try store.withRecord(at: position) { IndexEntry(record: $0, position: position) }
         }
     }
 
