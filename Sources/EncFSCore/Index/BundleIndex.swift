@@ -15,7 +15,7 @@ import Glibc
 /// 12  4  reserved (0)
 /// 16  8  string table length S
 /// 24  8  creation time, seconds since the epoch
-/// 32  64·n records (see IndexEntry)
+/// 32  64·n records (see IndexRecord)
 ///  …  S bytes: names and symlink targets
 /// ```
 /// Records are in breadth-first order: the children of each directory are

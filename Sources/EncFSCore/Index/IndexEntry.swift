@@ -95,3 +95,14 @@ public struct IndexEntry: Sendable, Equatable {
     /// Where a symlink's target lies in the string table (0 for others).
     var targetOffset: Int { kind == .symlink ? Int(storedFirst) : 0 }
 }
+
+extension IndexEntry.Kind {
+    /// The word messages use.
+    var noun: String {
+        switch self {
+        case .directory: "directory"
+        case .file: "file"
+        case .symlink: "symlink"
+        }
+    }
+}

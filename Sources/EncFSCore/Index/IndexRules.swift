@@ -203,14 +203,3 @@ enum IndexRules {
         return total
     }
 }
-
-extension IndexEntry.Kind {
-    /// The word messages use.
-    var noun: String {
-        switch self {
-        case .directory: "directory"
-        case .file: "file"
-        case .symlink: "symlink"
-        }
-    }
-}

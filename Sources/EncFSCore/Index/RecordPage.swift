@@ -8,7 +8,7 @@
 ///  4  4  record count m (as page 0 says: up to the next page's first)
 ///  8  4  strings length S
 /// 12  4  reserved (0)
-/// 16  64·m records, laid out as ``IndexEntry`` says, except that name and
+/// 16  64·m records, laid out as ``IndexRecord`` says, except that name and
 ///        symlink target offsets count from this page's strings and a
 ///        file's chunk table offset counts from the table stream
 /// 16+64m  S bytes: names and symlink targets
