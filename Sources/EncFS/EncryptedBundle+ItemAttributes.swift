@@ -53,9 +53,8 @@ extension EncryptedBundle {
             case .file: kind = .regularFile
             case .symlink: kind = .symbolicLink
             }
-            // A directory's index size is its child count, which is not a
-            // byte size: report 0 as the documentation says.
-            size = entry.kind == .directory ? 0 : entry.size
+            // A directory has no byte size: report 0 as the documentation says.
+            size = entry.kind == .symlink ? UInt64(entry.targetLength) : entry.fileSize
             permissions = entry.mode & 0o7777
             modificationDate = Date(timeIntervalSince1970: Double(entry.mtimeSeconds) + Double(entry.mtimeNanoseconds) / 1e9)
             symbolicLinkTargetBytes = symbolicLinkTarget

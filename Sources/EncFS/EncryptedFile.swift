@@ -24,7 +24,7 @@ public struct EncryptedFile: Sendable {
     public var path: String { String(decoding: bytePath, as: UTF8.self) }
 
     /// The file's length in bytes.
-    public var size: UInt64 { entry.size }
+    public var size: UInt64 { entry.fileSize }
 
     init(reader: BundleReader, entry: IndexEntry, bytePath: [UInt8]) {
         self.reader = reader
@@ -41,9 +41,9 @@ public struct EncryptedFile: Sendable {
     ///   empty at or past the end of the file.
     /// - Throws: ``EncryptedBundleError/damagedChunk(path:chunk:)``, `.io`.
     public func read(upToCount count: Int, atOffset offset: UInt64) throws(EncryptedBundleError) -> Data {
-        guard count > 0, offset < entry.size else { return Data() }
+        guard count > 0, offset < entry.fileSize else { return Data() }
         // Never more than the file holds: a huge `count` allocates nothing extra.
-        let wanted = Int(min(UInt64(count), entry.size - offset))
+        let wanted = Int(min(UInt64(count), entry.fileSize - offset))
         var data = Data(count: wanted)
         let got = try EncryptedBundle.perform(bytePath) {
             try data.withUnsafeMutableBytes { try reader.read(entry, fromOffset: offset, into: $0) }

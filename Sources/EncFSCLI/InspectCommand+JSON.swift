@@ -50,7 +50,7 @@ extension InspectCommand {
         fields += JSONValue.byteString(name, key: "name")
         fields += [
             ("type", .string(type)), ("mode", .number(entry.mode & 0o7777)),
-            ("size", .number(entry.kind == .file ? entry.size : 0)),
+            ("size", .number(entry.fileSize)),
             ("mtime", .string(rfc3339(entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds))),
             ("mtime_seconds", .number(entry.mtimeSeconds)), ("mtime_nanoseconds", .number(entry.mtimeNanoseconds)),
         ]

@@ -312,7 +312,7 @@ public enum InspectCommand {
         }
         func describeAsText(_ entry: IndexEntry, name: [UInt8]) throws {
             if long {
-                let size = entry.kind == .directory ? 4096 : entry.size
+                let size = entry.kind == .directory ? 4096 : entry.kind == .symlink ? UInt64(entry.targetLength) : entry.fileSize
                 out.write(modeString(entry) + " " + String(size).leftPadded(to: 12) + " ")
                 if showsStored { out.write(String(try index.storedSize(of: entry)).leftPadded(to: 12) + " ") }
                 out.write(isoTime(entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds) + " ")
@@ -386,7 +386,7 @@ public enum InspectCommand {
         }
         let out = OutputStream()
         var offset: UInt64 = 0
-        while offset < entry.size {
+        while offset < entry.fileSize {
             let n = try reader.read(entry, key: key, fromOffset: offset, into: buffer)
             guard n > 0 else { break }
             try out.writeDirect(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))

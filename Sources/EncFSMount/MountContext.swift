@@ -165,13 +165,13 @@ final class MountContext: Sendable {
         case .file:
             st.st_mode = S_IFREG | perm
             st.st_nlink = 1
-            st.st_size = off_t(entry.size)
+            st.st_size = off_t(entry.fileSize)
             // Allocated size as ext4 reports a non-sparse file: 4 KiB blocks.
-            st.st_blocks = blkcnt_t((entry.size + 4095) / 4096 * 8)
+            st.st_blocks = blkcnt_t((entry.fileSize + 4095) / 4096 * 8)
         case .symlink:
             st.st_mode = S_IFLNK | perm
             st.st_nlink = 1
-            st.st_size = off_t(entry.size)
+            st.st_size = off_t(entry.targetLength)
             st.st_blocks = 0
         }
         let time = timespec(tv_sec: Int(entry.mtimeSeconds), tv_nsec: Int(entry.mtimeNanoseconds))

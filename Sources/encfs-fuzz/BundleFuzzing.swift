@@ -39,7 +39,7 @@ enum BundleFuzzing {
         guard let key = FuzzTarget.attempt("fileKey", { try reader.fileKey(for: entry) }) else { return }
         // Sizes come from the authenticated index, and validation keeps each
         // file's chunks inside the bundle: `size` is below the input length.
-        let size = Int(entry.size)
+        let size = Int(entry.fileSize)
         var whole = [UInt8](repeating: 0, count: size)
         let step = 65536 + 3
         var offset = 0 // whole[0 ..< offset] has been read and authenticated

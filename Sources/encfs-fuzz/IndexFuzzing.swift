@@ -12,9 +12,13 @@ import EncFSCore
 /// 1  8  data length (u64 LE): bytes of chunk data before the index
 /// 9  …  the index plaintext
 /// ```
-/// An index that validates is walked entry by entry (``walk(_:)``).
+/// An index that validates is walked entry by entry (``walk(_:)``), and
+/// cut into record pages as the paged writer would, each of which must
+/// pass the checks a reader makes on a page it loads: the flat and the page
+/// rules agree.
 enum IndexFuzzing {
     static let framingSize = 9
+    nonisolated(unsafe) static var decompressor: ChunkDecompressor?
 
     static func run(_ input: UnsafeRawBufferPointer) {
         guard input.count >= framingSize else { return }
@@ -29,6 +33,16 @@ enum IndexFuzzing {
             try BundleIndex(plaintext: plaintext, layout: layout, dataLength: dataLength, features: features)
         }) else { return }
         walk(index)
+        guard let decompressor = FuzzTarget.attempt("ChunkDecompressor()", { try decompressor ?? ChunkDecompressor() }) else { return }
+        Self.decompressor = decompressor
+        plaintext.withUnsafeBytes { flat in
+            do {
+                try RecordPage.checkPagedCopy(ofFlatIndex: flat, layout: layout, dataLength: dataLength, features: features,
+                                              decompressor: decompressor)
+            } catch {
+                FuzzTarget.require(false, "a valid flat index cut into pages fails the page checks: \(error)")
+            }
+        }
     }
 
     /// Every accessor on every entry of a validated index, with the
@@ -77,16 +91,16 @@ enum IndexFuzzing {
                 _ = try [UInt8(1)].withUnsafeBytes { try index.lookup($0, in: entry) }
             case .file:
                 files += 1
-                total &+= entry.size
+                total &+= entry.fileSize
                 FuzzTarget.require(index.withFileID(of: entry) { $0.count } == 16, "file id of entry \(position) is not 16 bytes")
                 // A validated chunk table gives every chunk a range inside
                 // the body, in order.
                 let stored = try index.storedSize(of: entry)
-                FuzzTarget.require(entry.hasChunkTable || stored == index.layout.ciphertextSize(forPlaintextSize: entry.size),
+                FuzzTarget.require(entry.hasChunkTable || stored == index.layout.ciphertextSize(forPlaintextSize: entry.fileSize),
                                    "stored size of entry \(position) differs from its layout")
             case .symlink:
                 let target = try index.withSymlinkTarget(of: entry) { Array($0) }
-                FuzzTarget.require(UInt64(target.count) == entry.size, "symlink \(position) target length differs from its size")
+                FuzzTarget.require(target.count == entry.targetLength, "symlink \(position) target length differs from its size")
                 // Through the link: as the last component (followed) and in
                 // the middle of a path. Whatever it resolves to when followed
                 // is not a link (loops end with ELOOP after 40 hops).

@@ -156,14 +156,14 @@ final class CompressedBundleTests: XCTestCase {
         let a = try reader.entry(bytes("a")), b = try reader.entry(bytes("dir/b")), c = try reader.entry(bytes("dir/c"))
         let d = try reader.entry(bytes("d"))
         for shared in [b, c] {
-            XCTAssertEqual(shared.first, a.first)
+            XCTAssertEqual(shared.payloadOffset, a.payloadOffset)
             XCTAssertEqual(shared.fileID, a.fileID)
         }
-        XCTAssertNotEqual(d.first, a.first)
+        XCTAssertNotEqual(d.payloadOffset, a.payloadOffset)
         XCTAssertNotEqual(d.fileID, a.fileID)
         // The first sealed chunk of the shared body is in the file once.
         let file = try FileTree.readFile(path)
-        let start = reader.header.headerLength + Int(a.first)
+        let start = reader.header.headerLength + Int(a.payloadOffset)
         let needle = Array(file[start..<(start + 64)])
         var found = 0
         var at = 0
@@ -476,7 +476,7 @@ final class CompressedBundleTests: XCTestCase {
                 try sealed.withUnsafeMutableBytes { try codec.seal(key: fileKey, fileID: id, chunk: 1, last: false, encoding: .zstd, plaintext: f, into: $0) }
             }
         }
-        try SignedBundles.overwrite(path, at: reader.header.headerLength + Int(entry.first + range.lowerBound), with: sealed)
+        try SignedBundles.overwrite(path, at: reader.header.headerLength + Int(entry.payloadOffset + range.lowerBound), with: sealed)
         let edited = try open(path)
         XCTAssertThrowsBundleError(.corruptChunk(entry: entry.position, chunk: 1)) { try edited.chunk(1, of: entry) }
         XCTAssertEqual(try edited.chunk(2, of: entry), Array(content[8192...]))

@@ -43,9 +43,9 @@ final class DuplicateFileIDTests: XCTestCase {
         let b = try reader.entry(bytes("b.bin"))
         let header = reader.header
         var file = try FileTree.readFile(bundle)
-        let length = Int(header.layout.ciphertextSize(forPlaintextSize: a.size))
-        let aStart = header.headerLength + Int(a.first)
-        let bStart = header.headerLength + Int(b.first)
+        let length = Int(header.layout.ciphertextSize(forPlaintextSize: a.fileSize))
+        let aStart = header.headerLength + Int(a.payloadOffset)
+        let bStart = header.headerLength + Int(b.payloadOffset)
         file.replaceSubrange(bStart..<(bStart + length), with: file[aStart..<(aStart + length)])
         let indexStart = header.headerLength + Int(header.indexOffset)
         let aad = IndexBuilder.associatedData(header)

@@ -157,7 +157,7 @@ final class GoldenBundleTests: XCTestCase {
             switch expected.kind {
             case "file":
                 XCTAssertEqual(entry.kind, .file, what, file: file, line: line)
-                XCTAssertEqual(entry.size, expected.size, "\(what): size", file: file, line: line)
+                XCTAssertEqual(entry.fileSize, expected.size, "\(what): size", file: file, line: line)
                 let contents = try reader.contents(of: entry)
                 XCTAssertEqual(contents.withUnsafeBytes { SHA256.hash($0) }.hexString, expected.sha256, "\(what): contents", file: file, line: line)
             case "directory":
@@ -199,7 +199,7 @@ final class GoldenBundleTests: XCTestCase {
         XCTAssertEqual(reader.header.features.compressionLevel, 3)
         let one = try reader.entry(bytes("site/app.js")), two = try reader.entry(bytes("copy/app.js"))
         XCTAssertTrue(one.hasChunkTable)
-        XCTAssertEqual(one.first, two.first)
+        XCTAssertEqual(one.payloadOffset, two.payloadOffset)
         XCTAssertLessThan(reader.index.storedFileBytes, reader.index.distinctFileBytes / 2)
         let report = try BundleVerifier.verify(reader)
         XCTAssertTrue(report.damaged.isEmpty)
@@ -222,7 +222,7 @@ final class GoldenBundleTests: XCTestCase {
         XCTAssertTrue(reader.header.features.hasPagedIndex)
         let one = try reader.entry(bytes("site/app.js")), two = try reader.entry(bytes("copy/app.js"))
         XCTAssertTrue(one.hasChunkTable)
-        XCTAssertEqual(one.first, two.first)
+        XCTAssertEqual(one.payloadOffset, two.payloadOffset)
         let report = try BundleVerifier.verify(reader)
         XCTAssertTrue(report.damaged.isEmpty)
         try reader.index.checkWholeIndex()

@@ -59,7 +59,7 @@ final class IndexPagingTests: XCTestCase {
         var lines: [String] = []
         for position in 0..<index.count {
             let entry = try index.entry(at: position)
-            var line = "\(position) \(entry.kind) \(entry.parent) \(entry.size) \(entry.first) \(entry.mode) "
+            var line = "\(position) \(entry.kind) \(entry.parent) \(entry.children) \(entry.fileSize) \(entry.payloadOffset) \(entry.targetLength) \(entry.targetOffset) \(entry.mode) "
             line += try index.path(of: entry).hexString
             if entry.kind == .symlink { line += " -> " + (try index.withSymlinkTarget(of: entry) { Array($0) }.hexString) }
             if entry.kind == .directory { line += " subdirs \(index.subdirectoryCount(of: entry))" }
@@ -119,8 +119,8 @@ final class IndexPagingTests: XCTestCase {
                 straddlingNames += 1
             }
             if entry.kind == .symlink {
-                let targetStart = stringsStart + Int(entry.first)
-                if targetStart / IndexPages.pageSize != (targetStart + Int(entry.size) - 1) / IndexPages.pageSize {
+                let targetStart = stringsStart + entry.targetOffset
+                if targetStart / IndexPages.pageSize != (targetStart + entry.targetLength - 1) / IndexPages.pageSize {
                     straddlingTargets += 1
                     let target = try index.withSymlinkTarget(of: entry) { Array($0) }
                     XCTAssertEqual(target.count, 3001)

@@ -109,7 +109,7 @@ final class IndexValidationTests: XCTestCase {
                 guard found?.position == position else {
                     return XCTFail("lookup of \(String(decoding: name, as: UTF8.self)) found \(String(describing: found?.position))")
                 }
-                XCTAssertEqual(found?.size, records[position].size)
+                XCTAssertEqual(found?.fileSize, records[position].size)
             }
         }
         let last = try index.resolve(path: Array(String(format: "d%04d/f%07d.txt", directories - 1, directories * perDirectory - 1).utf8))

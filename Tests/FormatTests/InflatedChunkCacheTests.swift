@@ -118,7 +118,7 @@ final class InflatedChunkCacheTests: XCTestCase {
             original.header.layout.storedRange(ofChunk: 1, in: try original.index.chunkTableWindow(of: entry, chunks: 1..<2, into: buffer))
         }
         // One flipped byte in chunk 1's sealed bytes.
-        let at = original.header.headerLength + Int(entry.first + range.lowerBound) + 5
+        let at = original.header.headerLength + Int(entry.payloadOffset + range.lowerBound) + 5
         let byte = try FileTree.readFile(path)[at]
         try SignedBundles.overwrite(path, at: at, with: [byte ^ 0x40])
 

@@ -121,8 +121,8 @@ final class NeverCrashTests: XCTestCase {
             guard entry.kind == .file else { continue }
             expectBundleErrorsOnly("read entry \(position)") {
                 let key = try reader.fileKey(for: entry)
-                var buffer = [UInt8](repeating: 0, count: min(Int(entry.size), 1 << 16) + 3)
-                for offset in [0, 1, 4095, 4096, entry.size &- 1, entry.size] {
+                var buffer = [UInt8](repeating: 0, count: min(Int(entry.fileSize), 1 << 16) + 3)
+                for offset in [0, 1, 4095, 4096, entry.fileSize &- 1, entry.fileSize] {
                     _ = try buffer.withUnsafeMutableBytes { try reader.read(entry, key: key, fromOffset: offset, into: $0) }
                 }
             }

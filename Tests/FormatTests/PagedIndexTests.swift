@@ -71,7 +71,7 @@ final class PagedIndexTests: XCTestCase {
         return try (0..<index.count).map { position in
             let entry = try index.entry(at: position)
             var line = "\(String(decoding: try index.path(of: entry), as: UTF8.self)) \(entry.kind) \(entry.mode) "
-                + "\(entry.mtimeSeconds).\(entry.mtimeNanoseconds) \(entry.size) subdirs \(index.subdirectoryCount(of: entry))"
+                + "\(entry.mtimeSeconds).\(entry.mtimeNanoseconds) \(entry.children.count) \(entry.fileSize) \(entry.targetLength) subdirs \(index.subdirectoryCount(of: entry))"
             switch entry.kind {
             case .directory:
                 line += " children \(entry.children.count)"
@@ -288,7 +288,7 @@ final class PagedIndexTests: XCTestCase {
         try checkDamage(failing: "top") { image, path, reader in
             var image = image
             let top = try reader.entry(bytes("top"))
-            let at = image.strings(ofPage: 1) + Int(top.first)
+            let at = image.strings(ofPage: 1) + top.targetOffset
             image.pages[0][at] = UInt8(ascii: "/")
             try image.write(path)
         }

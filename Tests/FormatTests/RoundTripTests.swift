@@ -229,7 +229,7 @@ final class RoundTripTests: XCTestCase {
             switch node.content {
             case .file(let contents):
                 XCTAssertEqual(entry.kind, .file, what)
-                XCTAssertEqual(entry.size, UInt64(contents.count), what)
+                XCTAssertEqual(entry.fileSize, UInt64(contents.count), what)
                 try checkReads(reader, entry, contents, cs: cs, seed: UInt64(i), what: what)
             case .directory:
                 XCTAssertEqual(entry.kind, .directory, what)
@@ -239,7 +239,7 @@ final class RoundTripTests: XCTestCase {
             case .symlink(let target):
                 XCTAssertEqual(entry.kind, .symlink, what)
                 XCTAssertEqual(try reader.index.withSymlinkTarget(of: entry) { Array($0) }, target, what)
-                XCTAssertEqual(entry.size, UInt64(target.count), what)
+                XCTAssertEqual(entry.targetLength, target.count, what)
             }
         }
         let rootListing = try root.children.map { try reader.index.name(of: reader.index.entry(at: $0)) }

@@ -14,7 +14,7 @@ final class SignatureLimitTests: XCTestCase {
 
     /// Where chunk `chunk` of `entry` starts in the bundle file.
     private func fileOffset(ofChunk chunk: UInt64, of entry: IndexEntry, in reader: BundleReader) -> Int {
-        reader.header.headerLength + Int(entry.first + reader.header.layout.ciphertextOffset(ofChunk: chunk))
+        reader.header.headerLength + Int(entry.payloadOffset + reader.header.layout.ciphertextOffset(ofChunk: chunk))
     }
 
     /// Chunk 1 of multi.bin re-sealed with the right file key and other

@@ -103,7 +103,7 @@ final class SignedRekeyTests: XCTestCase {
         let path = try bundles.pack("b.bundle", signedBy: nil, keys: [.rawKey(operatorKey)])
         let reader = try BundleReader.open(path: path, materials: [.rawKey(operatorKey)])
         let entry = try reader.entry(bytes("multi.bin"))
-        let at = reader.header.headerLength + Int(entry.first) + 3
+        let at = reader.header.headerLength + Int(entry.payloadOffset) + 3
         var contents = try FileTree.readFile(path)
         contents[at] ^= 0x01
         try FileTree.writeFile(path, contents)

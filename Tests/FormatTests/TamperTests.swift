@@ -44,7 +44,7 @@ final class TamperTests: XCTestCase {
         var files: [String: (contents: [UInt8], position: Int, first: UInt64)] = [:]
         for (name, data) in contents {
             let entry = try reader.entry(bytes(name))
-            files[name] = (data, entry.position, entry.first)
+            files[name] = (data, entry.position, entry.payloadOffset)
         }
         let original = try FileTree.readFile(path)
         return Fixture(bundle: original, map: BundleMap(original), files: files)

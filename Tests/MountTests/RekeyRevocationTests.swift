@@ -67,15 +67,15 @@ final class RekeyRevocationTests: KeyTestCase {
             guard entry.kind == .file else { continue }
             try entry.withFileID { fileID in
                 let key = try keys.fileKey(fileID: fileID)
-                for chunk in 0..<layout.chunkCount(forPlaintextSize: entry.size) {
-                    let count = Int(layout.sealedSize(ofChunk: chunk, plaintextSize: entry.size))
-                    let at = UInt64(header.headerLength) + entry.first + layout.ciphertextOffset(ofChunk: chunk)
+                for chunk in 0..<layout.chunkCount(forPlaintextSize: entry.fileSize) {
+                    let count = Int(layout.sealedSize(ofChunk: chunk, plaintextSize: entry.fileSize))
+                    let at = UInt64(header.headerLength) + entry.payloadOffset + layout.ciphertextOffset(ofChunk: chunk)
                     let opened = try sealed.withUnsafeMutableBytes { s in
                         let slice = UnsafeMutableRawBufferPointer(rebasing: s[0..<count])
                         guard try source.read(fromAbsoluteOffset: at, into: slice) == count else { return false }
                         return try plain.withUnsafeMutableBytes { p in
                             try codec.open(key: key, fileID: fileID, chunk: chunk,
-                                           last: layout.isLastChunk(chunk, plaintextSize: entry.size),
+                                           last: layout.isLastChunk(chunk, plaintextSize: entry.fileSize),
                                            sealed: UnsafeRawBufferPointer(slice),
                                            into: UnsafeMutableRawBufferPointer(rebasing: p[0..<(count - Int(ChunkLayout.overhead))]))
                         }
@@ -366,7 +366,7 @@ final class RekeyRevocationTests: KeyTestCase {
         var last: (path: String, entry: IndexEntry)?
         for position in 0..<reader.index.count {
             let entry = try reader.index.entry(at: position)
-            if entry.kind == .file, entry.size > 3 * 8192, entry.first >= (last?.entry.first ?? 0) {
+            if entry.kind == .file, entry.fileSize > 3 * 8192, entry.payloadOffset >= (last?.entry.payloadOffset ?? 0) {
                 last = (String(decoding: try reader.index.path(of: entry), as: UTF8.self), entry)
             }
         }

@@ -272,7 +272,7 @@ final class SignatureMountTests: KeyTestCase {
             }
         }
         var file = try Array(Data(contentsOf: URL(fileURLWithPath: bundle)))
-        let at = reader.header.headerLength + Int(entry.first + layout.ciphertextOffset(ofChunk: 2))
+        let at = reader.header.headerLength + Int(entry.payloadOffset + layout.ciphertextOffset(ofChunk: 2))
         file.replaceSubrange(at..<(at + sealed.count), with: sealed)
         try Data(file).write(to: URL(fileURLWithPath: bundle))
 

@@ -87,7 +87,9 @@ final class TamperMatrixTests: MountTestCase {
         return try (0..<index.count).map { position in
             let entry = try index.entry(at: position)
             var line = "\(String(decoding: try index.path(of: entry), as: UTF8.self)) \(entry.kind) \(String(entry.mode, radix: 8)) "
-            line += "\(entry.size) \(entry.mtimeSeconds).\(entry.mtimeNanoseconds)"
+            let size = entry.kind == .directory ? UInt64(entry.children.count)
+                : entry.kind == .symlink ? UInt64(entry.targetLength) : entry.fileSize
+            line += "\(size) \(entry.mtimeSeconds).\(entry.mtimeNanoseconds)"
             if entry.kind == .symlink {
                 line += try " -> " + index.withSymlinkTarget(of: entry) { String(decoding: $0, as: UTF8.self) }
             }
@@ -110,8 +112,8 @@ final class TamperMatrixTests: MountTestCase {
                 violations.append("\(path): missing from the index")
                 continue
             }
-            guard entry.size == UInt64(want.count) else {
-                violations.append("\(path): size \(entry.size), want \(want.count)")
+            guard entry.fileSize == UInt64(want.count) else {
+                violations.append("\(path): size \(entry.fileSize), want \(want.count)")
                 continue
             }
             guard let key = try? reader.fileKey(for: entry) else {

@@ -32,15 +32,26 @@ public struct ChunkTableWindow {
     /// The raw entry of `chunk`, which the window must serve.
     func entry(ofChunk chunk: UInt64) -> UInt64 {
         let slot = Int(chunk - firstChunk) + (firstChunk > 0 ? 1 : 0)
-        return entries.le64(at: slot * Self.entrySize)
+        return Self.entry(at: slot, in: entries)
     }
 
     /// Where `chunk`'s predecessor ends: 0 for chunk 0.
     func previousEnd(ofChunk chunk: UInt64) -> UInt64 {
         guard chunk > 0 else { return 0 }
         let slot = Int(chunk - firstChunk) + (firstChunk > 0 ? 1 : 0) - 1
-        return entries.le64(at: slot * Self.entrySize) & ~Self.compressedFlag
+        return Self.end(ofEntry: Self.entry(at: slot, in: entries))
     }
+
+    /// Entry `index` of table bytes (8 bytes each, little-endian), raw:
+    /// the one place that reads an entry's bytes.
+    @inline(__always)
+    static func entry(at index: Int, in bytes: UnsafeRawBufferPointer) -> UInt64 {
+        bytes.le64(at: index * entrySize)
+    }
+
+    /// Where the chunk a raw entry describes ends (the entry without its flag).
+    @inline(__always)
+    static func end(ofEntry entry: UInt64) -> UInt64 { entry & ~compressedFlag }
 
     /// Where chunks `chunks` lie in the table, as entry indices: the
     /// entries a window serving them needs.

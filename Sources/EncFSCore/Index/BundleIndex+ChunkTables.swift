@@ -29,20 +29,23 @@ extension BundleIndex {
     /// - Throws: what reading a page of a paged index throws.
     public func storedSize(of entry: IndexEntry) throws -> UInt64 {
         guard entry.kind == .file else { return 0 }
-        guard entry.hasChunkTable else { return layout.ciphertextSize(forPlaintextSize: entry.size) }
-        let chunks = layout.chunkCount(forPlaintextSize: entry.size)
+        guard entry.hasChunkTable else { return layout.ciphertextSize(forPlaintextSize: entry.fileSize) }
+        let chunks = layout.chunkCount(forPlaintextSize: entry.fileSize)
         let offset = Int(entry.chunkTableOffset) + Int(chunks - 1) * ChunkTableWindow.entrySize
         switch storage {
         case .flat(let pages):
             return try pages.withBytes(at: stringsOffset + offset, count: ChunkTableWindow.entrySize) {
-                $0.le64(at: 0) & ~ChunkTableWindow.compressedFlag
+                ChunkTableWindow.end(ofEntry: ChunkTableWindow.entry(at: 0, in: $0))
             }
         case .paged(let store):
             var last: UInt64 = 0
             try withUnsafeMutableBytes(of: &last) { try store.copyTableBytes(at: UInt64(offset), into: $0) }
-            let end = UInt64(littleEndian: last) & ~ChunkTableWindow.compressedFlag
-            guard entry.first <= dataLength, end <= dataLength - entry.first else {
-                throw BundleError.corruptIndex("file \(entry.position) lies outside the data region")
+            let end = withUnsafeBytes(of: last) { ChunkTableWindow.end(ofEntry: ChunkTableWindow.entry(at: 0, in: $0)) }
+            do throws(IndexRules.Violation) {
+                try IndexRules.checkInDataRegion(offset: entry.payloadOffset, length: end, dataLength: dataLength,
+                                                 position: entry.position)
+            } catch {
+                throw BundleError.corruptIndex(error.why)
             }
             return end
         }
@@ -58,16 +61,16 @@ extension BundleIndex {
     private func checkPagedTableEntries(_ bytes: UnsafeRawBufferPointer, of entry: IndexEntry, entries: Range<UInt64>) throws {
         var previousEnd: UInt64 = 0
         for (k, chunk) in entries.enumerated() {
-            let value = bytes.le64(at: k * ChunkTableWindow.entrySize)
-            let end = value & ~ChunkTableWindow.compressedFlag
+            let value = ChunkTableWindow.entry(at: k, in: bytes)
+            let end = ChunkTableWindow.end(ofEntry: value)
             if chunk > 0 && k == 0 {
                 // The window's first entry only says where its successor starts.
                 previousEnd = end
                 continue
             }
-            let length = UInt64(layout.plaintextRange(ofChunk: chunk, plaintextSize: entry.size).count)
+            let length = UInt64(layout.plaintextRange(ofChunk: chunk, plaintextSize: entry.fileSize).count)
             guard layout.isValidTableEntry(previousEnd: previousEnd, entry: value, plaintextLength: length),
-                  entry.first <= dataLength, end <= dataLength - entry.first else {
+                  entry.payloadOffset <= dataLength, end <= dataLength - entry.payloadOffset else {
                 throw BundleError.corruptIndex("file \(entry.position) has an invalid chunk table entry for chunk \(chunk)")
             }
             previousEnd = end

@@ -46,8 +46,8 @@ private struct SharedBody: Equatable {
     let table: UInt32
 
     init(_ entry: IndexEntry) {
-        first = entry.first
-        size = entry.size
+        first = entry.payloadOffset
+        size = entry.fileSize
         flags = entry.flags
         table = entry.chunkTableOffset
     }

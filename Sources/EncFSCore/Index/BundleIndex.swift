@@ -15,15 +15,15 @@ import Glibc
 /// 12  4  reserved (0)
 /// 16  8  string table length S
 /// 24  8  creation time, seconds since the epoch
-/// 32  64·n records (see IndexEntry)
+/// 32  64·n records (see IndexRecord)
 ///  …  S bytes: names and symlink targets
 /// ```
 /// Records are in breadth-first order: the children of each directory are
 /// contiguous, sorted by name bytes, and come after their parent, so lookup
 /// is a binary search and the tree cannot hold a cycle.
 public final class BundleIndex: Sendable {
-    static let magic: [UInt8] = Array("ENCFSIDX".utf8)
-    static let headerSize = 32
+    static let magic = FlatIndexHeader.magic
+    static let headerSize = FlatIndexHeader.size
 
     /// Where the records live: a flat index's plaintext (in memory, or
     /// paged in from the bundle, see `IndexPages`), or a paged index's
@@ -90,7 +90,12 @@ public final class BundleIndex: Sendable {
     /// - Throws: `BundleError.corruptIndex` naming the first violation, or
     ///   what reading a page throws.
     init(pages: IndexPages, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures = .version1) throws {
-        let parsed = try Self.validate(pages, layout: layout, dataLength: dataLength, features: features)
+        let parsed: FlatIndexValidator.Result
+        do {
+            parsed = try FlatIndexValidator(pages: pages, layout: layout, dataLength: dataLength, features: features).run()
+        } catch let violation as IndexRules.Violation {
+            throw BundleError.corruptIndex(violation.why)
+        }
         storage = .flat(pages)
         self.dataLength = dataLength
         self.layout = layout
@@ -172,7 +177,7 @@ public final class BundleIndex: Sendable {
         switch storage {
         case .flat(let pages):
             return try pages.withBytes(at: recordsOffset + position * IndexEntry.recordSize, count: IndexEntry.recordSize) {
-                IndexEntry(record: $0, position: position)
+                IndexEntry(record: IndexRecord($0), position: position)
             }
         case .paged(let store):
             return try store.withRecord(at: position) { IndexEntry(record: $0, position: position) }
@@ -232,7 +237,7 @@ public final class BundleIndex: Sendable {
     /// ``withName(of:_:)``).
     public func withSymlinkTarget<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         precondition(entry.kind == .symlink, "internal error: target of a non-symlink")
-        return try withStrings(of: entry, offset: Int(entry.first), count: Int(entry.size), body)
+        return try withStrings(of: entry, offset: entry.targetOffset, count: entry.targetLength, body)
     }
 
     /// The file id of a file entry.
@@ -327,301 +332,6 @@ public final class BundleIndex: Sendable {
         }
         return Array(parts.reversed().joined(separator: [UInt8(ascii: "/")]))
     }
-
-    // MARK: - Validation
-
-    private struct Parsed {
-        var count: Int
-        var creationTime: Int64
-        var totalFileBytes: UInt64
-        var fileCount: Int
-        var parentPositions: [UInt32]
-        var subdirectoryCounts: [UInt32]
-        var suspectSymlinkPositions: [UInt32]
-        var storedFileBytes: UInt64
-        var distinctFileBytes: UInt64
-    }
-
-    /// Records validated per copy out of the pages.
-    private static let recordBatch = 256
-
-    /// Checks every rule of the format, reading the plaintext front to back
-    /// (records in batches, names as they come, each parent once per run of
-    /// siblings), so a paged index is validated with a bounded cache.
-    private static func validate(_ pages: IndexPages, layout: ChunkLayout, dataLength: UInt64,
-                                 features: BundleFeatures) throws -> Parsed {
-        func bad(_ why: String) -> BundleError { .corruptIndex(why) }
-        guard pages.count >= headerSize else { throw bad("bad index magic") }
-        let (magicOK, count, reservedOK, stringsLength, creationTime) = try pages.withBytes(at: 0, count: headerSize) { b in
-            (b.starts(with: magic), Int(b.le32(at: 8)), b.le32(at: 12) == 0, b.le64(at: 16), Int64(bitPattern: b.le64(at: 24)))
-        }
-        guard magicOK else { throw bad("bad index magic") }
-        guard count >= 1, count <= BundleFormat.maximumEntries else { throw bad("entry count \(count)") }
-        guard reservedOK else { throw bad("reserved bytes are not zero") }
-        let recordsEnd = UInt64(headerSize) + UInt64(count) * UInt64(IndexEntry.recordSize)
-        guard stringsLength <= UInt64(pages.count), recordsEnd + stringsLength == UInt64(pages.count) else {
-            throw bad("index length \(pages.count) does not match \(count) entries and \(stringsLength) string bytes")
-        }
-        let stringsStart = Int(recordsEnd)
-        // Scratch for a batch of records and two names; wiped on the way out.
-        let batch = UnsafeMutableRawBufferPointer.allocate(byteCount: recordBatch * IndexEntry.recordSize, alignment: 16)
-        let names = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * 256, alignment: 16)
-        // The names of a batch in one piece when they lie together (encfs-pack
-        // writes them in record order): one copy out of the page cache per
-        // batch instead of one per record, most of this loop's time.
-        let nameWindow = UnsafeMutableRawBufferPointer.allocate(byteCount: recordBatch * 256, alignment: 16)
-        defer {
-            SecureBytes.wipe(batch)
-            SecureBytes.wipe(names)
-            SecureBytes.wipe(nameWindow)
-            batch.deallocate()
-            names.deallocate()
-            nameWindow.deallocate()
-        }
-        var current = UnsafeMutableRawBufferPointer(rebasing: names[0..<256])
-        var previous = UnsafeMutableRawBufferPointer(rebasing: names[256..<512])
-        var previousLength = 0
-        // The parent of the last record checked: positions, child range.
-        var parentPosition = -1
-        var parentIsDirectory = false
-        var parentFirst: UInt64 = 0
-        var parentSize: UInt64 = 0
-        // Files' chunk data must not overlap. encfs-pack lays it out in
-        // record order, so the check is one running end, without an array
-        // of ranges (16 bytes per file); any other order falls back to
-        // sorting the ranges after the loop.
-        var dataEnd: UInt64 = 0
-        var dataInRecordOrder = true
-        // Version 2 only: positions of the bodies seen first, in record
-        // (= data) order, so that a repeat of a shared body is checked
-        // against the body it names with a binary search: 4 bytes per
-        // distinct body, where collecting every file's range for a sort
-        // took 48 (and the sort's scratch) per file.
-        var firstSeenBodies: [UInt32] = []
-        var storedFileBytes: UInt64 = 0
-        var distinctFileBytes: UInt64 = 0
-        // Chunk tables checked so far, by offset: files that share a body
-        // share its table, which is checked once.
-        var checkedTables = CheckedChunkTables()
-        var totalFileBytes: UInt64 = 0
-        var fileCount = 0
-        var childTotal = 0
-        var nextChild = 1 // breadth-first: child ranges tile 1 ..< count in order
-        var parentPositions: [UInt32] = []
-        var subdirectoryCounts: [UInt32] = []
-        var suspectSymlinkPositions: [UInt32] = []
-        var batchStart = 0
-        while batchStart < count {
-            let batchCount = min(recordBatch, count - batchStart)
-            try pages.copyBytes(at: headerSize + batchStart * IndexEntry.recordSize,
-                                into: UnsafeMutableRawBufferPointer(rebasing: batch[0..<(batchCount * IndexEntry.recordSize)]))
-            let window = try copyNames(of: UnsafeRawBufferPointer(rebasing: batch[0..<(batchCount * IndexEntry.recordSize)]),
-                                       pages: pages, stringsStart: stringsStart, stringsLength: stringsLength, into: nameWindow)
-            for k in 0..<batchCount {
-                let position = batchStart + k
-                let r = UnsafeRawBufferPointer(rebasing: batch[(k * IndexEntry.recordSize)..<((k + 1) * IndexEntry.recordSize)])
-                guard let kind = IndexEntry.Kind(rawValue: r[4]) else { throw bad("entry \(position) has unknown kind \(r[4])") }
-                let hasTable = kind == .file && features.isCompressed && r[5] == IndexEntry.hasChunkTableFlag
-                guard hasTable || (r[5] == 0 && r.le32(at: 28) == 0), r.le16(at: 14) == 0 else {
-                    throw bad("entry \(position) has non-zero reserved bytes")
-                }
-                guard r.le16(at: 6) & ~0o7777 == 0 else { throw bad("entry \(position) has invalid mode bits") }
-                guard r.le32(at: 24) < 1_000_000_000 else { throw bad("entry \(position) has invalid nanoseconds") }
-                let parent = Int(r.le32(at: 0))
-                let nameOffset = UInt64(r.le32(at: 8))
-                let nameLength = Int(r.le16(at: 12))
-                let size = r.le64(at: 32)
-                let first = r.le64(at: 40)
-                let idIsZero = r[48..<64].allSatisfy { $0 == 0 }
-                if position == 0 {
-                    guard parent == 0, kind == .directory, nameLength == 0, nameOffset == 0 else { throw bad("root entry is malformed") }
-                } else {
-                    guard parent < position else { throw bad("entry \(position) comes before its parent") }
-                    guard nameLength >= 1, nameLength <= BundleFormat.maximumNameLength,
-                          nameOffset + UInt64(nameLength) <= stringsLength else { throw bad("entry \(position) has an invalid name") }
-                    let name = UnsafeMutableRawBufferPointer(rebasing: current[0..<nameLength])
-                    if Int(nameOffset) >= window.start, Int(nameOffset) + nameLength <= window.start + window.count {
-                        let from = Int(nameOffset) - window.start
-                        name.copyMemory(from: UnsafeRawBufferPointer(rebasing: nameWindow[from..<(from + nameLength)]))
-                    } else {
-                        try pages.copyBytes(at: stringsStart + Int(nameOffset), into: name)
-                    }
-                    guard !name.contains(0), !name.contains(UInt8(ascii: "/")),
-                          !(nameLength == 1 && name[0] == UInt8(ascii: ".")),
-                          !(nameLength == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")) else {
-                        throw bad("entry \(position) has an invalid name")
-                    }
-                    if parent != parentPosition {
-                        if parent >= batchStart {
-                            let p = UnsafeRawBufferPointer(rebasing: batch[((parent - batchStart) * IndexEntry.recordSize)...])
-                            (parentIsDirectory, parentFirst, parentSize) = (p[4] == IndexEntry.Kind.directory.rawValue, p.le64(at: 40), p.le64(at: 32))
-                        } else {
-                            (parentIsDirectory, parentFirst, parentSize) = try pages.withBytes(
-                                at: headerSize + parent * IndexEntry.recordSize, count: IndexEntry.recordSize) { p in
-                                (p[4] == IndexEntry.Kind.directory.rawValue, p.le64(at: 40), p.le64(at: 32))
-                            }
-                        }
-                        parentPosition = parent
-                    }
-                    guard parentIsDirectory, UInt64(position) >= parentFirst, UInt64(position) - parentFirst < parentSize else {
-                        throw bad("entry \(position) is not among its parent's children")
-                    }
-                    if UInt64(position) > parentFirst {
-                        guard compareBytes(UnsafeRawBufferPointer(rebasing: previous[0..<previousLength]), UnsafeRawBufferPointer(name)) < 0 else {
-                            throw bad("entries \(position - 1) and \(position) are not in name order")
-                        }
-                    }
-                    swap(&current, &previous)
-                    previousLength = nameLength
-                }
-                switch kind {
-                case .directory:
-                    guard idIsZero else { throw bad("directory \(position) has a file id") }
-                    guard size <= UInt64(count) else { throw bad("directory \(position) has \(size) children") }
-                    if size > 0 {
-                        guard first == UInt64(nextChild), first + size <= UInt64(count) else {
-                            throw bad("directory \(position) has an invalid child range")
-                        }
-                        nextChild += Int(size)
-                    } else {
-                        guard first == 0 else { throw bad("empty directory \(position) has a child offset") }
-                    }
-                    childTotal += Int(size)
-                    if position != 0 {
-                        // Parents come in ascending order (breadth-first), so
-                        // the counts stay sorted by position.
-                        if parentPositions.last == UInt32(parent) {
-                            subdirectoryCounts[subdirectoryCounts.count - 1] += 1
-                        } else {
-                            guard parentPositions.last.map({ $0 < UInt32(parent) }) ?? true else {
-                                throw bad("entry \(position) is out of breadth-first order")
-                            }
-                            parentPositions.append(UInt32(parent))
-                            subdirectoryCounts.append(1)
-                        }
-                    }
-                case .file:
-                    guard layout.isValidPlaintextSize(size) else { throw bad("file \(position) is too large") }
-                    let length = hasTable
-                        ? try checkedTables.storedLength(ofTableAt: r.le32(at: 28), plaintextSize: size, position: position,
-                                                         pages: pages, stringsStart: stringsStart, stringsLength: stringsLength,
-                                                         layout: layout)
-                        : layout.ciphertextSize(forPlaintextSize: size)
-                    guard first <= dataLength, length <= dataLength - first else {
-                        throw bad("file \(position) lies outside the data region")
-                    }
-                    if length > 0 {
-                        if first < dataEnd {
-                            // A repeat: legitimate only as an exact copy of
-                            // an earlier body's record (version 2).
-                            var repeated = false
-                            if features.allowsSharedBodies, dataInRecordOrder {
-                                repeated = try BodyRecord(r).repeats(firstSeenBodies, pages: pages)
-                            }
-                            if !repeated { dataInRecordOrder = false }
-                        } else {
-                            // In a bundle encfs-pack wrote, a body seen for
-                            // the first time lies after every earlier one;
-                            // repeats of shared bodies lie before.
-                            storedFileBytes &+= length
-                            distinctFileBytes &+= size
-                            if features.allowsSharedBodies { firstSeenBodies.append(UInt32(position)) }
-                        }
-                        dataEnd = max(dataEnd, first + length)
-                    }
-                    totalFileBytes &+= size
-                    fileCount += 1
-                case .symlink:
-                    guard idIsZero else { throw bad("symlink \(position) has a file id") }
-                    guard size >= 1, size <= UInt64(BundleFormat.maximumSymlinkLength), first <= stringsLength,
-                          size <= stringsLength - first else { throw bad("symlink \(position) has an invalid target") }
-                    let (holdsNUL, suspect) = try pages.withBytes(at: stringsStart + Int(first), count: Int(size)) {
-                        ($0.contains(0), SymlinkContainment.isSuspect($0))
-                    }
-                    guard !holdsNUL else { throw bad("symlink \(position) target holds NUL") }
-                    if suspect { suspectSymlinkPositions.append(UInt32(position)) }
-                }
-            }
-            batchStart += batchCount
-        }
-        guard childTotal == count - 1, nextChild == count else { throw bad("directory child ranges do not cover every entry") }
-        firstSeenBodies = []
-        if !dataInRecordOrder {
-            guard let distinct = try distinctBodyBytes(pages, count: count, layout: layout, features: features,
-                                                       tables: checkedTables) else {
-                throw bad("file data ranges overlap")
-            }
-            (storedFileBytes, distinctFileBytes) = distinct
-        }
-        return Parsed(count: count, creationTime: creationTime, totalFileBytes: totalFileBytes, fileCount: fileCount,
-                      parentPositions: parentPositions, subdirectoryCounts: subdirectoryCounts,
-                      suspectSymlinkPositions: suspectSymlinkPositions, storedFileBytes: storedFileBytes,
-                      distinctFileBytes: distinctFileBytes)
-    }
-}
-
-extension BundleIndex {
-    /// Copies the part of the strings region that holds the names of the
-    /// records in `batch` into `window`, when it fits; the caller checks
-    /// each name's bounds itself and copies a name outside the window on
-    /// its own.
-    ///
-    /// - Returns: where the window starts in the strings region and how
-    ///   many bytes it holds (0 when the names do not fit or lie outside
-    ///   the region).
-    fileprivate static func copyNames(of batch: UnsafeRawBufferPointer, pages: IndexPages, stringsStart: Int,
-                                      stringsLength: UInt64, into window: UnsafeMutableRawBufferPointer) throws -> (start: Int, count: Int) {
-        var low = UInt64.max
-        var high: UInt64 = 0
-        for k in 0..<(batch.count / IndexEntry.recordSize) {
-            let r = UnsafeRawBufferPointer(rebasing: batch[(k * IndexEntry.recordSize)..<((k + 1) * IndexEntry.recordSize)])
-            let length = UInt64(r.le16(at: 12))
-            guard length > 0 else { continue }
-            let offset = UInt64(r.le32(at: 8))
-            low = min(low, offset)
-            high = max(high, offset + length)
-        }
-        guard low < high, high <= stringsLength, high - low <= UInt64(window.count) else { return (0, 0) }
-        let count = Int(high - low)
-        try pages.copyBytes(at: stringsStart + Int(low), into: UnsafeMutableRawBufferPointer(rebasing: window[0..<count]))
-        return (Int(low), count)
-    }
-
-    /// For an index whose data is not in record order (shared bodies, or an
-    /// index encfs-pack did not write): the stored bytes of its distinct
-    /// bodies and their plaintext bytes, or nil when two files' chunk data
-    /// overlap.
-    ///
-    /// Two files may lie at the same place only in a version 2 bundle, and
-    /// only as one body: the same offset, size, file id and chunk table.
-    /// Anything else that overlaps would have two files read one body with
-    /// different keys or lengths. Runs after every record has been checked,
-    /// so sizes, offsets and tables are in range.
-    fileprivate static func distinctBodyBytes(_ pages: IndexPages, count: Int, layout: ChunkLayout, features: BundleFeatures,
-                                              tables: CheckedChunkTables) throws -> (stored: UInt64, plaintext: UInt64)? {
-        // The record's body fields, and where its chunk data ends.
-        var bodies: [(record: BodyRecord, end: UInt64)] = []
-        for position in 0..<count {
-            let record = try pages.withBytes(at: headerSize + position * IndexEntry.recordSize, count: IndexEntry.recordSize) { r in
-                r[4] == IndexEntry.Kind.file.rawValue ? BodyRecord(r) : nil
-            }
-            guard let record else { continue }
-            let length = record.flags != 0 ? tables.storedLength(ofTableAt: record.table) ?? 0
-                                            : layout.ciphertextSize(forPlaintextSize: record.size)
-            if length > 0 { bodies.append((record, record.start + length)) }
-        }
-        bodies.sort { $0.record.start < $1.record.start }
-        var total: (stored: UInt64, plaintext: UInt64) = (0, 0)
-        for i in bodies.indices {
-            if i > 0 {
-                if bodies[i].record == bodies[i - 1].record && features.allowsSharedBodies { continue }
-                if bodies[i].record.start < bodies[i - 1].end { return nil }
-            }
-            total.stored &+= bodies[i].end - bodies[i].record.start
-            total.plaintext &+= bodies[i].record.size
-        }
-        return total
-    }
 }
 
 /// The chunk tables an index validation has checked, by their offset in
@@ -652,8 +362,7 @@ struct CheckedChunkTables {
             return known.stored
         }
         guard chunks > 0 else { throw bad("has a chunk table but no chunks") }
-        let bytes = chunks.multipliedReportingOverflow(by: UInt64(ChunkTableWindow.entrySize))
-        guard !bytes.overflow, UInt64(offset) <= stringsLength, bytes.partialValue <= stringsLength - UInt64(offset) else {
+        guard IndexRules.chunkTableFits(offset: offset, chunks: chunks, in: stringsLength) else {
             throw bad("has a chunk table outside the string table")
         }
         var previousEnd: UInt64 = 0
@@ -665,12 +374,12 @@ struct CheckedChunkTables {
                 try pages.copyBytes(at: stringsStart + Int(offset) + Int(chunk) * ChunkTableWindow.entrySize,
                                     into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(n * ChunkTableWindow.entrySize)]))
                 for k in 0..<n {
-                    let entry = UnsafeRawBufferPointer(buffer).le64(at: k * ChunkTableWindow.entrySize)
+                    let entry = ChunkTableWindow.entry(at: k, in: UnsafeRawBufferPointer(buffer))
                     let length = UInt64(layout.plaintextRange(ofChunk: chunk + UInt64(k), plaintextSize: size).count)
                     guard layout.isValidTableEntry(previousEnd: previousEnd, entry: entry, plaintextLength: length) else {
                         throw bad("has an invalid chunk table entry for chunk \(chunk + UInt64(k))")
                     }
-                    previousEnd = entry & ~ChunkTableWindow.compressedFlag
+                    previousEnd = ChunkTableWindow.end(ofEntry: entry)
                 }
             }
             chunk += UInt64(n)

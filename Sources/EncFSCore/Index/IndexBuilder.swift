@@ -43,58 +43,45 @@ enum IndexBuilder {
         strings.reserveCapacity(stringsLength)
         defer { strings.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         var out: [UInt8] = []
-        out.reserveCapacity(BundleIndex.headerSize + nodes.count * IndexEntry.recordSize + stringsLength)
-        out += BundleIndex.magic
-        out.appendLE(UInt32(nodes.count))
-        out.appendLE(UInt32(0))
-        let stringsLengthAt = out.count
-        out.appendLE(UInt64(0))
-        out.appendLE(creationTime)
+        out.reserveCapacity(FlatIndexHeader.size + nodes.count * IndexRecord.size + stringsLength)
+        FlatIndexHeader.append(entryCount: nodes.count, creationTime: creationTime, to: &out)
         for (position, node) in nodes.enumerated() {
-            let body = node.kind == .file ? bodies[position] : nil
-            guard node.kind != .file || body != nil else { preconditionFailure("internal error: a file without a body") }
-            out.appendLE(UInt32(node.parent))
-            out.append(node.kind.rawValue)
-            out.append(body?.chunkTable == nil ? 0 : IndexEntry.hasChunkTableFlag)
-            out.appendLE(node.mode)
-            out.appendLE(UInt32(strings.count))
-            out.appendLE(UInt16(node.name.count))
-            out.appendLE(UInt16(0))
+            let name = (offset: UInt32(strings.count), length: UInt16(node.name.count))
             strings += node.name
-            out.appendLE(node.mtimeSeconds)
-            out.appendLE(node.mtimeNanoseconds)
-            if let body, let table = body.chunkTable {
-                // A shared body's table is written once, with its first file.
-                if body.chunkTableOffset == nil {
-                    body.chunkTableOffset = UInt32(strings.count)
-                    for entry in table { strings.appendLE(entry) }
-                }
-                out.appendLE(body.chunkTableOffset ?? 0)
-            } else {
-                out.appendLE(UInt32(0))
-            }
+            let recordBody: IndexRecord.Body
             switch node.kind {
             case .directory:
-                out.appendLE(UInt64(node.childCount))
-                out.appendLE(UInt64(node.firstChild))
-                out += [UInt8](repeating: 0, count: 16)
+                recordBody = .directory(firstChild: UInt64(node.firstChild), count: UInt64(node.childCount))
             case .file:
-                out.appendLE(node.size)
-                out.appendLE(body?.first ?? 0)
-                out += body?.fileID ?? []
+                guard let body = bodies[position] else { preconditionFailure("internal error: a file without a body") }
+                recordBody = .file(payloadOffset: body.first, size: node.size, chunkTable: appendTable(of: body, to: &strings),
+                                   fileID: body.fileID)
             case .symlink:
-                out.appendLE(UInt64(node.symlinkTarget.count))
-                out.appendLE(UInt64(strings.count))
+                recordBody = .symlink(targetOffset: UInt64(strings.count), length: UInt64(node.symlinkTarget.count))
                 strings += node.symlinkTarget
-                out += [UInt8](repeating: 0, count: 16)
             }
+            IndexRecord.append(parent: node.parent, mode: node.mode, name: name,
+                               mtime: (node.mtimeSeconds, node.mtimeNanoseconds), body: recordBody, to: &out)
         }
-        out.storeLE(UInt64(strings.count), at: stringsLengthAt)
+        FlatIndexHeader.setStringsLength(UInt64(strings.count), in: &out)
         out += strings
         return out
     }
-}
 
+    /// Appends the chunk table of `body` to the strings the first time one
+    /// of its files is written (a shared body's table is written once).
+    ///
+    /// - Returns: where the table lies in the strings, nil when the body
+    ///   has none.
+    private static func appendTable(of body: FileBody, to strings: inout [UInt8]) -> UInt32? {
+        guard let table = body.chunkTable else { return nil }
+        if body.chunkTableOffset == nil {
+            body.chunkTableOffset = UInt32(strings.count)
+            for entry in table { strings.appendLE(entry) }
+        }
+        return body.chunkTableOffset
+    }
+}
 /// One stored file body: where its chunks start, its file id, and (when
 /// compressed) its chunk table. Files with identical contents share one
 /// (deduplication), so they share its id, its chunks and its table.

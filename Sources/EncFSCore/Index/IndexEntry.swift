@@ -1,21 +1,10 @@
-/// One record of the index, decoded.
+/// One record of the index, decoded (the bytes are ``IndexRecord``'s).
 ///
-/// Record layout (64 bytes, little-endian):
-/// ```
-///  0 u32  parent record (the root is its own parent)
-///  4 u8   kind (1 directory, 2 file, 3 symlink)
-///  5 u8   flags: version 2 files, bit 0 = has a chunk table; otherwise 0
-///  6 u16  permission bits (07777)
-///  8 u32  name offset in the string table
-/// 12 u16  name length (the root's is 0)
-/// 14 u16  reserved (0)
-/// 16 i64  mtime, seconds
-/// 24 u32  mtime, nanoseconds (< 10^9)
-/// 28 u32  version 2 file with a chunk table: its offset in the string table; otherwise 0
-/// 32 u64  size: file bytes / directory child count / symlink target length
-/// 40 u64  first: file payload offset / first child record / target offset in the string table
-/// 48 16B  file id (files; zero otherwise)
-/// ```
+/// What the record's size and first fields mean depends on the kind; read
+/// them through the accessor of the entry's kind: ``children`` for a
+/// directory, ``fileSize`` and ``payloadOffset`` for a file,
+/// ``targetLength`` for a symlink. Each answers empty or 0 for the other
+/// kinds.
 public struct IndexEntry: Sendable, Equatable {
     /// Entry kinds.
     public enum Kind: UInt8, Sendable {
@@ -25,7 +14,7 @@ public struct IndexEntry: Sendable, Equatable {
     }
 
     /// Size of one record.
-    public static let recordSize = 64
+    public static let recordSize = IndexRecord.size
 
     /// The record's position in the index (inode = position + 1).
     public let position: Int
@@ -38,10 +27,10 @@ public struct IndexEntry: Sendable, Equatable {
     let nameLength: UInt16
     public let mtimeSeconds: Int64
     public let mtimeNanoseconds: UInt32
-    /// File size / child count / target length, by kind.
-    public let size: UInt64
-    /// Payload offset / first child / target offset, by kind.
-    public let first: UInt64
+    /// Record bytes 32 … 39 and 40 … 47 as stored: they mean one thing per
+    /// kind (``IndexRecord``), so only the typed accessors below read them.
+    @usableFromInline let storedCount: UInt64
+    @usableFromInline let storedFirst: UInt64
     /// The file id (files; zero otherwise), as stored.
     let fileID: FileID
     /// Record byte 5: bit 0 set when the file's chunks are found through a
@@ -66,21 +55,20 @@ public struct IndexEntry: Sendable, Equatable {
 
     /// Decodes the record at `position` from an index already validated by
     /// ``BundleIndex``.
-    init(record r: UnsafeRawBufferPointer, position: Int) {
+    @inline(__always)
+    init(record r: IndexRecord, position: Int) {
         self.position = position
-        parent = Int(r.le32(at: 0))
-        kind = Kind(rawValue: r[4]) ?? .file // validated at load; never taken
-        mode = r.le16(at: 6)
-        nameOffset = r.le32(at: 8)
-        nameLength = r.le16(at: 12)
-        mtimeSeconds = Int64(bitPattern: r.le64(at: 16))
-        mtimeNanoseconds = r.le32(at: 24)
-        size = r.le64(at: 32)
-        first = r.le64(at: 40)
-        flags = r[5]
-        chunkTableOffset = r.le32(at: 28)
-        fileID = FileID(low: r.loadUnaligned(fromByteOffset: 48, as: UInt64.self),
-                        high: r.loadUnaligned(fromByteOffset: 56, as: UInt64.self))
+        parent = r.parent
+        kind = r.kind ?? .file // validated at load; never taken
+        mode = r.mode
+        (nameOffset, nameLength) = r.name
+        (mtimeSeconds, mtimeNanoseconds) = r.mtime
+        // The same bytes as `r.children`, `r.target`: which they are is
+        // the kind's, answered by the accessors.
+        (storedFirst, storedCount) = r.payload
+        flags = r.flags
+        chunkTableOffset = r.chunkTable
+        fileID = r.fileID
     }
 
     /// Calls `body` with the 16 bytes of the file id.
@@ -89,8 +77,32 @@ public struct IndexEntry: Sendable, Equatable {
         return try withUnsafeBytes(of: &id) { try body($0) }
     }
 
-    /// Children of a directory, as record positions.
-    public var children: Range<Int> {
-        kind == .directory ? Int(first)..<(Int(first) + Int(size)) : 0..<0
+    /// Children of a directory, as record positions (empty for others).
+    @inlinable public var children: Range<Int> {
+        kind == .directory ? Int(storedFirst)..<(Int(storedFirst) + Int(storedCount)) : 0..<0
+    }
+
+    /// A file's plaintext size in bytes (0 for others).
+    @inlinable public var fileSize: UInt64 { kind == .file ? storedCount : 0 }
+
+    /// Where a file's body starts in the payload, after the header (0 for
+    /// others).
+    @inlinable public var payloadOffset: UInt64 { kind == .file ? storedFirst : 0 }
+
+    /// A symlink's target length in bytes (0 for others).
+    @inlinable public var targetLength: Int { kind == .symlink ? Int(storedCount) : 0 }
+
+    /// Where a symlink's target lies in the string table (0 for others).
+    var targetOffset: Int { kind == .symlink ? Int(storedFirst) : 0 }
+}
+
+extension IndexEntry.Kind {
+    /// The word messages use.
+    var noun: String {
+        switch self {
+        case .directory: "directory"
+        case .file: "file"
+        case .symlink: "symlink"
+        }
     }
 }

@@ -73,15 +73,13 @@ final class PagedIndexStore: Sendable {
     /// The pages in the cache now, ascending (tests and diagnostics).
     var cachedPages: [Int] { cache.withLock { $0.cachedPages } }
 
-    /// Calls `body` with the 64-byte record of entry `position` (under the
+    /// Calls `body` with the record of entry `position` (under the
     /// cache's lock: `body` must not call back into the index).
-    func withRecord<R>(at position: Int, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    func withRecord<R>(at position: Int, _ body: (IndexRecord) throws -> R) throws -> R {
         let page = directory.recordPage(holding: position)
         let within = position - Int(directory.firstPositions[page - 1])
         return try cache.withLock { cache in
-            let bytes = try cache.page(page)
-            let at = RecordPage.headerSize + within * IndexEntry.recordSize
-            return try body(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + IndexEntry.recordSize)]))
+            try body(IndexRecord(in: try cache.page(page), at: within, from: RecordPage.headerSize))
         }
     }
 
@@ -137,8 +135,7 @@ final class PagedIndexStore: Sendable {
                 let bytes = try cache.page(page)
                 var n = 0
                 for p in position..<end
-                    where bytes[RecordPage.headerSize + (p - pagePositions.lowerBound) * IndexEntry.recordSize + 4]
-                    == IndexEntry.Kind.directory.rawValue {
+                    where IndexRecord(in: bytes, at: p - pagePositions.lowerBound, from: RecordPage.headerSize).kind == .directory {
                     n += 1
                 }
                 return n

@@ -96,112 +96,139 @@ enum PagedIndexWriter {
         try flat.withUnsafeBytes { try build(flat: $0, layout: layout) }
     }
 
-    private static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout) throws -> Built {
-        let count = Int(flat.le32(at: 8))
-        let stringsStart = BundleIndex.headerSize + count * IndexEntry.recordSize
-        let strings = UnsafeRawBufferPointer(rebasing: flat[stringsStart...])
+    static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout) throws -> Built {
+        let count = FlatIndexHeader(flat).entryCount
+        let strings = UnsafeRawBufferPointer(rebasing: flat[(FlatIndexHeader.size + count * IndexRecord.size)...])
         let compressor = try ChunkCompressor(level: compressionLevel)
         var pages: [[UInt8]] = []
         var table: [(sealed: UInt32, plain: UInt32, first: UInt32)] = []
-        var tableStream: [UInt8] = []
-        defer { tableStream.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        var tableOffsets: [UInt32: UInt32] = [:]
+        var tables = TableStream()
+        defer { tables.wipe() }
         var totals = Totals()
         var suspects: [UInt32] = []
-        let pageBytes = recordPageBytes(tableStreamLength: distinctTableBytes(records: flat, count: count, strings: strings,
-                                                                              layout: layout))
+        let pageBytes = recordPageBytes(tableStreamLength: distinctTableBytes(records: flat, count: count, layout: layout))
         var page = PageUnderConstruction(first: 0, limit: pageBytes)
         defer { page.wipe() }
 
         for position in 0..<count {
-            var r = Array(UnsafeRawBufferPointer(rebasing: flat[(BundleIndex.headerSize + position * IndexEntry.recordSize)...]
-                .prefix(IndexEntry.recordSize)))
-            defer { r.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-            let name = slice(strings, at: Int(r.withUnsafeBytes { $0.le32(at: 8) }), count: Int(r.withUnsafeBytes { $0.le16(at: 12) }))
-            let kind = IndexEntry.Kind(rawValue: r[4])
-            let target = kind == .symlink
-                ? slice(strings, at: Int(r.withUnsafeBytes { $0.le64(at: 40) }), count: Int(r.withUnsafeBytes { $0.le64(at: 32) }))
-                : UnsafeRawBufferPointer(start: nil, count: 0)
+            let r = IndexRecord(in: flat, at: position, from: FlatIndexHeader.size)
+            let name = slice(strings, at: Int(r.name.offset), count: Int(r.name.length))
+            let target = r.kind == .symlink ? slice(strings, at: Int(r.target.offset), count: Int(r.target.length))
+                                            : UnsafeRawBufferPointer(start: nil, count: 0)
             if !page.fits(nameBytes: name.count + target.count) {
                 try finish(&page, compressor: compressor, into: &pages, table: &table)
                 page = PageUnderConstruction(first: position, limit: pageBytes)
             }
-            r.storeLE(UInt32(page.strings.count), at: 8)
+            var copy = Array(UnsafeRawBufferPointer(rebasing: flat[(FlatIndexHeader.size + position * IndexRecord.size)...]
+                .prefix(IndexRecord.size)))
+            defer { copy.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+            IndexRecord.setNameOffset(UInt32(page.strings.count), in: &copy)
             page.strings += name
-            switch kind {
+            switch r.kind {
             case .symlink:
                 if SymlinkContainment.isSuspect(target) { suspects.append(UInt32(position)) }
-                r.storeLE(UInt64(page.strings.count), at: 40)
+                IndexRecord.setTargetOffset(UInt64(page.strings.count), in: &copy)
                 page.strings += target
             case .file:
-                let size = r.withUnsafeBytes { $0.le64(at: 32) }
-                var stored = layout.ciphertextSize(forPlaintextSize: size)
-                if r[5] & IndexEntry.hasChunkTableFlag != 0 {
-                    let old = r.withUnsafeBytes { $0.le32(at: 28) }
-                    let bytes = Int(layout.chunkCount(forPlaintextSize: size)) * ChunkTableWindow.entrySize
-                    let tableBytes = slice(strings, at: Int(old), count: bytes)
-                    stored = tableBytes.le64(at: bytes - ChunkTableWindow.entrySize) & ~ChunkTableWindow.compressedFlag
-                    if let known = tableOffsets[old] {
-                        r.storeLE(known, at: 28)
-                    } else {
-                        guard tableStream.count + bytes <= Int(UInt32.max) else {
-                            throw BundleError.limitExceeded("chunk tables take more than 4 GiB")
-                        }
-                        tableOffsets[old] = UInt32(tableStream.count)
-                        r.storeLE(UInt32(tableStream.count), at: 28)
-                        tableStream += tableBytes
-                    }
-                }
-                totals.add(first: r.withUnsafeBytes { $0.le64(at: 40) }, size: size, stored: stored)
+                let stored = try tables.move(tableOf: r, strings: strings, layout: layout, into: &copy)
+                totals.add(first: r.payload.offset, size: r.payload.size, stored: stored)
             default:
                 break
             }
-            page.records += r
+            page.records += copy
         }
         try finish(&page, compressor: compressor, into: &pages, table: &table)
         let recordPages = pages.count
-        var offset = 0
-        while offset < tableStream.count {
-            let end = min(offset + IndexDirectory.pageSize, tableStream.count)
-            try tableStream.withUnsafeBytes { t in
-                let (stored, plain) = try compressed(UnsafeRawBufferPointer(rebasing: t[offset..<end]), compressor: compressor)
-                pages.append(stored)
-                table.append((UInt32(stored.count + AESGCM.tagByteCount), plain, 0))
-            }
-            offset = end
-        }
+        try tables.appendPages(compressor: compressor, into: &pages, table: &table)
+        let head = directory(pageTable: table, recordPages: recordPages, entryCount: count,
+                             creationTime: FlatIndexHeader(flat).creationTime, totals: totals,
+                             tableStreamLength: tables.bytes.count, suspects: suspects)
+        return Built(head: head, pages: pages)
+    }
+
+    /// Page 0's plaintext (layout in ``IndexDirectory``).
+    private static func directory(pageTable table: [(sealed: UInt32, plain: UInt32, first: UInt32)], recordPages: Int,
+                                  entryCount: Int, creationTime: Int64, totals: Totals, tableStreamLength: Int,
+                                  suspects: [UInt32]) -> [UInt8] {
         var head = IndexDirectory.magic
-        head.appendLE(UInt32(pages.count + 1))
+        head.appendLE(UInt32(table.count + 1))
         head.appendLE(UInt32(recordPages))
-        head.appendLE(UInt32(count))
+        head.appendLE(UInt32(entryCount))
         head.appendLE(UInt32(suspects.count))
-        head.append(contentsOf: flat[24..<32]) // creation time
+        head.appendLE(creationTime)
         head.appendLE(UInt64(totals.files))
         head.appendLE(totals.plaintext)
         head.appendLE(totals.stored)
         head.appendLE(totals.distinctPlaintext)
-        head.appendLE(UInt64(tableStream.count))
+        head.appendLE(UInt64(tableStreamLength))
         for entry in table {
             head.appendLE(entry.sealed)
             head.appendLE(entry.plain)
             head.appendLE(entry.first)
         }
         for position in suspects { head.appendLE(position) }
-        return Built(head: head, pages: pages)
+        return head
+    }
+
+    /// The table stream being filled: each distinct chunk table once, in
+    /// the order files first name it.
+    private struct TableStream {
+        var bytes: [UInt8] = []
+        /// Where each table already moved went: string table offset →
+        /// table stream offset.
+        private var offsets: [UInt32: UInt32] = [:]
+
+        /// Points a file's record copy at its chunk table in the stream,
+        /// moving the table there the first time.
+        ///
+        /// - Returns: the body's stored length.
+        mutating func move(tableOf r: IndexRecord, strings: UnsafeRawBufferPointer, layout: ChunkLayout,
+                           into copy: inout [UInt8]) throws -> UInt64 {
+            let size = r.payload.size
+            guard r.flags & IndexEntry.hasChunkTableFlag != 0 else { return layout.ciphertextSize(forPlaintextSize: size) }
+            let old = r.chunkTable
+            let chunks = Int(layout.chunkCount(forPlaintextSize: size))
+            let tableBytes = slice(strings, at: Int(old), count: chunks * ChunkTableWindow.entrySize)
+            if let known = offsets[old] {
+                IndexRecord.setChunkTable(known, in: &copy)
+            } else {
+                guard bytes.count + tableBytes.count <= Int(UInt32.max) else {
+                    throw BundleError.limitExceeded("chunk tables take more than 4 GiB")
+                }
+                offsets[old] = UInt32(bytes.count)
+                IndexRecord.setChunkTable(UInt32(bytes.count), in: &copy)
+                bytes += tableBytes
+            }
+            return ChunkTableWindow.end(ofEntry: ChunkTableWindow.entry(at: chunks - 1, in: tableBytes))
+        }
+
+        /// Cuts the stream into table pages after the record pages.
+        func appendPages(compressor: ChunkCompressor, into pages: inout [[UInt8]],
+                         table: inout [(sealed: UInt32, plain: UInt32, first: UInt32)]) throws {
+            var offset = 0
+            while offset < bytes.count {
+                let end = min(offset + IndexDirectory.pageSize, bytes.count)
+                try bytes.withUnsafeBytes { t in
+                    let (stored, plain) = try compressed(UnsafeRawBufferPointer(rebasing: t[offset..<end]), compressor: compressor)
+                    pages.append(stored)
+                    table.append((UInt32(stored.count + AESGCM.tagByteCount), plain, 0))
+                }
+                offset = end
+            }
+        }
+
+        mutating func wipe() { bytes.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
     }
 
     /// The length the table stream will have: the bytes of every distinct
     /// chunk table (files that share a body share its table).
-    private static func distinctTableBytes(records flat: UnsafeRawBufferPointer, count: Int, strings: UnsafeRawBufferPointer,
-                                           layout: ChunkLayout) -> Int {
+    private static func distinctTableBytes(records flat: UnsafeRawBufferPointer, count: Int, layout: ChunkLayout) -> Int {
         var seen = Set<UInt32>()
         var total = 0
         for position in 0..<count {
-            let r = UnsafeRawBufferPointer(rebasing: flat[(BundleIndex.headerSize + position * IndexEntry.recordSize)...]
-                .prefix(IndexEntry.recordSize))
-            guard IndexEntry.Kind(rawValue: r[4]) == .file, r[5] & IndexEntry.hasChunkTableFlag != 0,
-                  seen.insert(r.le32(at: 28)).inserted else { continue }
-            total += Int(layout.chunkCount(forPlaintextSize: r.le64(at: 32))) * ChunkTableWindow.entrySize
+            let r = IndexRecord(in: flat, at: position, from: FlatIndexHeader.size)
+            guard r.kind == .file, r.flags & IndexEntry.hasChunkTableFlag != 0, seen.insert(r.chunkTable).inserted else { continue }
+            total += Int(layout.chunkCount(forPlaintextSize: r.payload.size)) * ChunkTableWindow.entrySize
         }
         return total
     }
@@ -244,10 +271,8 @@ enum PagedIndexWriter {
         var plain: [UInt8] = []
         plain.reserveCapacity(RecordPage.headerSize + page.records.count + page.strings.count)
         defer { plain.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        plain.appendLE(UInt32(page.first))
-        plain.appendLE(UInt32(page.records.count / IndexEntry.recordSize))
-        plain.appendLE(UInt32(page.strings.count))
-        plain.appendLE(UInt32(0))
+        RecordPageHeader.append(firstPosition: page.first, recordCount: page.records.count / IndexRecord.size,
+                                stringsLength: page.strings.count, to: &plain)
         plain += page.records
         plain += page.strings
         page.wipe()

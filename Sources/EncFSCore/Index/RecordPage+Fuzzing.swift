@@ -13,8 +13,8 @@ extension RecordPage {
         guard page.count >= headerSize, page.count <= IndexDirectory.pageSize else {
             throw BundleError.corruptIndex("index page 1: length \(page.count)")
         }
-        let first = Int(page.le32(at: 0))
-        let count = Int(page.le32(at: 4))
+        let header = RecordPageHeader(page)
+        let (first, count) = (header.firstPosition, header.recordCount)
         guard count >= 1, count <= (page.count - headerSize) / IndexEntry.recordSize, first <= (1 << 24) else {
             throw BundleError.corruptIndex("index page 1: \(count) records from \(first)")
         }
@@ -25,14 +25,42 @@ extension RecordPage {
         try validate(page, page: 1, positions: first..<(first + count), rules: rules)
         let stringsStart = headerSize + count * IndexEntry.recordSize
         return (0..<count).map { i in
-            let r = UnsafeRawBufferPointer(rebasing: page[(headerSize + i * IndexEntry.recordSize)...].prefix(IndexEntry.recordSize))
-            let offset = stringsStart + Int(r.le32(at: 8))
-            return (first + i, Int(r.le32(at: 0)), Array(page[offset..<(offset + Int(r.le16(at: 12)))]))
+            let r = IndexRecord(in: page, at: i, from: headerSize)
+            let offset = stringsStart + Int(r.name.offset)
+            return (first + i, r.parent, Array(page[offset..<(offset + Int(r.name.length))]))
         }
     }
 }
 
 extension RecordPage {
+    /// Cuts flat index plaintext that ``BundleIndex`` accepted into record
+    /// pages as `PagedIndexWriter` does, and checks each page as a reader
+    /// checks a page it loads (the fuzzer's `index` target): the flat and
+    /// the page rules (``IndexRules``) must agree on what a valid index is.
+    ///
+    /// - Throws: `BundleError.corruptIndex` naming the page that failed.
+    package static func checkPagedCopy(ofFlatIndex flat: UnsafeRawBufferPointer, layout: ChunkLayout, dataLength: UInt64,
+                                       features: BundleFeatures, decompressor: ChunkDecompressor) throws {
+        var built = try PagedIndexWriter.build(flat: flat, layout: layout)
+        defer { built.wipe() }
+        let directory = try built.head.withUnsafeBytes {
+            try IndexDirectory($0, remainingLength: built.sealedLength - UInt64(built.headSealedLength))
+        }
+        let rules = Rules(layout: layout, dataLength: dataLength, features: features, entryCount: directory.entryCount,
+                          tableStreamLength: directory.tableStreamLength, suspectSymlinks: directory.suspectSymlinks)
+        for page in 1...directory.recordPageCount {
+            var plain = [UInt8](repeating: 0, count: Int(directory.plainLengths[page - 1]))
+            let stored = built.pages[page - 1]
+            if stored.count == plain.count {
+                plain = stored
+            } else {
+                let inflated = stored.withUnsafeBytes { s in plain.withUnsafeMutableBytes { decompressor.decompress(s, into: $0) } }
+                guard inflated else { throw BundleError.corruptIndex("index page \(page): does not inflate") }
+            }
+            try plain.withUnsafeBytes { try validate($0, page: page, positions: directory.positions(ofRecordPage: page), rules: rules) }
+        }
+    }
+
     /// The record pages a paged index of `flat` (index plaintext as
     /// `IndexBuilder` writes it) would hold, as stored: a zstd frame, or
     /// the plaintext when it does not shrink (for the fuzzer's seeds).

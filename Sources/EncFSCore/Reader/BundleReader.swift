@@ -306,10 +306,10 @@ public final class BundleReader: Sendable {
     private func readChunks(_ entry: IndexEntry, key givenKey: SymmetricKey?, fromOffset offset: UInt64,
                             into buffer: UnsafeMutableRawBufferPointer, workspace given: ChunkWorkspace? = nil) throws -> Int {
         guard entry.kind == .file else { throw BundleError.isADirectory }
-        // The index bounded entry.first and the sealed body by the payload,
+        // The index bounded entry.payloadOffset and the sealed body by the payload,
         // and the header the payload by the file size: the sum cannot wrap.
-        let plan = header.layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.size,
-                                          bodyOffset: UInt64(header.headerLength) + entry.first,
+        let plan = header.layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.fileSize,
+                                          bodyOffset: UInt64(header.headerLength) + entry.payloadOffset,
                                           chunksPerBatch: batchChunks)
         guard !plan.isEmpty else { return 0 }
         let workspace = try given ?? takeWorkspace()

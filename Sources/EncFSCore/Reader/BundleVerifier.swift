@@ -76,7 +76,7 @@ package struct BundleVerifier {
             guard entry.kind == .file else { continue }
             report.files += 1
             defer { progress?.finishFile() }
-            let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
+            let chunkCount = layout.chunkCount(forPlaintextSize: entry.fileSize)
             guard chunkCount > 0, checkedBodies.isFirstSight(of: entry) else { continue }
             let key = try reader.fileKey(for: entry)
             var damaged: [UInt64] = []
@@ -85,7 +85,7 @@ package struct BundleVerifier {
                 while !batch.isEmpty {
                     damaged += try check(entry, chunks: batch, reader: reader, key: key, fileID: fileID,
                                          workspace: workspace, hasher: hasher)
-                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.size))
+                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.fileSize))
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }
@@ -104,12 +104,12 @@ package struct BundleVerifier {
     private static func check(_ entry: IndexEntry, chunks: Range<UInt64>, reader: BundleReader, key: SymmetricKey,
                               fileID: UnsafeRawBufferPointer, workspace: ChunkWorkspace, hasher: SHA256.Hasher?) throws -> [UInt64] {
         let layout = reader.header.layout
-        let size = entry.size
+        let size = entry.fileSize
         let window = entry.hasChunkTable ? try reader.index.chunkTableWindow(of: entry, chunks: chunks, into: workspace.tableEntries) : nil
         let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
         let sealed = workspace.sealed
-        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
+        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.payloadOffset + bytes.lowerBound,
                                          into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
         hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<got]))
         var damaged: [UInt64] = []
@@ -145,19 +145,13 @@ package struct BundleVerifier {
 /// offset, size, file id and chunk table (anything else at the same offset
 /// is checked on its own, and fails).
 struct SharedBodies {
-    private struct Body: Equatable {
-        var size: UInt64
-        var fileID: IndexEntry.FileID
-        var flags: UInt8
-        var table: UInt32
-    }
-    private var seen: [UInt64: Body] = [:]
+    private var seen: [UInt64: BodyRecord] = [:]
 
     /// Whether `entry`'s body has not been taken yet (and is now).
     mutating func isFirstSight(of entry: IndexEntry) -> Bool {
-        let body = Body(size: entry.size, fileID: entry.fileID, flags: entry.flags, table: entry.chunkTableOffset)
-        if let known = seen[entry.first], known == body { return false }
-        seen[entry.first] = body
+        let body = BodyRecord(entry)
+        if let known = seen[body.start], known == body { return false }
+        seen[body.start] = body
         return true
     }
 }

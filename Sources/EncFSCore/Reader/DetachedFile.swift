@@ -36,10 +36,10 @@ package final class DetachedFile: Sendable {
     /// - Throws: `BundleError.corruptChunk` (the buffer is then wiped),
     ///   `.io`, `.crypto` when a cipher context cannot be made.
     package func read(fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        // The index bounded entry.first and the sealed body by the payload,
+        // The index bounded entry.payloadOffset and the sealed body by the payload,
         // and the header the payload by the file size: the sum cannot wrap.
-        let plan = header.layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.size,
-                                          bodyOffset: UInt64(header.headerLength) + entry.first, chunksPerBatch: chunksPerBatch)
+        let plan = header.layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.fileSize,
+                                          bodyOffset: UInt64(header.headerLength) + entry.payloadOffset, chunksPerBatch: chunksPerBatch)
         guard !plan.isEmpty else { return 0 }
         let workspace = try pool.withLock({ $0.popLast() }) ?? ChunkWorkspace(layout: header.layout, bundleID: header.bundleID)
         defer { pool.withLock { $0.append(workspace) } }

@@ -65,7 +65,7 @@ final class InflatedChunkCache {
     /// The plaintext of chunk `chunk` of `entry`'s body, when a slot holds
     /// it; marks that slot as used last.
     func cached(_ entry: IndexEntry, chunk: UInt64) -> UnsafeRawBufferPointer? {
-        let wanted = Tag(fileID: entry.fileID, bodyOffset: entry.first, chunk: chunk)
+        let wanted = Tag(fileID: entry.fileID, bodyOffset: entry.payloadOffset, chunk: chunk)
         for slot in 0..<Self.slotCount where tag(slot) == wanted {
             victim = 1 - slot
             return UnsafeRawBufferPointer(buffer(slot, length: slot == 0 ? lengths.0 : lengths.1))
@@ -91,7 +91,7 @@ final class InflatedChunkCache {
             SecureBytes.wipe(target)
             throw error
         }
-        setTag(slot, Tag(fileID: entry.fileID, bodyOffset: entry.first, chunk: chunk), length: length)
+        setTag(slot, Tag(fileID: entry.fileID, bodyOffset: entry.payloadOffset, chunk: chunk), length: length)
         victim = 1 - slot
         return UnsafeRawBufferPointer(target)
     }

@@ -87,17 +87,17 @@ struct PayloadReencryptor {
             let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
             defer { progress?.finishFile() }
-            guard entry.size > 0, resealedBodies.isFirstSight(of: entry) else { continue }
+            guard entry.fileSize > 0, resealedBodies.isFirstSight(of: entry) else { continue }
             try entry.withFileID { fileID in
                 let oldKey = try reader.keys.fileKey(fileID: fileID)
                 let newKey = try newKeys.fileKey(fileID: fileID)
-                let chunkCount = layout.chunkCount(forPlaintextSize: entry.size)
+                let chunkCount = layout.chunkCount(forPlaintextSize: entry.fileSize)
                 var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
                 while !batch.isEmpty {
                     try reseal(entry, chunks: batch, fileID: fileID, oldKey: oldKey, newKey: newKey,
                                codecs: (oldCodec, newCodec), sealed: sealed, plaintext: plaintext,
                                tableEntries: workspace.tableEntries)
-                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.size))
+                    progress?.add(bytes: layout.plaintextBytes(ofChunks: batch, plaintextSize: entry.fileSize))
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }
@@ -116,12 +116,12 @@ struct PayloadReencryptor {
                         sealed: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer,
                         tableEntries: UnsafeMutableRawBufferPointer) throws {
         let layout = reader.header.layout
-        let size = entry.size
+        let size = entry.fileSize
         let window = entry.hasChunkTable ? try reader.index.chunkTableWindow(of: entry, chunks: chunks, into: tableEntries) : nil
         let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
         let batch = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want])
-        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.first + bytes.lowerBound,
+        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.payloadOffset + bytes.lowerBound,
                                          into: batch)
         // A short read means the bundle ends early: name the first chunk it cut.
         guard got == want else {
@@ -147,7 +147,7 @@ struct PayloadReencryptor {
         }
         chunkHasher?.update(UnsafeRawBufferPointer(batch))
         try output.writeAll(UnsafeRawBufferPointer(batch),
-                            toAbsoluteOffset: UInt64(newHeader.headerLength) + entry.first + bytes.lowerBound)
+                            toAbsoluteOffset: UInt64(newHeader.headerLength) + entry.payloadOffset + bytes.lowerBound)
     }
 
     /// Opens the sealed index under the old index key and seals it under

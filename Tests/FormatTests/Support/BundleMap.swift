@@ -43,11 +43,11 @@ struct BundleMap {
     /// Absolute offset of the sealed chunk `chunk` of a file entry: every
     /// chunk before it is chunk size + 16 bytes.
     func chunkOffset(_ entry: IndexEntry, chunk: Int) -> Int {
-        headerLength + Int(entry.first) + chunk * (chunkSize + 16)
+        headerLength + Int(entry.payloadOffset) + chunk * (chunkSize + 16)
     }
 
     /// Sealed length of chunk `chunk` of a file entry (plaintext + 16-byte tag).
     func sealedLength(_ entry: IndexEntry, chunk: Int) -> Int {
-        min(chunkSize, Int(entry.size) - chunk * chunkSize) + 16
+        min(chunkSize, Int(entry.fileSize) - chunk * chunkSize) + 16
     }
 }

@@ -9,7 +9,7 @@ extension BundleReader {
     /// The whole file, read with one call.
     func contents(of entry: IndexEntry) throws -> [UInt8] {
         let key = try fileKey(for: entry)
-        var out = [UInt8](repeating: 0, count: Int(entry.size))
+        var out = [UInt8](repeating: 0, count: Int(entry.fileSize))
         let n = try out.withUnsafeMutableBytes { try read(entry, key: key, fromOffset: 0, into: $0) }
         XCTAssertEqual(n, out.count, "short read of a whole file")
         return out
@@ -22,7 +22,7 @@ extension BundleReader {
     func chunk(_ chunk: UInt64, of entry: IndexEntry) throws -> [UInt8] {
         let cs = UInt64(1) << UInt64(header.layout.chunkSizeLog2)
         let start = chunk * cs
-        let count = Int(min(cs, entry.size - start))
+        let count = Int(min(cs, entry.fileSize - start))
         var out = [UInt8](repeating: 0, count: count)
         let key = try fileKey(for: entry)
         let n = try out.withUnsafeMutableBytes { try read(entry, key: key, fromOffset: start, into: $0) }

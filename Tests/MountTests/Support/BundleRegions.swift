@@ -114,9 +114,9 @@ struct BundleRegions {
             let entry = try index.entry(at: position)
             guard entry.kind == .file else { continue }
             let path = String(decoding: try index.path(of: entry), as: UTF8.self)
-            for chunk in 0..<layout.chunkCount(forPlaintextSize: entry.size) {
-                let start = h + entry.first + layout.ciphertextOffset(ofChunk: chunk)
-                let sealed = layout.sealedSize(ofChunk: chunk, plaintextSize: entry.size)
+            for chunk in 0..<layout.chunkCount(forPlaintextSize: entry.fileSize) {
+                let start = h + entry.payloadOffset + layout.ciphertextOffset(ofChunk: chunk)
+                let sealed = layout.sealedSize(ofChunk: chunk, plaintextSize: entry.fileSize)
                 regions.append(Region(part: .chunkBody(path: path, chunk: chunk), range: start..<(start + sealed - 16)))
                 regions.append(Region(part: .chunkTag(path: path, chunk: chunk), range: (start + sealed - 16)..<(start + sealed)))
             }

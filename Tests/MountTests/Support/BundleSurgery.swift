@@ -45,8 +45,8 @@ enum BundleSurgery {
                                            options: OpenOptions(allowsExternalSymlinks: true))
         let entry = try reader.index.resolve(path: path)
         let layout = reader.header.layout
-        precondition(chunk < layout.chunkCount(forPlaintextSize: entry.size), "internal error: no chunk \(chunk) in \(path)")
-        return UInt64(reader.header.headerLength) + entry.first + layout.ciphertextOffset(ofChunk: chunk) + byte
+        precondition(chunk < layout.chunkCount(forPlaintextSize: entry.fileSize), "internal error: no chunk \(chunk) in \(path)")
+        return UInt64(reader.header.headerLength) + entry.payloadOffset + layout.ciphertextOffset(ofChunk: chunk) + byte
     }
 
     /// Where a key slot's body is: the slot kind (1 raw key, 2 passphrase,
@@ -110,12 +110,12 @@ extension BundleSurgery {
                                            options: OpenOptions(allowsExternalSymlinks: true))
         let a = try reader.index.resolve(path: Array(original.utf8))
         let b = try reader.index.resolve(path: Array(duplicate.utf8))
-        guard a.kind == .file, b.kind == .file, a.size == b.size else { throw SubprocessError("two files of one size needed") }
+        guard a.kind == .file, b.kind == .file, a.fileSize == b.fileSize else { throw SubprocessError("two files of one size needed") }
         let header = reader.header
         guard var file = FileManager.default.contents(atPath: bundle).map({ Array($0) }) else { throw SubprocessError("read \(bundle)") }
-        let length = Int(header.layout.ciphertextSize(forPlaintextSize: a.size))
-        let aStart = header.headerLength + Int(a.first)
-        let bStart = header.headerLength + Int(b.first)
+        let length = Int(header.layout.ciphertextSize(forPlaintextSize: a.fileSize))
+        let aStart = header.headerLength + Int(a.payloadOffset)
+        let bStart = header.headerLength + Int(b.payloadOffset)
         file.replaceSubrange(bStart..<(bStart + length), with: file[aStart..<(aStart + length)])
         var aad = header.bundleID + [header.layout.chunkSizeLog2]
         withUnsafeBytes(of: header.payloadLength.littleEndian) { aad += $0 }
