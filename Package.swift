@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "encfs-mount", targets: ["encfs-mount"]),
         .executable(name: "encfs-inspect", targets: ["encfs-inspect"]),
         .executable(name: "encfs-keygen", targets: ["encfs-keygen"]),
+        .executable(name: "encfs-rekey", targets: ["encfs-rekey"]),
         .executable(name: "encfs-ctl", targets: ["encfs-ctl"]),
         .library(name: "EncFS", targets: ["EncFS"]),
     ],
@@ -65,6 +66,8 @@ let package = Package(
                           linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-keygen", dependencies: ["EncFSCLI"]),
+        // `encfs-inspect rekey` as a command of its own: the one that writes a bundle.
+        .executableTarget(name: "encfs-rekey", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-ctl", dependencies: ["EncFSCLI"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.

@@ -87,8 +87,8 @@ Description: encrypted resource bundles mounted read-only through FUSE
  encfs-pack encrypts a directory into one bundle file (AES-256-GCM in
  chunks); encfs-mount serves it read-only through FUSE, decrypting in
  memory, so plaintext never touches disk. encfs-inspect lists, verifies
- and rekeys bundles; encfs-keygen makes keys; encfs-ctl locks, unlocks
- and queries a mount. Mounts work from fstab
+ and rekeys bundles (encfs-rekey rekeys too); encfs-keygen makes keys;
+ encfs-ctl locks, unlocks and queries a mount. Mounts work from fstab
  (type fuse.encfs-mount) and from systemd units (Type=notify).
  .
  Not related to the "encfs" package (EncFS, an encrypted file system).

@@ -64,12 +64,7 @@ public final class MountLogger: Sendable {
         case .file(let fd):
             var ts = timespec()
             clock_gettime(CLOCK_REALTIME, &ts)
-            var tmValue = tm()
-            var seconds = ts.tv_sec
-            gmtime_r(&seconds, &tmValue)
-            let stamp = String(format4: Int(tmValue.tm_year) + 1900) + "-" + String(pad2: Int(tmValue.tm_mon) + 1) + "-"
-                + String(pad2: Int(tmValue.tm_mday)) + "T" + String(pad2: Int(tmValue.tm_hour)) + ":"
-                + String(pad2: Int(tmValue.tm_min)) + ":" + String(pad2: Int(tmValue.tm_sec)) + "Z"
+            let stamp = RFC3339.format(seconds: Int64(ts.tv_sec))
             writeLine(fd, Array("\(stamp) encfs-mount[\(getpid())]: ".utf8) + line)
         case .syslog:
             line.append(0)
@@ -99,9 +94,4 @@ public final class MountLogger: Sendable {
             _ = write(fd, base, raw.count) // one write: lines from threads do not interleave
         }
     }
-}
-
-private extension String {
-    init(pad2 value: Int) { self = value < 10 ? "0\(value)" : "\(value)" }
-    init(format4 value: Int) { self = String(value) }
 }

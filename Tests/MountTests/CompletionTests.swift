@@ -34,7 +34,7 @@ final class CompletionTests: MountTestCase {
     }
 
     func testOptions_AreTheToolsOwnAndAccepted() throws {
-        for tool in ["encfs-pack", "encfs-mount", "encfs-inspect", "encfs-keygen"] {
+        for tool in ["encfs-pack", "encfs-mount", "encfs-inspect", "encfs-keygen", "encfs-rekey"] {
             let offered = try complete([tool, "-"])
             XCTAssertTrue(offered.contains("--help") && offered.contains("--version"), "\(tool): \(offered)")
             for option in offered {

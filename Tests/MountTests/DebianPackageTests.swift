@@ -39,6 +39,8 @@ final class DebianPackageTests: MountTestCase {
         XCTAssertFalse(depends.lowercased().contains("swift"), depends)
         let contents = try check("/usr/bin/dpkg-deb", ["-c", deb]).output
         for path in ["./usr/bin/encfs-pack", "./usr/bin/encfs-mount", "./usr/bin/encfs-inspect", "./usr/bin/encfs-keygen",
+                     "./usr/bin/encfs-rekey", "./usr/share/man/man1/encfs-rekey.1.gz",
+                     "./usr/share/bash-completion/completions/encfs-rekey",
                      "./usr/share/man/man1/encfs-mount.1.gz", "./usr/share/man/man5/encfs.5.gz",
                      "./usr/share/bash-completion/completions/encfs-mount",
                      "./usr/share/doc/encfs-tools/examples/systemd/encfs-assets.service"] {
@@ -57,7 +59,7 @@ final class DebianPackageTests: MountTestCase {
         assertSuccess(try dpkg(["-i", deb]))
 
         let system = ["PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": nil as String?]
-        for tool in ["encfs-pack", "encfs-mount", "encfs-inspect", "encfs-keygen"] {
+        for tool in ["encfs-pack", "encfs-mount", "encfs-inspect", "encfs-keygen", "encfs-rekey"] {
             assertSuccess(try run("/usr/bin/\(tool)", ["--version"], environment: system))
             let libraries = try check("/usr/bin/ldd", ["/usr/bin/\(tool)"]).output
             XCTAssertFalse(libraries.contains("swift") || libraries.contains("not found"), "\(tool): \(libraries)")

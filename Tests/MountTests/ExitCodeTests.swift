@@ -61,6 +61,10 @@ final class ExitCodeTests: MountTestCase {
             (try Tools.keygen(), ["--symmetric", "-o", key], 1),
             (try Tools.keygen(), ["--symmetric", "-o", scratch.url("new.key")], 0),
             (try Tools.keygen(), ["--symmetric", "--sign"], 2),
+            // The key encfs-keygen just wrote, added as a second slot.
+            (try Tools.rekey(), [bundle, "--key-file", key, "--add-key-file", scratch.url("new.key")], 0),
+            (try Tools.rekey(), [bundle, "--key-file", wrong, "--add-key-file", scratch.url("new.key")], 1),
+            (try Tools.rekey(), [bundle, "--key-file", key], 2),
         ]
         let documented = try documentedCodes()
         for (tool, arguments, code) in cases {

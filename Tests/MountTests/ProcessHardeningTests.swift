@@ -108,6 +108,11 @@ final class ProcessHardeningTests: MountTestCase {
         try probe([try Tools.inspect(), "rekey", w.bundle, "--key-file", "/dev/stdin", "--add-key-file", w.key])
     }
 
+    func testRekey_CoreDumpsOffBeforeReadingTheKey() throws {
+        let w = try world()
+        try probe([try Tools.rekey(), w.bundle, "--key-file", "/dev/stdin", "--add-key-file", w.key])
+    }
+
     func testKeygen_CoreDumpsOffBeforeWritingThePrivateKey() throws {
         _ = try world()
         try probe([try Tools.keygen()], fullStdout: true)

@@ -299,4 +299,68 @@ final class RekeyTests: KeyTestCase {
         try assertSameTree(source, mounted.mountpoint)
         try assertOpens(bundle, ["--identity", host.key])
     }
+
+    /// `encfs-rekey` is `encfs-inspect rekey` under its own name: on two
+    /// copies of one bundle, the same arguments give the same exit code,
+    /// stdout (`--json` and text), slots and bytes after the header when
+    /// adding, and on one bundle the same refusals, word for word but for
+    /// the tool's name.
+    func testRekey_OwnCommandAndInspectSpelling_SameResult() throws {
+        let raw = try makeRawKey()
+        let host = try keygenIdentity("host.key")
+        let original = scratch.url("original.encfs")
+        assertSuccess(try pack(source, original, ["--key-file", raw, "--recipient", host.recipient, "-q"]))
+        let viaInspect = try scratch.write("inspect.encfs", try contents(original))
+        let viaRekey = try scratch.write("rekey.encfs", try contents(original))
+        func both(_ arguments: [String]) throws -> (inspect: ProcessResult, rekey: ProcessResult) {
+            (try inspect(["rekey", viaInspect] + arguments), try run(try Tools.rekey(), [viaRekey] + arguments))
+        }
+
+        // Adding: a raw key, as JSON; then another, as text.
+        let added = try makeRawKey("added.key")
+        let json = try both(["--key-file", raw, "--add-key-file", added, "--json"])
+        for result in [json.inspect, json.rekey] { assertSuccess(result) }
+        XCTAssertEqual(json.rekey.output, json.inspect.output)
+        XCTAssertTrue(json.rekey.output.hasPrefix(#"{"added": 1, "removed": 0"#), json.rekey.output)
+        XCTAssertEqual(json.rekey.stderr, json.inspect.stderr)
+        let originalFingerprints = Set(try slots(original).map(\.fingerprint))
+        let addedSlot = try XCTUnwrap(try slots(viaRekey).first { !originalFingerprints.contains($0.fingerprint) })
+        let second = try makeRawKey("second.key")
+        let text = try both(["--identity", host.key, "--add-key-file", second])
+        for result in [text.inspect, text.rekey] { assertSuccess(result) }
+        XCTAssertEqual(text.rekey.output, text.inspect.output)
+        XCTAssertTrue(text.rekey.output.hasPrefix("rekeyed: 1 slots added, 0 removed, 4 now:"), text.rekey.output)
+        XCTAssertEqual(try slots(viaRekey), try slots(viaInspect))
+        XCTAssertTrue(try payload(viaRekey) == payload(original), "encfs-rekey changed the payload")
+        XCTAssertTrue(try payload(viaInspect) == payload(original), "encfs-inspect rekey changed the payload")
+
+        // Removing re-encrypts (new keys, so other bytes), with the same report.
+        let removal = try both(["--key-file", raw, "--remove", addedSlot.fingerprint, "--add-recipient", host.recipient,
+                                "--add-key-file", second, "--json"])
+        for result in [removal.inspect, removal.rekey] { assertSuccess(result) }
+        XCTAssertEqual(removal.rekey.output, removal.inspect.output)
+        XCTAssertTrue(removal.rekey.output.contains(#""reencrypted": true"#), removal.rekey.output)
+        XCTAssertEqual(try slots(viaRekey), try slots(viaInspect))
+        try assertOpens(viaRekey, ["--identity", host.key])
+        XCTAssertEqual(try inspect(["cat", viaRekey, "hello.txt", "--key-file", added]).status, 1, "the removed key still opens")
+
+        // Refusals on one file: the same code and message; the file unchanged.
+        let before = try contents(viaRekey)
+        let refusals: [(arguments: [String], code: Int32)] = [
+            ([], 2), (["--key-file", raw], 2), (["--key-file", raw, "--scrypt-log-n", "3", "--remove", "x"], 2),
+            (["--key-file", added, "--add-key-file", raw], 1), (["--key-file", raw, "--remove", "0000000000000000"], 1),
+        ]
+        for (arguments, code) in refusals {
+            let inspected = try inspect(["rekey", viaRekey] + arguments)
+            let rekeyed = try run(try Tools.rekey(), [viaRekey] + arguments)
+            XCTAssertEqual(inspected.status, code, inspected.summary)
+            XCTAssertEqual(rekeyed.status, code, rekeyed.summary)
+            XCTAssertEqual(rekeyed.stdout, inspected.stdout, "\(arguments)")
+            let message = { (r: ProcessResult, tool: String) in r.errorLines.first.map { $0.replacingOccurrences(of: tool + ": ", with: "") } }
+            XCTAssertEqual(message(rekeyed, "encfs-rekey"), message(inspected, "encfs-inspect"), "\(arguments)")
+            XCTAssertNotNil(message(rekeyed, "encfs-rekey"), "\(arguments)")
+            XCTAssertTrue(rekeyed.errorOutput.hasPrefix("encfs-rekey: error: "), rekeyed.errorOutput)
+        }
+        XCTAssertTrue(try contents(viaRekey) == before, "a refused rekey changed the file")
+    }
 }

@@ -8,6 +8,7 @@ final class VersionTests: XCTestCase {
     private let tools: [(name: String, path: () throws -> String)] = [
         ("encfs-pack", Tools.pack), ("encfs-mount", Tools.mount),
         ("encfs-inspect", Tools.inspect), ("encfs-keygen", Tools.keygen), ("encfs-ctl", Tools.ctl),
+        ("encfs-rekey", Tools.rekey),
     ]
 
     func testVersion_PrintsToolAndVersion() throws {

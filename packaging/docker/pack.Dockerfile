@@ -1,4 +1,4 @@
-# A CI image that packs: encfs-pack (and encfs-inspect, encfs-keygen) from
+# A CI image that packs: encfs-pack (and encfs-inspect, encfs-rekey, encfs-keygen) from
 # the Debian package, on debian:bookworm-slim, without Swift.
 #   docker build -f packaging/docker/pack.Dockerfile -t encfs-pack .
 #   docker run --rm -v "$PWD:/work" encfs-pack /work/assets /work/assets.encfs --recipient /work/host.key.pub

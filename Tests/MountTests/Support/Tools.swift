@@ -48,6 +48,8 @@ enum Tools {
     static func inspect() throws -> String { try binary("encfs-inspect") }
     /// `encfs-ctl`.
     static func ctl() throws -> String { try binary("encfs-ctl") }
+    /// `encfs-rekey` (`encfs-inspect rekey` as a command of its own).
+    static func rekey() throws -> String { try binary("encfs-rekey") }
 
     /// This package's root directory (found from this file's path), for
     /// the scripts under `examples/`.

@@ -24,7 +24,7 @@ extension InspectCommand {
                 ("plaintext_bytes", .number(reader.index.totalFileBytes)),
                 ("stored_bytes", .number(reader.index.storedFileBytes)),
                 ("deduplicated_bytes", .number(reader.index.totalFileBytes &- reader.index.distinctFileBytes)),
-                ("created", .string(rfc3339(reader.index.creationTime, nanoseconds: nil))),
+                ("created", .string(RFC3339.format(seconds: reader.index.creationTime))),
             ]
         }
         return .object(fields)
@@ -51,7 +51,7 @@ extension InspectCommand {
         fields += [
             ("type", .string(type)), ("mode", .number(entry.mode & 0o7777)),
             ("size", .number(entry.fileSize)),
-            ("mtime", .string(rfc3339(entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds))),
+            ("mtime", .string(RFC3339.format(seconds: entry.mtimeSeconds, nanoseconds: entry.mtimeNanoseconds))),
             ("mtime_seconds", .number(entry.mtimeSeconds)), ("mtime_nanoseconds", .number(entry.mtimeNanoseconds)),
         ]
         if entry.kind == .file { fields.append(("stored_size", .number(try index.storedSize(of: entry)))) }
@@ -102,19 +102,5 @@ extension InspectCommand {
             ("carried_over", .number(outcome.carriedOver)), ("reencrypted", .bool(outcome.reencrypted)),
             ("slots", .array(outcome.slots.map(slotJSON))), ("signature", signature),
         ])
-    }
-
-    /// A UTC time as RFC 3339 (`2026-01-31T12:00:00Z`, with nanoseconds
-    /// when given), the form JSON readers parse.
-    static func rfc3339(_ seconds: Int64, nanoseconds: UInt32?) -> String {
-        let text = isoTime(seconds, nanoseconds: nanoseconds).replacingFirstSpaceWithT()
-        return text.hasSuffix("Z") ? text : text + "Z"
-    }
-}
-
-private extension String {
-    func replacingFirstSpaceWithT() -> String {
-        guard let space = firstIndex(of: " ") else { return self }
-        return self[..<space] + "T" + self[index(after: space)...]
     }
 }

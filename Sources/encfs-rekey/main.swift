@@ -1,0 +1,3 @@
+import EncFSCLI
+
+CommandLineTool.main(RekeyCommand.run)
