@@ -6,7 +6,7 @@ import Glibc
 
 /// `encfs-inspect info|ls|cat|verify|rekey …`: looks inside a bundle file
 /// without FUSE.
-public enum InspectCommand {
+package enum InspectCommand {
     static let help = """
     usage: encfs-inspect COMMAND BUNDLE [args] [key options]
 
@@ -111,7 +111,7 @@ public enum InspectCommand {
     ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + RemoteCommandLine.parserOptions)
 
     /// Runs the command and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         // An address's secrets leave argv at once (cat of a large file
         // runs for a while).
         ProcessArguments.hideAddresses()
