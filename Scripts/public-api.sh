@@ -7,6 +7,7 @@
 #
 #   Scripts/public-api.sh [BIN_DIR]            prints the list
 #   Scripts/public-api.sh --check [BIN_DIR]    compares with PublicAPI.txt; prints the diff, exits 1 when they differ
+#                                              (or when examples/embed does not build as an outside module)
 #   Scripts/public-api.sh --update [BIN_DIR]   rewrites PublicAPI.txt
 #
 # Reads the modules of a release build in BIN_DIR, else $ENCFS_BIN_DIR,
@@ -74,6 +75,18 @@ case "$mode" in
         if ! diff -u --label PublicAPI.txt --label built "$list" "$current"; then
             echo "public-api.sh: the public API differs from docs/PublicAPI.txt (+ is new, - is gone);" \
                 "if that is deliberate, run Scripts/public-api.sh --update and commit the list" >&2
+            exit 1
+        fi
+        # What an application outside this package writes must build
+        # against `import EncFS` alone, also with the upcoming
+        # MemberImportVisibility (members need their module imported): the
+        # embedding example, and LibraryTests' own ByteSource.
+        swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
+        if ! "$swiftc" -typecheck -swift-version 6 -enable-upcoming-feature MemberImportVisibility \
+                -I "$bin/Modules" "${clang_flags[@]}" \
+                "$root/examples/embed/main.swift" "$root/Tests/LibraryTests/Support/CountingSource.swift" >&2; then
+            echo "public-api.sh: examples/embed and CountingSource.swift do not build against import EncFS alone" \
+                "as a module outside this package" >&2
             exit 1
         fi ;;
 esac

@@ -4,7 +4,10 @@ import XCTest
 /// The public surface is a decision (docs/ARCHITECTURE.md, "The public
 /// surface"): every public declaration an application reaches through
 /// `import EncFS` is listed in docs/PublicAPI.txt, and a build that exports
-/// anything else, or no longer exports something listed, fails here.
+/// anything else, or no longer exports something listed, fails here; so
+/// does one against which examples/embed and `CountingSource` (an
+/// application's own `ByteSource`) no longer build as a module outside
+/// this package, with the upcoming `MemberImportVisibility` on.
 final class PublicAPITests: XCTestCase {
     func testPublicAPI_IsTheCheckedInList() throws {
         // #filePath = <root>/Tests/LibraryTests/PublicAPITests.swift
