@@ -1,7 +1,7 @@
 /// Errors raised by CryptCore.
 ///
 /// Messages never contain key bytes or plaintext; at most a length.
-public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
     /// An AEAD tag did not verify: wrong key, wrong associated data, or the
     /// ciphertext or tag was modified. Also raised when RSA-OAEP decryption
     /// fails (wrong key, wrong label, modified ciphertext); every such
@@ -28,7 +28,7 @@ public enum CryptError: Error, Equatable, Sendable, CustomStringConvertible {
     /// OpenSSL reported an error; `code` is the first entry of its error queue.
     case openSSL(function: String, code: UInt)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .authenticationFailure: return "authentication failed"
         case .invalidKeySize(let n): return "invalid key size (\(n) bytes)"

@@ -15,7 +15,7 @@ import Glibc
 ///
 /// Sendable because the bytes are written only by the creator before the
 /// value is shared (``init(count:initializer:)``); afterwards it is read-only.
-public final class SecureBytes: @unchecked Sendable, Equatable {
+package final class SecureBytes: @unchecked Sendable, Equatable {
     private let storage: UnsafeMutableRawBufferPointer
     private let locked: Bool
     /// Whether `storage` came from `SecureHeap` (small secrets) rather
@@ -26,7 +26,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     ///
     /// Not `storage.count`: the allocation is at least one byte (so an empty
     /// secret still has a valid base address), which is capacity, not content.
-    public var count: Int { _count }
+    package var count: Int { _count }
 
     /// Allocates `count` bytes and lets `initializer` fill them.
     ///
@@ -34,7 +34,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     ///   - count: the number of bytes (0 is allowed).
     ///   - initializer: writes the secret; if it throws, the buffer is wiped.
     /// - Throws: whatever `initializer` throws.
-    public init<E: Error>(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws(E) -> Void) throws(E) {
+    package init<E: Error>(count: Int, initializer: (UnsafeMutableRawBufferPointer) throws(E) -> Void) throws(E) {
         precondition(count >= 0, "internal error: negative secret size")
         if let (buffer, heapLocked) = SecureHeap.allocate(max(count, 1)) {
             storage = buffer
@@ -71,7 +71,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     private let _count: Int
 
     /// Copies `bytes` into new secure storage.
-    public convenience init(copying bytes: UnsafeRawBufferPointer) {
+    package convenience init(copying bytes: UnsafeRawBufferPointer) {
         self.init(count: bytes.count) { (dst: UnsafeMutableRawBufferPointer) in
             dst.copyMemory(from: bytes)
         }
@@ -79,7 +79,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
 
     /// Copies `bytes` into new secure storage. The caller still owns (and
     /// should wipe) its own copy.
-    public convenience init(copying bytes: [UInt8]) {
+    package convenience init(copying bytes: [UInt8]) {
         self.init(count: bytes.count) { (dst: UnsafeMutableRawBufferPointer) in
             bytes.withUnsafeBytes { dst.copyMemory(from: $0) }
         }
@@ -88,7 +88,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     /// Fresh random bytes from the system generator.
     ///
     /// - Throws: `CryptError.randomFailure`.
-    public static func random(count: Int) throws -> SecureBytes {
+    package static func random(count: Int) throws -> SecureBytes {
         try SecureBytes(count: count) { (dst: UnsafeMutableRawBufferPointer) throws in
             try SecureRandom.fill(dst)
         }
@@ -97,15 +97,15 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     deinit { Self.release(storage, locked: locked, fromHeap: fromHeap) }
 
     /// Calls `body` with a read-only view of the secret.
-    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    package func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try body(UnsafeRawBufferPointer(rebasing: storage[0..<_count]))
     }
 
     /// Whether the storage could be locked in memory.
-    public var isLocked: Bool { locked }
+    package var isLocked: Bool { locked }
 
     /// Compares two secrets in constant time (for equal lengths).
-    public static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
+    package static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
         guard lhs.count == rhs.count else { return false }
         return lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in ConstantTime.equal(a, b) } }
     }
@@ -131,7 +131,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     /// step: chunk buffers are wiped after every chunk, and that loop was a
     /// visible share of packing and reading compressed bundles
     /// (docs/PERFORMANCE.md). Elsewhere `OPENSSL_cleanse`.
-    public static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+    package static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
 #if canImport(Glibc)
         explicit_bzero(base, buffer.count)

@@ -2,7 +2,7 @@ import Synchronization
 
 /// Remembers whether any secret buffer could not be locked in memory, so a
 /// daemon can warn once instead of once per buffer.
-public enum SecureMemoryStatus {
+package enum SecureMemoryStatus {
     private static let failures = Atomic<Int>(0)
 
     static func recordLockFailure() {
@@ -10,7 +10,7 @@ public enum SecureMemoryStatus {
     }
 
     /// How many secret buffers could not be `mlock`ed so far.
-    public static var lockFailures: Int { failures.load(ordering: .relaxed) }
+    package static var lockFailures: Int { failures.load(ordering: .relaxed) }
 }
 
 /// Locking and wiping for buffers that hold plaintext but are owned by the
@@ -24,15 +24,15 @@ public enum SecureMemoryStatus {
 /// ``release(_:locked:)`` of the same buffer before the buffer is freed.
 /// Page-aligned buffers of whole pages are still the better choice: their
 /// locked pages hold nothing but their own bytes.
-public enum SecureMemory {
+package enum SecureMemory {
     /// `mlock`s `buffer`; returns false (and counts a failure for
     /// ``SecureMemoryStatus/lockFailures``) when `RLIMIT_MEMLOCK` forbids it.
     @discardableResult
-    public static func lock(_ buffer: UnsafeMutableRawBufferPointer) -> Bool { MemoryLock.lock(buffer) }
+    package static func lock(_ buffer: UnsafeMutableRawBufferPointer) -> Bool { MemoryLock.lock(buffer) }
 
     /// Wipes `buffer` and, when `locked`, unlocks the pages no other locked
     /// buffer still covers; call it before the caller frees `buffer`.
-    public static func release(_ buffer: UnsafeMutableRawBufferPointer, locked: Bool) {
+    package static func release(_ buffer: UnsafeMutableRawBufferPointer, locked: Bool) {
         SecureBytes.wipe(buffer)
         if locked { MemoryLock.unlock(buffer) }
     }

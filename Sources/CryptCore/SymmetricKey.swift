@@ -1,15 +1,15 @@
 /// A 256-bit key in self-wiping storage.
-public struct SymmetricKey: Sendable, Equatable {
+package struct SymmetricKey: Sendable, Equatable {
     /// The key size in bytes: every key in encfs is 256 bits.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The key bytes, wiped when the last reference goes away.
-    public let bytes: SecureBytes
+    package let bytes: SecureBytes
 
     /// Wraps existing secure storage.
     ///
     /// - Throws: `CryptError.invalidKeySize` unless it holds exactly 32 bytes.
-    public init(_ bytes: SecureBytes) throws {
+    package init(_ bytes: SecureBytes) throws {
         guard bytes.count == Self.byteCount else { throw CryptError.invalidKeySize(bytes.count) }
         self.bytes = bytes
     }
@@ -17,19 +17,19 @@ public struct SymmetricKey: Sendable, Equatable {
     /// Copies raw key bytes.
     ///
     /// - Throws: `CryptError.invalidKeySize` unless `raw` holds 32 bytes.
-    public init(copying raw: UnsafeRawBufferPointer) throws {
+    package init(copying raw: UnsafeRawBufferPointer) throws {
         try self.init(SecureBytes(copying: raw))
     }
 
     /// A fresh random key.
-    public static func random() throws -> SymmetricKey {
+    package static func random() throws -> SymmetricKey {
         try SymmetricKey(SecureBytes.random(count: byteCount))
     }
 
     /// Calls `body` with the 32 key bytes.
-    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    package func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try bytes.withUnsafeBytes(body)
     }
 
-    public static func == (lhs: SymmetricKey, rhs: SymmetricKey) -> Bool { lhs.bytes == rhs.bytes }
+    package static func == (lhs: SymmetricKey, rhs: SymmetricKey) -> Bool { lhs.bytes == rhs.bytes }
 }

@@ -15,7 +15,7 @@ extension EncryptedBundle {
     ///   - url: the address (a presigned URL works as it is).
     ///   - unlock: the secret that opens one of its key slots.
     ///   - options: connections, timeouts, headers, cache (``RemoteOptions``).
-    /// - Throws: as ``init(source:unlock:)``; `.io` with the server's
+    /// - Throws: as ``init(source:unlock:verifyingSignatureWith:)``; `.io` with the server's
     ///   answer when it cannot be read (refused, not a range server,
     ///   replaced, out of time).
     public convenience init(url: String, unlock: Unlock, options: RemoteOptions = RemoteOptions()) throws(EncryptedBundleError) {

@@ -46,46 +46,43 @@ public final class EncryptedBundle: Sendable {
     /// a ``MemoryByteSource`` (a bundle compiled into the application), or
     /// a ``ByteSource`` of the caller's own.
     ///
+    /// With `verifyingKeys`, the bundle opens only if one of them signed
+    /// it, and the signature is checked before anything in the bundle is
+    /// used: the signer, the header's fields, the content key the slot gave
+    /// and the whole index. File contents are authenticated chunk by chunk
+    /// as they are read, under that content key; a holder of a key slot
+    /// knows the content key and could re-seal chunks, which only a full
+    /// verification (`encfs-inspect verify --verify-key`) notices
+    /// (docs/SECURITY.md).
+    ///
     /// - Parameters:
     ///   - source: the bundle's bytes.
-    ///   - unlock: the secret that opens one of its key slots.
+    ///   - unlock: the secret that opens one of its key slots (several:
+    ///     ``Unlock/any(_:)``).
+    ///   - verifyingKeys: nil to open the bundle signed or not; else the
+    ///     keys one of which must have signed it, at least one (an empty
+    ///     list is refused rather than checking nothing).
     /// - Throws: ``EncryptedBundleError/wrongKey(slotKinds:)``,
     ///   `.unusableKey`, `.notABundle`, `.unsupportedVersion`,
-    ///   `.damagedBundle`, `.io`.
-    public convenience init(source: any ByteSource, unlock: Unlock) throws(EncryptedBundleError) {
-        try self.init(source: source, unlock: unlock, origin: OriginPolicy())
-    }
-
-    /// Opens the bundle whose bytes `source` provides, only if one of
-    /// `verifyingKeys` signed it.
-    ///
-    /// The signature is checked before anything in the bundle is used: the
-    /// signer, the header's fields, the content key the slot gave and the
-    /// whole index. File contents are authenticated chunk by chunk as they
-    /// are read, under that content key; a holder of a key slot knows the
-    /// content key and could re-seal chunks, which only a full verification
-    /// (`encfs-inspect verify --verify-key`) notices (docs/SECURITY.md).
-    ///
-    /// - Parameters:
-    ///   - source: the bundle's bytes.
-    ///   - unlock: the secret that opens one of its key slots.
-    ///   - verifyingKeys: the keys one of which must have signed the bundle;
-    ///     at least one (an empty list is refused rather than checking nothing).
-    /// - Throws: ``EncryptedBundleError/notSigned``, `.untrustedSigner`,
-    ///   `.badSignature`, and what ``init(source:unlock:)`` throws.
+    ///   `.damagedBundle`, `.io`; with `verifyingKeys`, `.notSigned`,
+    ///   `.untrustedSigner`, `.badSignature`.
     public convenience init(source: any ByteSource, unlock: Unlock,
-                            verifyingSignatureWith verifyingKeys: [VerifyingKey]) throws(EncryptedBundleError) {
-        guard !verifyingKeys.isEmpty else { throw .unusableKey(reason: "no verifying key given") }
-        try self.init(source: source, unlock: unlock, origin: OriginPolicy(signers: verifyingKeys.map(\.key)))
+                            verifyingSignatureWith verifyingKeys: [VerifyingKey]? = nil) throws(EncryptedBundleError) {
+        var origin = OriginPolicy()
+        if let verifyingKeys {
+            guard !verifyingKeys.isEmpty else { throw .unusableKey(reason: "no verifying key given") }
+            origin = OriginPolicy(signers: verifyingKeys.map(\.key))
+        }
+        try self.init(source: source, unlock: unlock, origin: origin)
     }
 
-    /// Opens the bundle file at `path`, only if one of `verifyingKeys`
-    /// signed it.
+    /// Opens the bundle file at `path` (as ``init(source:unlock:verifyingSignatureWith:)``
+    /// with a ``FileByteSource``).
     ///
     /// - Throws: as ``init(source:unlock:verifyingSignatureWith:)``; `.io`
     ///   when the file cannot be opened or is not a regular file.
     public convenience init(path: String, unlock: Unlock,
-                            verifyingSignatureWith verifyingKeys: [VerifyingKey]) throws(EncryptedBundleError) {
+                            verifyingSignatureWith verifyingKeys: [VerifyingKey]? = nil) throws(EncryptedBundleError) {
         let source = try Self.perform([]) { try FileByteSource(path: path) }
         try self.init(source: source, unlock: unlock, verifyingSignatureWith: verifyingKeys)
     }
@@ -109,34 +106,6 @@ public final class EncryptedBundle: Sendable {
     /// not signed (or signed in a version this build cannot read). Checked
     /// only when the bundle was opened with `verifyingSignatureWith:`.
     public var signerFingerprint: String? { (try? reader.header.signature())??.signerFingerprint }
-
-    /// Opens the bundle whose bytes `source` provides with whichever of
-    /// `unlock` opens a slot (as ``Unlock/any(_:)``).
-    ///
-    /// - Throws: as the initializer that takes one ``Unlock``.
-    public convenience init(source: any ByteSource, unlock: [Unlock]) throws(EncryptedBundleError) {
-        try self.init(source: source, unlock: .any(unlock))
-    }
-
-    /// Opens the bundle file at `path`.
-    ///
-    /// - Parameters:
-    ///   - path: the bundle's path in the file system.
-    ///   - unlock: the secret that opens one of its key slots.
-    /// - Throws: as ``init(source:unlock:)``; `.io` when the file
-    ///   cannot be opened or is not a regular file.
-    public convenience init(path: String, unlock: Unlock) throws(EncryptedBundleError) {
-        let source = try Self.perform([]) { try FileByteSource(path: path) }
-        try self.init(source: source, unlock: unlock)
-    }
-
-    /// Opens the bundle file at `path` with whichever of `unlock` opens a
-    /// slot (as ``Unlock/any(_:)``).
-    ///
-    /// - Throws: as the initializer that takes one ``Unlock``.
-    public convenience init(path: String, unlock: [Unlock]) throws(EncryptedBundleError) {
-        try self.init(path: path, unlock: .any(unlock))
-    }
 
     // MARK: - Directories
 

@@ -5,38 +5,38 @@ import EncFSCore
 /// options; long options take values as `--name VALUE` or `--name=VALUE`,
 /// short ones as `-o VALUE` or `-oVALUE`. Values stay byte strings so paths
 /// that are not UTF-8 pass through untouched.
-public struct ArgumentParser: Sendable {
+package struct ArgumentParser: Sendable {
     /// One option the command accepts.
-    public struct Option: Sendable {
-        public var names: [String]
-        public var takesValue: Bool
-        public init(_ names: [String], takesValue: Bool) {
+    package struct Option: Sendable {
+        package var names: [String]
+        package var takesValue: Bool
+        package init(_ names: [String], takesValue: Bool) {
             self.names = names
             self.takesValue = takesValue
         }
     }
 
     /// A parse result: options in order (by their first name) and positionals.
-    public struct Result {
-        public var options: [(name: String, value: [UInt8]?)] = []
-        public var positionals: [[UInt8]] = []
+    package struct Result {
+        package var options: [(name: String, value: [UInt8]?)] = []
+        package var positionals: [[UInt8]] = []
 
         /// Whether a flag was given.
-        public func has(_ name: String) -> Bool { options.contains { $0.name == name } }
+        package func has(_ name: String) -> Bool { options.contains { $0.name == name } }
         /// Every value of a repeatable option.
-        public func values(_ name: String) -> [[UInt8]] { options.compactMap { $0.name == name ? $0.value : nil } }
+        package func values(_ name: String) -> [[UInt8]] { options.compactMap { $0.name == name ? $0.value : nil } }
         /// The last value of an option.
-        public func value(_ name: String) -> [UInt8]? { values(name).last }
+        package func value(_ name: String) -> [UInt8]? { values(name).last }
     }
 
     let options: [Option]
 
-    public init(options: [Option]) { self.options = options }
+    package init(options: [Option]) { self.options = options }
 
     /// Parses `arguments` (without the program name).
     ///
     /// - Throws: `UsageError` for unknown options or missing values.
-    public func parse(_ arguments: [[UInt8]]) throws -> Result {
+    package func parse(_ arguments: [[UInt8]]) throws -> Result {
         var result = Result()
         var i = 0
         var optionsEnded = false
@@ -91,7 +91,7 @@ public struct ArgumentParser: Sendable {
 }
 
 /// A command-line mistake: exit code 2 with a hint to see `--help`.
-public struct UsageError: Error, Sendable {
-    public let message: String
-    public init(_ message: String) { self.message = message }
+package struct UsageError: Error, Sendable {
+    package let message: String
+    package init(_ message: String) { self.message = message }
 }

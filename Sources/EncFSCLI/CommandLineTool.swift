@@ -5,7 +5,7 @@ import Glibc
 
 /// The entry point of every encfs executable: what each process does
 /// before any argument is read.
-public enum CommandLineTool {
+package enum CommandLineTool {
     /// Hardens the process, runs `command` with the raw argv and exits with
     /// its status.
     ///
@@ -13,7 +13,7 @@ public enum CommandLineTool {
     /// can be read: every tool may hold a secret (pack and inspect unlock
     /// bundles, keygen makes private keys, mount keeps the content key for
     /// its whole life).
-    public static func main(_ command: ([[UInt8]]) -> Int32) -> Never {
+    package static func main(_ command: ([[UInt8]]) -> Int32) -> Never {
         ProcessHardening.disableCoreDumps()
         exit(command(rawArguments()))
     }

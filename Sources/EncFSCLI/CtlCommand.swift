@@ -7,7 +7,7 @@ import Glibc
 
 /// `encfs-ctl MOUNTPOINT status|lock|unlock`: talks to a mount's daemon
 /// over its control socket (`ControlProtocol`).
-public enum CtlCommand {
+package enum CtlCommand {
     static let help = """
     usage: encfs-ctl MOUNTPOINT status [--json]
            encfs-ctl MOUNTPOINT lock [--force]
@@ -67,7 +67,7 @@ public enum CtlCommand {
     }
 
     /// Runs the command and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-ctl")
         let args: ArgumentParser.Result
         let action: Action

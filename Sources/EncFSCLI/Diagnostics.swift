@@ -5,17 +5,17 @@ import Glibc
 #endif
 
 /// Exit codes, documented in every `--help` and in the README.
-public enum ExitCode {
+package enum ExitCode {
     /// Success.
-    public static let success: Int32 = 0
+    package static let success: Int32 = 0
     /// A runtime failure: bad bundle, wrong key, I/O error.
-    public static let failure: Int32 = 1
+    package static let failure: Int32 = 1
     /// A usage error: unknown option, missing argument.
-    public static let usage: Int32 = 2
+    package static let usage: Int32 = 2
 
     /// The exit code of a command that ends with `error`: ``usage`` for a
     /// `UsageError`, ``failure`` for anything else.
-    public static func code(for error: Error) -> Int32 { error is UsageError ? usage : failure }
+    package static func code(for error: Error) -> Int32 { error is UsageError ? usage : failure }
 }
 
 /// Writes one-line messages to stderr as `tool: error: what (path)`.
@@ -26,28 +26,28 @@ public enum ExitCode {
 /// a forged second line, nor an escape sequence reach the terminal.
 /// Messages are text this code built; any control character left in one
 /// is escaped too.
-public struct Diagnostics: Sendable {
-    public let tool: String
+package struct Diagnostics: Sendable {
+    package let tool: String
 
-    public init(tool: String) { self.tool = tool }
+    package init(tool: String) { self.tool = tool }
 
     /// `tool: error: message (path)`.
-    public func error(_ message: String, path: [UInt8]? = nil) {
+    package func error(_ message: String, path: [UInt8]? = nil) {
         emit("error", message, path)
     }
 
     /// `tool: warning: message (path)`.
-    public func warning(_ message: String, path: [UInt8]? = nil) {
+    package func warning(_ message: String, path: [UInt8]? = nil) {
         emit("warning", message, path)
     }
 
     /// `hint: message`, after an error.
-    public func hint(_ message: String) {
+    package func hint(_ message: String) {
         write(Array("hint: \(PrintableText.sanitizing(message))\n".utf8))
     }
 
     /// A plain line on stderr (summaries, notices).
-    public func note(_ message: String) {
+    package func note(_ message: String) {
         write(Array("\(tool): \(PrintableText.sanitizing(message))\n".utf8))
     }
 
@@ -59,7 +59,7 @@ public struct Diagnostics: Sendable {
     ///     names no path. Never added to a `KeyInputError`: that one is
     ///     about the key source (it names the key file, or nothing for the
     ///     environment and the prompt), not the bundle.
-    public func report(_ error: Error, path: [UInt8]? = nil) {
+    package func report(_ error: Error, path: [UInt8]? = nil) {
         if let e = error as? BundleError {
             self.error(e.message, path: e.path ?? path)
         } else if let u = error as? UsageError {
@@ -96,17 +96,17 @@ public struct Diagnostics: Sendable {
 }
 
 /// A runtime failure found by a command (exit 1), with its path.
-public struct CommandError: Error, Sendable {
-    public let message: String
-    public let path: [UInt8]?
-    public init(_ message: String, path: [UInt8]? = nil) {
+package struct CommandError: Error, Sendable {
+    package let message: String
+    package let path: [UInt8]?
+    package init(_ message: String, path: [UInt8]? = nil) {
         self.message = message
         self.path = path
     }
 }
 
 /// argv as byte strings (never through `String`).
-public func rawArguments() -> [[UInt8]] {
+package func rawArguments() -> [[UInt8]] {
     var out: [[UInt8]] = []
     for i in 1..<Int(CommandLine.argc) {
         guard let p = CommandLine.unsafeArgv[i] else { continue }

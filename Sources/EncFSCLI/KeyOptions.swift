@@ -6,14 +6,14 @@ import EncFSCore
 /// and reads them alike: files, the kernel keyring and systemd service
 /// credentials. The environment and the prompt, used when none is given,
 /// are ``KeySources``.
-public enum KeyOptions {
-    public static let keyFile = "--key-file"
-    public static let passphraseFile = "--passphrase-file"
-    public static let identity = "--identity"
-    public static let keyKeyring = "--key-keyring"
-    public static let keyringPassphrase = "--keyring-passphrase"
-    public static let keyCredential = "--key-credential"
-    public static let passphraseCredential = "--passphrase-credential"
+package enum KeyOptions {
+    package static let keyFile = "--key-file"
+    package static let passphraseFile = "--passphrase-file"
+    package static let identity = "--identity"
+    package static let keyKeyring = "--key-keyring"
+    package static let keyringPassphrase = "--keyring-passphrase"
+    package static let keyCredential = "--key-credential"
+    package static let passphraseCredential = "--passphrase-credential"
 
     /// The longest key file or key credential read (a key is 64 hex
     /// characters; room for whitespace and a comment-free editor's habits).
@@ -22,7 +22,7 @@ public enum KeyOptions {
     static let passphraseLimit = 65536
 
     /// The parser entries.
-    public static let parserOptions: [ArgumentParser.Option] = [
+    package static let parserOptions: [ArgumentParser.Option] = [
         .init([keyFile], takesValue: true),
         .init([passphraseFile], takesValue: true),
         .init([identity], takesValue: true),
@@ -45,7 +45,7 @@ public enum KeyOptions {
     /// - Throws: `UsageError` for `--keyring-passphrase` without
     ///   `--key-keyring`; `KeyInputError` naming the source (never its
     ///   contents) when one cannot be used or none is given.
-    public static func gather(from args: ArgumentParser.Result, confirm: Bool, optional: Bool = false) throws -> [KeyMaterial] {
+    package static func gather(from args: ArgumentParser.Result, confirm: Bool, optional: Bool = false) throws -> [KeyMaterial] {
         if args.has(keyringPassphrase), args.values(keyKeyring).isEmpty {
             throw UsageError("\(keyringPassphrase) needs \(keyKeyring)")
         }

@@ -14,13 +14,13 @@ import Glibc
 /// `confirm` is set). Both environment variables are wiped in place and
 /// removed from the environment in every case, so neither
 /// `/proc/PID/environ` nor a child process sees them.
-public enum KeySources {
+package enum KeySources {
     /// Environment variable holding a hex key.
-    public static let keyVariable = "ENCFS_KEY"
+    package static let keyVariable = "ENCFS_KEY"
     /// Environment variable holding a passphrase.
-    public static let passphraseVariable = "ENCFS_PASSPHRASE"
+    package static let passphraseVariable = "ENCFS_PASSPHRASE"
     /// Environment variable naming an identity file (a path, not a secret).
-    public static let identityVariable = "ENCFS_IDENTITY"
+    package static let identityVariable = "ENCFS_IDENTITY"
 
     /// Gathers the secrets: those `explicit` reads (the key options), else
     /// the environment, else a prompt.

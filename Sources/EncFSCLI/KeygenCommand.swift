@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// `encfs-keygen [-o FILE] [--symmetric | --sign] [--force]`.
-public enum KeygenCommand {
+package enum KeygenCommand {
     static let help = """
     usage: encfs-keygen [-o FILE] [--force]
            encfs-keygen --symmetric [-o FILE] [--force]
@@ -51,7 +51,7 @@ public enum KeygenCommand {
     ])
 
     /// Runs the command and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-keygen")
         let args: ArgumentParser.Result
         do {

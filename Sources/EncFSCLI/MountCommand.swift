@@ -14,7 +14,7 @@ import Glibc
 /// `-f` the daemon gets the content key over a pipe (never argv or the
 /// environment), and the command returns once the daemon reports that the
 /// mount is up, or prints the daemon's error.
-public enum MountCommand {
+package enum MountCommand {
     static let help = """
     usage: encfs-mount BUNDLE MOUNTPOINT [key options] [--verify-key PUBFILE]... [-f] [-o FUSE_OPTION,...] [--log-file FILE] [--log-names] [--transport uring|classic] [--poll-us N]
            encfs-mount URL|--address-file FILE MOUNTPOINT [key options] [--cache-dir DIR] [--cache-size SIZE] [--fetch-size SIZE] [--connections N] [--prefetch none|index|all] [--header-file FILE] [--net-timeout SECONDS] [--retries N] [--ca-file FILE]
@@ -126,7 +126,7 @@ public enum MountCommand {
         + LockOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-mount")
         let args: ArgumentParser.Result
         var configuration: MountConfiguration

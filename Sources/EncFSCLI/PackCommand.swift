@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
-public enum PackCommand {
+package enum PackCommand {
     static let help = """
     usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
 
@@ -83,7 +83,7 @@ public enum PackCommand {
     ] + KeyOptions.parserOptions)
 
     /// Runs the command and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-pack")
         let args: ArgumentParser.Result
         var options = PackOptions()

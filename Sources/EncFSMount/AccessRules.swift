@@ -10,26 +10,26 @@ import Glibc
 /// executable AND cgroup), and any one value within a kind. With no values
 /// at all the kernel alone decides, as it always did: the mounting user,
 /// or everyone with `-o allow_other`, subject to the stored mode bits.
-public struct AccessRules: Sendable, Equatable {
+package struct AccessRules: Sendable, Equatable {
     /// Allowed callers' user ids (the request's fsuid).
-    public var uids: [uid_t] = []
+    package var uids: [uid_t] = []
     /// Allowed callers' group ids (the request's fsgid; supplementary
     /// groups are not considered).
-    public var gids: [gid_t] = []
+    package var gids: [gid_t] = []
     /// Allowed executables: absolute paths, symlinks resolved. The daemon
     /// records the file at each when it mounts (``AllowedExecutable``).
-    public var executables: [[UInt8]] = []
+    package var executables: [[UInt8]] = []
     /// Allowed cgroup v2 paths (as in `/proc/PID/cgroup`, `0::/PATH`); a
     /// caller in the cgroup or any cgroup below it matches.
-    public var cgroups: [[UInt8]] = []
+    package var cgroups: [[UInt8]] = []
     /// Check the caller on every read too, not only at open, and serve
     /// plaintext with direct I/O (no page cache).
-    public var enforcesReads = false
+    package var enforcesReads = false
 
-    public init() {}
+    package init() {}
 
     /// Whether any rule restricts who may open.
-    public var restrictsCallers: Bool {
+    package var restrictsCallers: Bool {
         !uids.isEmpty || !gids.isEmpty || !executables.isEmpty || !cgroups.isEmpty
     }
 
@@ -42,7 +42,7 @@ public struct AccessRules: Sendable, Equatable {
     /// refuses every other user before a request reaches the daemon): an
     /// allowed uid that is not `mountingUID`, or, with no uid rule, an
     /// allowed gid that is not `mountingGID` (its members may be anyone).
-    public func needsAllowOther(mountingUID: uid_t, mountingGID: gid_t) -> Bool {
+    package func needsAllowOther(mountingUID: uid_t, mountingGID: gid_t) -> Bool {
         if !uids.isEmpty { return uids.contains { $0 != mountingUID } }
         return gids.contains { $0 != mountingGID }
     }

@@ -1,9 +1,9 @@
 import CFuse
 
 /// The libfuse library this process runs with, for `--version`.
-public enum FUSELibrary {
+package enum FUSELibrary {
     /// e.g. `3.14.0`. The corresponding C function is `fuse_pkgversion`.
-    public static var version: String {
+    package static var version: String {
         guard let text = fuse_pkgversion() else { return "unknown" }
         return String(cString: text)
     }

@@ -9,8 +9,8 @@ import Glibc
 ///
 /// Lines name inodes and chunk indices, never contents or key bytes, and
 /// entry names only when the mount was asked to (`--log-names`).
-public final class MountLogger: Sendable {
-    public enum Sink: Sendable {
+package final class MountLogger: Sendable {
+    package enum Sink: Sendable {
         case standardError
         case file(Int32)
         case syslog
@@ -18,7 +18,7 @@ public final class MountLogger: Sendable {
 
     private let sink: Sink
 
-    public init(sink: Sink) {
+    package init(sink: Sink) {
         self.sink = sink
         if case .syslog = sink {
             openlog(MountLogger.ident, LOG_PID | LOG_NDELAY, LOG_DAEMON)
@@ -55,7 +55,7 @@ public final class MountLogger: Sendable {
 
     /// Logs one line; `path` is appended in parentheses, escaped (see
     /// ``escaped(_:)``).
-    public func log(_ level: String, _ message: String, path: [UInt8]? = nil) {
+    package func log(_ level: String, _ message: String, path: [UInt8]? = nil) {
         var line = Array("\(level): \(message)".utf8)
         if let path { line += Array(" (".utf8) + Self.escaped(path) + Array(")".utf8) }
         switch sink {

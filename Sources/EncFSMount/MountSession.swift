@@ -10,7 +10,7 @@ import Glibc
 /// The session holds the `MountContext` retained for its whole life and
 /// hands it to libfuse as `userdata`; callbacks recover it with
 /// `fuse_req_userdata`.
-public final class MountSession {
+package final class MountSession {
     private let context: MountContext
     private let mountpoint: [UInt8]
     private var session: OpaquePointer?
@@ -27,11 +27,11 @@ public final class MountSession {
     /// once, and fewer workers landed on the reader's CPU more often. More
     /// threads help when reads wait on a slow disk, hence the option
     /// (figures: docs/PERFORMANCE.md, "Why the code is the way it is").
-    public static var defaultThreads: Int {
+    package static var defaultThreads: Int {
         min(maximumThreads, max(4, 2 * Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
     }
     /// Most worker threads `--threads` accepts.
-    public static let maximumThreads = 64
+    package static let maximumThreads = 64
     /// Worker threads for this mount; all stay alive once started.
     private let threads: Int
     /// The transport asked for (`--transport`), decided at ``serve(readaheadKB:mounted:)``.
@@ -111,7 +111,7 @@ public final class MountSession {
     ///   - accessRules: who may open (``AccessRules``); the caller adds
     ///     `allow_other` to `extraOptions` when they need it.
     /// - Throws: `BundleError.io` when libfuse rejects the options.
-    public convenience init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String],
+    package convenience init(reader: BundleReader, bundlePath: [UInt8], mountpoint: [UInt8], extraOptions: [String],
                             logger: MountLogger, threads: Int = MountSession.defaultThreads, logNames: Bool = false,
                             accessRules: AccessRules = AccessRules()) throws {
         try self.init(reader: ReaderHandoff(reader), source: reader.source, options: OpenOptions(), lock: LockSettings(),
@@ -173,7 +173,7 @@ public final class MountSession {
     /// Mounts at the mountpoint; requests queue in the kernel until ``run()``.
     ///
     /// - Throws: `BundleError.io` naming the mountpoint.
-    public func mount() throws {
+    package func mount() throws {
         guard let session else { return }
         let rc = mountpoint.withCString { fuse_session_mount(session, $0) }
         guard rc == 0 else { throw BundleError.io(errno: EIO, operation: "mount", path: mountpoint) }
@@ -185,7 +185,7 @@ public final class MountSession {
     /// then unmounts.
     ///
     /// - Throws: `BundleError.io` when the loop fails.
-    public func run() throws {
+    package func run() throws {
         guard let session else { return }
         guard fuse_set_signal_handlers(session) == 0 else {
             throw BundleError.io(errno: EIO, operation: "install signal handlers", path: [])
@@ -269,7 +269,7 @@ public final class MountSession {
     /// wait for the daemon itself.
     ///
     /// - Returns: nil on success, else why it could not be set.
-    public func setReadahead(kilobytes: Int) -> String? {
+    package func setReadahead(kilobytes: Int) -> String? {
         guard let device = Self.deviceNumber(ofMountpoint: mountpoint) else {
             return "mount not found in /proc/self/mountinfo"
         }
@@ -292,7 +292,7 @@ public final class MountSession {
     /// `mountpoint` (an absolute path): the kernel's `user_id=` super
     /// option, which fusermount3 sets from its caller's real uid, so no
     /// user can claim another's. nil when no such mount is there.
-    public static func mountingUID(ofMountpoint mountpoint: [UInt8]) -> uid_t? {
+    package static func mountingUID(ofMountpoint mountpoint: [UInt8]) -> uid_t? {
         guard let (fields, dash) = newestMountFields(at: mountpoint), dash + 3 < fields.count else { return nil }
         let key = Array("user_id=".utf8)
         for option in fields[dash + 3].split(separator: UInt8(ascii: ",")) where option.starts(with: key) {
@@ -338,7 +338,7 @@ public final class MountSession {
 
     /// Whether a FUSE file system answers at `mountpoint`: `statfs` waits
     /// for the FUSE handshake and fails (ENOTCONN) if the daemon died.
-    public static func isServing(_ mountpoint: [UInt8]) -> Bool {
+    package static func isServing(_ mountpoint: [UInt8]) -> Bool {
         var fs = statfs()
         let fuseSuperMagic = 0x65735546 // FUSE_SUPER_MAGIC
         return mountpoint.withCString { statfs($0, &fs) } == 0 && fs.f_type == fuseSuperMagic

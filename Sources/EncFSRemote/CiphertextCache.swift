@@ -20,7 +20,7 @@ import Glibc
 /// only complete; a file of the wrong length is dropped. Nothing here is
 /// trusted: the reader authenticates every chunk it takes from the cache,
 /// and a chunk that fails makes the source drop the unit and fetch it
-/// again (``RemoteBundleSource/discardCopies(fromAbsoluteOffset:count:)``).
+/// again (``RemoteBundleSource/discardCopies(atOffset:count:)``).
 ///
 /// Least-recently-used units are evicted when a new one is inserted, so
 /// the directory never holds more than ``limit`` bytes of units.

@@ -17,15 +17,15 @@ import Glibc
 /// with ``RemoteError/replaced`` (the cache above keeps serving what it
 /// holds). Transient failures are retried with exponential backoff and
 /// full jitter until the read's deadline (``RemoteRetryPolicy``).
-public final class HTTPByteSource: ByteSource {
-    public let size: UInt64
-    public let identity: ByteSourceIdentity
-    public let displayName: [UInt8]
+package final class HTTPByteSource: ByteSource {
+    package let size: UInt64
+    package let identity: ByteSourceIdentity
+    package let displayName: [UInt8]
     /// The pinned ETag; nil when the server sends none (the size is then
     /// all that is pinned).
-    public let etag: [UInt8]?
+    package let etag: [UInt8]?
     /// Bytes asked for by the first request.
-    public static let headRange = 64 << 10
+    package static let headRange = 64 << 10
 
     private let location: RemoteLocation
     private let options: RemoteOptions
@@ -40,11 +40,11 @@ public final class HTTPByteSource: ByteSource {
 
     /// What the opening request pinned, for a second process to open the
     /// same object without asking again (the mount command's daemon).
-    public struct Pinned: Sendable, Equatable {
-        public var size: UInt64
-        public var etag: [UInt8]?
-        public var head: [UInt8]
-        public init(size: UInt64, etag: [UInt8]?, head: [UInt8]) {
+    package struct Pinned: Sendable, Equatable {
+        package var size: UInt64
+        package var etag: [UInt8]?
+        package var head: [UInt8]
+        package init(size: UInt64, etag: [UInt8]?, head: [UInt8]) {
             self.size = size
             self.etag = etag
             self.head = head
@@ -52,13 +52,13 @@ public final class HTTPByteSource: ByteSource {
     }
 
     /// What this source pinned when it was opened.
-    public var pinned: Pinned { Pinned(size: size, etag: etag, head: head) }
+    package var pinned: Pinned { Pinned(size: size, etag: etag, head: head) }
 
     /// Takes over an object another process opened: no request is made;
     /// the first request will send `If-Match` with the pinned ETag.
     ///
     /// - Throws: `RemoteError.setup` for a head longer than the object.
-    public init(location: RemoteLocation, options: RemoteOptions, pinned: Pinned) throws(RemoteError) {
+    package init(location: RemoteLocation, options: RemoteOptions, pinned: Pinned) throws(RemoteError) {
         guard UInt64(pinned.head.count) <= pinned.size, pinned.head.count <= Self.headRange else {
             throw .setup("inconsistent hand-over")
         }
@@ -80,7 +80,7 @@ public final class HTTPByteSource: ByteSource {
     ///   200, ``RemoteError/notThisBundle(_:)`` for a 416 or no total size,
     ///   ``RemoteError/forbidden`` for a 403, ``RemoteError/gaveUp(last:)``
     ///   when the server does not answer within the deadline.
-    public init(location: RemoteLocation, options: RemoteOptions) throws(RemoteError) {
+    package init(location: RemoteLocation, options: RemoteOptions) throws(RemoteError) {
         self.location = location
         self.options = options
         displayName = location.displayName
@@ -117,12 +117,12 @@ public final class HTTPByteSource: ByteSource {
     }
 
     /// The deadline of a read that starts now (`--net-timeout`).
-    public func deadline() -> DispatchTime { policy.deadline() }
+    package func deadline() -> DispatchTime { policy.deadline() }
 
     /// Whether the object was found replaced since it was opened.
-    public var replaced: Bool { wasReplaced.load(ordering: .relaxed) }
+    package var replaced: Bool { wasReplaced.load(ordering: .relaxed) }
 
-    public func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         guard offset < size, buffer.count > 0 else { return 0 }
         let count = Int(min(UInt64(buffer.count), size - offset))
         if offset + UInt64(count) <= UInt64(head.count) {
@@ -142,7 +142,7 @@ public final class HTTPByteSource: ByteSource {
     ///
     /// - Parameter deadline: when the read that needs them gives up; by
     ///   default `--net-timeout` from now.
-    public func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
+    package func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
                       deadline: DispatchTime? = nil) throws(RemoteError) {
         let deadline = deadline ?? policy.deadline()
         try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in

@@ -27,13 +27,13 @@ import Glibc
 /// A read waits for the network only for bytes the cache lacks; at most
 /// ``RemoteOptions/maximumWaitingReads`` reads wait at once, so worker
 /// threads stay free to serve what is cached.
-public final class RemoteBundleSource: ByteSource {
-    public let http: HTTPByteSource
-    public var size: UInt64 { http.size }
-    public var identity: ByteSourceIdentity { http.identity }
-    public var displayName: [UInt8] { http.displayName }
+package final class RemoteBundleSource: ByteSource {
+    package let http: HTTPByteSource
+    package var size: UInt64 { http.size }
+    package var identity: ByteSourceIdentity { http.identity }
+    package var displayName: [UInt8] { http.displayName }
     /// The header as read at open.
-    public let header: BundleHeader
+    package let header: BundleHeader
 
     private let cache: CiphertextCache?
     /// Bytes before this offset are the opening request's (``HTTPByteSource``).
@@ -125,7 +125,7 @@ public final class RemoteBundleSource: ByteSource {
         /// not keep these fresh bytes out of the cache.
         var handedTo: pthread_t = 0
         /// Some of ``handedOut`` failed authentication
-        /// (``discardCopies(fromAbsoluteOffset:count:)``): it is not stored.
+        /// (``discardCopies(atOffset:count:)``): it is not stored.
         var discarded = false
     }
 
@@ -151,7 +151,7 @@ public final class RemoteBundleSource: ByteSource {
     /// read (``PinnedIndex``), once the reader has authenticated the header.
     ///
     /// - Throws: `RemoteError` (network, cache), `BundleError` (header).
-    public convenience init(location: RemoteLocation, options: RemoteOptions) throws {
+    package convenience init(location: RemoteLocation, options: RemoteOptions) throws {
         try self.init(http: try HTTPByteSource(location: location, options: options), options: options)
     }
 
@@ -160,7 +160,7 @@ public final class RemoteBundleSource: ByteSource {
     /// nothing is fetched.
     ///
     /// - Throws: `RemoteError` (network, cache), `BundleError` (header).
-    public init(http: HTTPByteSource, options: RemoteOptions) throws {
+    package init(http: HTTPByteSource, options: RemoteOptions) throws {
         self.http = http
         header = try BundleReader.readHeader(source: http).header
         guard header.bundleLength == http.size else {
@@ -191,9 +191,9 @@ public final class RemoteBundleSource: ByteSource {
     }
 
     /// Bytes the cache holds now.
-    public var cachedBytes: UInt64 { cache?.totalBytes ?? 0 }
+    package var cachedBytes: UInt64 { cache?.totalBytes ?? 0 }
 
-    public func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         guard offset < size, buffer.count > 0 else { return 0 }
         let count = Int(min(UInt64(buffer.count), size - offset))
         // One deadline for the whole read, however many units it spans.
@@ -229,7 +229,7 @@ public final class RemoteBundleSource: ByteSource {
                            deadline: DispatchTime) throws -> Int {
         if position < headEnd {
             let n = Int(min(UInt64(buffer.count), headEnd - position))
-            return try http.read(fromAbsoluteOffset: position, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]))
+            return try http.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), atOffset: position)
         }
         if position >= pinnedStart, let pinned {
             let n = try pinned.read(at: position, into: buffer, over: http)
@@ -587,7 +587,7 @@ public final class RemoteBundleSource: ByteSource {
     /// from the server (without a cache, too: a body damaged on the way
     /// may arrive whole the second time); the pinned index too is fetched
     /// again at its next read. The head (fetched at open) is not.
-    public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool {
+    package func discardCopies(atOffset offset: UInt64, count: Int) -> Bool {
         guard count > 0 else { return false }
         if let pinned, offset + UInt64(count) > pinnedStart {
             pinned.discard()

@@ -7,7 +7,7 @@ import Glibc
 /// Every message names the bundle by ``RemoteLocation/displayName`` at
 /// most: never a query string or a header value. A read that fails with
 /// any of these answers EIO (``errno``).
-public enum RemoteError: Error, Sendable, CustomStringConvertible {
+package enum RemoteError: Error, Sendable, CustomStringConvertible {
     /// The address cannot be used.
     case invalidURL(String)
     /// The server answered a range request with the whole object (200): a
@@ -37,7 +37,7 @@ public enum RemoteError: Error, Sendable, CustomStringConvertible {
     /// The local cache directory cannot be used.
     case cache(String, path: [UInt8])
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .invalidURL(let why): return "invalid bundle address: \(why)"
         case .rangesNotSupported:
@@ -55,11 +55,11 @@ public enum RemoteError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The path an error is about, for messages (a cache directory).
-    public var path: [UInt8]? {
+    package var path: [UInt8]? {
         if case .cache(_, let path) = self { return path }
         return nil
     }
 
     /// Every remote failure is an I/O error to a reader.
-    public var errno: Int32 { EIO }
+    package var errno: Int32 { EIO }
 }

@@ -6,18 +6,18 @@
 /// Encoding: each field as a 4-byte big-endian length then its bytes:
 /// url, header count then each header, size (8 bytes, as a field), ETag
 /// (a 0xFFFFFFFF length for none), head.
-public struct RemoteHandOver: Sendable, Equatable {
-    public var url: [UInt8]
-    public var headers: [[UInt8]]
-    public var pinned: HTTPByteSource.Pinned
+package struct RemoteHandOver: Sendable, Equatable {
+    package var url: [UInt8]
+    package var headers: [[UInt8]]
+    package var pinned: HTTPByteSource.Pinned
 
-    public init(url: [UInt8], headers: [[UInt8]], pinned: HTTPByteSource.Pinned) {
+    package init(url: [UInt8], headers: [[UInt8]], pinned: HTTPByteSource.Pinned) {
         self.url = url
         self.headers = headers
         self.pinned = pinned
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var out: [UInt8] = []
         func length(_ n: UInt32) { withUnsafeBytes(of: n.bigEndian) { out += $0 } }
         func field(_ bytes: [UInt8]) {
@@ -36,7 +36,7 @@ public struct RemoteHandOver: Sendable, Equatable {
     /// Decodes what ``encoded()`` wrote.
     ///
     /// - Throws: `RemoteError.setup` for anything truncated or malformed.
-    public init(decoding bytes: [UInt8]) throws(RemoteError) {
+    package init(decoding bytes: [UInt8]) throws(RemoteError) {
         var at = 0
         func take(_ n: Int) throws(RemoteError) -> ArraySlice<UInt8> {
             guard n >= 0, n <= bytes.count - at else { throw .setup("truncated hand-over from the mount command") }

@@ -4,15 +4,15 @@
 /// are secrets: ``displayName`` keeps only scheme, host and path, and says
 /// `?…` where a query was. The full text is handed to libcurl and nowhere
 /// else.
-public struct RemoteLocation: Sendable, Equatable {
+package struct RemoteLocation: Sendable, Equatable {
     /// The address as given, secrets included.
-    public let url: [UInt8]
+    package let url: [UInt8]
     /// `scheme://host/path`, then `?…` when the address has a query.
-    public let displayName: [UInt8]
+    package let displayName: [UInt8]
 
     /// Whether `text` looks like an address this type accepts (a bundle
     /// path never starts with `http://` or `https://`).
-    public static func isRemote(_ text: [UInt8]) -> Bool {
+    package static func isRemote(_ text: [UInt8]) -> Bool {
         let lower = text.prefix(8).map { $0 | 0x20 }
         return lower.starts(with: Array("http://".utf8)) || lower.starts(with: Array("https://".utf8))
     }
@@ -21,7 +21,7 @@ public struct RemoteLocation: Sendable, Equatable {
     ///
     /// - Throws: `RemoteError.invalidURL` for another scheme, no host, or
     ///   control bytes or spaces (which libcurl would send as they are).
-    public init(_ url: [UInt8]) throws(RemoteError) {
+    package init(_ url: [UInt8]) throws(RemoteError) {
         guard Self.isRemote(url) else { throw .invalidURL("only http:// and https:// addresses are accepted") }
         guard url.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw .invalidURL("the address contains spaces or control characters") }
         guard let schemeEnd = url.firstIndex(of: UInt8(ascii: ":")) else { throw .invalidURL("no scheme") }

@@ -54,7 +54,7 @@ public struct RemoteOptions: Sendable, Equatable {
     ///
     /// - Throws: `RemoteError.setup` naming the line number only (never its
     ///   text, which is secret).
-    public static func parseHeaders(_ text: [UInt8]) throws(RemoteError) -> [[UInt8]] {
+    package static func parseHeaders(_ text: [UInt8]) throws(RemoteError) -> [[UInt8]] {
         var headers: [[UInt8]] = []
         for (number, rawLine) in text.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
             var line = Array(rawLine)

@@ -30,9 +30,9 @@ final class InflatedChunkCacheTests: XCTestCase {
         /// Reads served so far.
         var reads: Int { count.withLock { $0 } }
 
-        func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
             count.withLock { $0 += 1 }
-            return try memory.read(fromAbsoluteOffset: offset, into: buffer)
+            return try memory.read(into: buffer, atOffset: offset)
         }
     }
 

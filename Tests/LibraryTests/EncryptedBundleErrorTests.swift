@@ -107,7 +107,7 @@ final class EncryptedBundleErrorTests: XCTestCase {
     func testOpen_UnusableKey_OneBrokenFileAmongSeveral() throws {
         let fixture = try LibraryFixture.shared()
         let error = thrown {
-            try EncryptedBundle(path: fixture.appBundle, unlock: [.keyFile(fixture.keyFile), .identityFile(fixture.keyFile)])
+            try EncryptedBundle(path: fixture.appBundle, unlock: .any([.keyFile(fixture.keyFile), .identityFile(fixture.keyFile)]))
         }
         guard case .unusableKey = error else { return XCTFail("expected unusableKey, got \(String(describing: error))") }
     }

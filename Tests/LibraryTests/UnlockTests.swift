@@ -53,16 +53,16 @@ final class UnlockTests: XCTestCase {
         let fixture = try LibraryFixture.shared()
         let wrong = EncryptedBundle.Unlock.keyFile(fixture.otherKeyFile)
         try assertReads(try EncryptedBundle(path: fixture.multiBundle, unlock: .any([wrong, .identityFile(fixture.identityFile)])), fixture)
-        try assertReads(try EncryptedBundle(path: fixture.appBundle, unlock: [wrong, .keyFile(fixture.keyFile)]), fixture)
+        try assertReads(try EncryptedBundle(path: fixture.appBundle, unlock: .any([wrong, .keyFile(fixture.keyFile)])), fixture)
         let memory = MemoryByteSource(bytes: try fixture.bundleBytes(fixture.multiBundle))
-        try assertReads(try EncryptedBundle(source: memory, unlock: [wrong, .passphrase(fixture.passphrase)]), fixture)
+        try assertReads(try EncryptedBundle(source: memory, unlock: .any([wrong, .passphrase(fixture.passphrase)])), fixture)
         // Nested: any of any.
         try assertReads(try EncryptedBundle(path: fixture.appBundle, unlock: .any([.any([wrong]), .any([.keyFile(fixture.keyFile)])])), fixture)
     }
 
     func testUnlock_AnyOfNothingIsWrongKey() throws {
         let fixture = try LibraryFixture.shared()
-        XCTAssertThrowsError(try EncryptedBundle(path: fixture.appBundle, unlock: [])) { error in
+        XCTAssertThrowsError(try EncryptedBundle(path: fixture.appBundle, unlock: .any([]))) { error in
             XCTAssertEqual(error as? EncryptedBundleError, .wrongKey(slotKinds: [.key]))
         }
     }

@@ -72,7 +72,7 @@ final class RekeyRevocationTests: KeyTestCase {
                     let at = UInt64(header.headerLength) + entry.payloadOffset + layout.ciphertextOffset(ofChunk: chunk)
                     let opened = try sealed.withUnsafeMutableBytes { s in
                         let slice = UnsafeMutableRawBufferPointer(rebasing: s[0..<count])
-                        guard try source.read(fromAbsoluteOffset: at, into: slice) == count else { return false }
+                        guard try source.read(into: slice, atOffset: at) == count else { return false }
                         return try plain.withUnsafeMutableBytes { p in
                             try codec.open(key: key, fileID: fileID, chunk: chunk,
                                            last: layout.isLastChunk(chunk, plaintextSize: entry.fileSize),

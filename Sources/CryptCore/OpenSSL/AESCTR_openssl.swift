@@ -12,13 +12,13 @@ internal import COpenSSL
 /// verified before (for example with ``AESGCM/open(key:nonce:aad:tag:pieces:)``)
 /// and whose segment is checked against a digest taken then. One value owns
 /// one `EVP_CIPHER_CTX`; it is not thread-safe.
-public final class AESCTR {
+package final class AESCTR {
     private let context: OpaquePointer
 
     /// Allocates a cipher context.
     ///
     /// - Throws: `CryptError.openSSL` when OpenSSL cannot allocate it.
-    public init() throws {
+    package init() throws {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw openSSLError("EVP_CIPHER_CTX_new") }
         context = ctx
     }
@@ -37,7 +37,7 @@ public final class AESCTR {
     /// - Throws: `CryptError.invalidBufferSize` for a misaligned offset, a
     ///   wrong nonce or output size, or a segment past GCM's 2^32 − 2 block
     ///   limit; `.openSSL` otherwise.
-    public func decryptSegment(key: SymmetricKey, nonce: UnsafeRawBufferPointer, messageOffset: Int,
+    package func decryptSegment(key: SymmetricKey, nonce: UnsafeRawBufferPointer, messageOffset: Int,
                                ciphertext: UnsafeRawBufferPointer, into plaintext: UnsafeMutableRawBufferPointer) throws {
         guard nonce.count == AESGCM.nonceByteCount else {
             throw CryptError.invalidBufferSize(what: "nonce", expected: AESGCM.nonceByteCount, actual: nonce.count)

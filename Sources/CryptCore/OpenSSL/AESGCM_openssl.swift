@@ -6,11 +6,11 @@ internal import COpenSSL
 /// operations; it is not thread-safe, so keep one per thread (or in a pool).
 /// The cipher is fetched once per process: implicit fetching takes a global
 /// lock in OpenSSL 3.
-public final class AESGCM {
+package final class AESGCM {
     /// Nonce size in bytes.
-    public static let nonceByteCount = 12
+    package static let nonceByteCount = 12
     /// Tag size in bytes.
-    public static let tagByteCount = 16
+    package static let tagByteCount = 16
     /// Largest message one call accepts; OpenSSL lengths are `int`.
     static let maximumPiece = 1 << 30
 
@@ -45,12 +45,12 @@ public final class AESGCM {
     /// Which code opens one-shot messages on this machine: "ipsec-mb (VAES)",
     /// "ipsec-mb (AVX)" or "OpenSSL" (for logs and tests; sealing is always
     /// OpenSSL).
-    public static var openingBackend: String { IPSecGCMOpener.cpuCode?.backendName ?? "OpenSSL" }
+    package static var openingBackend: String { IPSecGCMOpener.cpuCode?.backendName ?? "OpenSSL" }
 
     /// Allocates a cipher context.
     ///
     /// - Throws: `CryptError.openSSL` when OpenSSL cannot allocate it.
-    public init() throws {
+    package init() throws {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw openSSLError("EVP_CIPHER_CTX_new") }
         context = ctx
     }
@@ -72,7 +72,7 @@ public final class AESGCM {
     ///   - ciphertext: receives `plaintext.count` bytes.
     ///   - tag: receives 16 bytes.
     /// - Throws: `CryptError.invalidBufferSize` or `.openSSL`.
-    public func seal(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+    package func seal(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
                      plaintext: UnsafeRawBufferPointer, into ciphertext: UnsafeMutableRawBufferPointer,
                      tag: UnsafeMutableRawBufferPointer) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: plaintext.count, output: ciphertext.count)
@@ -89,7 +89,7 @@ public final class AESGCM {
     ///
     /// - Throws: `CryptError.authenticationFailure` when the tag does not
     ///   verify; `.invalidBufferSize` or `.openSSL` otherwise.
-    public func open(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+    package func open(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
                      ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer,
                      into plaintext: UnsafeMutableRawBufferPointer) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: ciphertext.count, output: plaintext.count)
@@ -123,7 +123,7 @@ public final class AESGCM {
     ///
     /// - Throws: `CryptError.authenticationFailure` when the tag does not
     ///   verify; what `pieces` throws; `.invalidBufferSize` or `.openSSL`.
-    public func open(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+    package func open(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
                      tag: UnsafeRawBufferPointer,
                      pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
@@ -143,7 +143,7 @@ public final class AESGCM {
     ///
     /// - Throws: what `pieces` throws (no tag is written then);
     ///   `CryptError.invalidBufferSize` or `.openSSL`.
-    public func seal(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
+    package func seal(key: SymmetricKey, nonce: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer,
                      tag: UnsafeMutableRawBufferPointer,
                      pieces: ((UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void) throws {
         try checkSizes(nonce: nonce, tag: tag.count, input: 0, output: 0)
@@ -265,7 +265,7 @@ public final class AESGCM {
 extension AESGCM {
     /// Seals a small message and returns `ciphertext || tag` (for header
     /// fields such as wrapped keys).
-    public func seal(key: SymmetricKey, nonce: [UInt8], aad: [UInt8], plaintext: SecureBytes) throws -> [UInt8] {
+    package func seal(key: SymmetricKey, nonce: [UInt8], aad: [UInt8], plaintext: SecureBytes) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: plaintext.count + Self.tagByteCount)
         let count = plaintext.count
         try out.withUnsafeMutableBytes { (o: UnsafeMutableRawBufferPointer) throws in
@@ -286,7 +286,7 @@ extension AESGCM {
     /// into wiping storage.
     ///
     /// - Throws: `CryptError.authenticationFailure` when it does not verify.
-    public func open(key: SymmetricKey, nonce: [UInt8], aad: [UInt8], sealed: UnsafeRawBufferPointer) throws -> SecureBytes {
+    package func open(key: SymmetricKey, nonce: [UInt8], aad: [UInt8], sealed: UnsafeRawBufferPointer) throws -> SecureBytes {
         guard sealed.count >= Self.tagByteCount else { throw CryptError.authenticationFailure }
         let count = sealed.count - Self.tagByteCount
         return try SecureBytes(count: count) { (p: UnsafeMutableRawBufferPointer) throws in

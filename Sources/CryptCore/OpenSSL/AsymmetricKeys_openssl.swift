@@ -15,15 +15,15 @@ internal import COpenSSL
 /// is no OpenSSL 3.0 API to pass a fetched `EVP_KEYEXCH` or
 /// `EVP_ASYM_CIPHER` to a context). That costs a lock per call, which is fine
 /// for key slots (a few operations per mount), not for per-chunk work.
-public final class PrivateKey: @unchecked Sendable {
+package final class PrivateKey: @unchecked Sendable {
     /// The owned `EVP_PKEY`.
     let pkey: OpaquePointer
 
     /// The algorithm and size of the key.
-    public let kind: AsymmetricKeyKind
+    package let kind: AsymmetricKeyKind
 
     /// The public half, a separate `EVP_PKEY` without the private part.
-    public let publicKey: PublicKey
+    package let publicKey: PublicKey
 
     /// Takes a reference to `pkey` (the caller keeps and frees its own).
     ///
@@ -44,7 +44,7 @@ public final class PrivateKey: @unchecked Sendable {
     /// corresponding C function is `EVP_PKEY_generate`.
     ///
     /// - Throws: `CryptError.openSSL` when generation fails.
-    public static func generateX25519() throws -> PrivateKey {
+    package static func generateX25519() throws -> PrivateKey {
         let pkey = try generatedKey(algorithm: "X25519")
         defer { EVP_PKEY_free(pkey) }
         return try PrivateKey(retaining: pkey, kind: .x25519)
@@ -61,7 +61,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///   `expected a private key but found a public key`,
     ///   `encrypted private keys are not supported`, `unsupported key type …`,
     ///   `RSA key has … bits; at least 2048 are required`, ….
-    public convenience init(pem: UnsafeRawBufferPointer) throws {
+    package convenience init(pem: UnsafeRawBufferPointer) throws {
         SecureHeap.prepare() // so OpenSSL puts the private key there
         let pkey = try PEMKeyReader.readPrivateKey(pem)
         defer { EVP_PKEY_free(pkey) }
@@ -79,7 +79,7 @@ public final class PrivateKey: @unchecked Sendable {
     /// when it frees it; the result lives in wiping storage.
     ///
     /// - Throws: `CryptError.openSSL` when encoding fails.
-    public func pemPKCS8() throws -> SecureBytes {
+    package func pemPKCS8() throws -> SecureBytes {
         try KeyPEMWriter.privateKeyPKCS8(pkey)
     }
 
@@ -91,7 +91,7 @@ public final class PrivateKey: @unchecked Sendable {
     /// - Throws: `CryptError.invalidKeySize` when `peerRaw` is not 32 bytes;
     ///   `.invalidKey` when this is not an X25519 key or the peer is a
     ///   low-order point (the shared secret would be all zero).
-    public func x25519SharedSecret(withPeer peerRaw: UnsafeRawBufferPointer) throws -> SecureBytes {
+    package func x25519SharedSecret(withPeer peerRaw: UnsafeRawBufferPointer) throws -> SecureBytes {
         try requireX25519()
         return try x25519SharedSecret(with: PublicKey(x25519Raw: peerRaw))
     }
@@ -107,7 +107,7 @@ public final class PrivateKey: @unchecked Sendable {
     /// - Returns: 32 bytes in wiping storage.
     /// - Throws: `CryptError.invalidKey` when either key is not X25519 or the
     ///   peer is a low-order point; `.openSSL` for other OpenSSL failures.
-    public func x25519SharedSecret(with peer: PublicKey) throws -> SecureBytes {
+    package func x25519SharedSecret(with peer: PublicKey) throws -> SecureBytes {
         try requireX25519()
         guard peer.kind == .x25519 else { throw CryptError.invalidKey("the peer key is not an X25519 key") }
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
@@ -143,7 +143,7 @@ public final class PrivateKey: @unchecked Sendable {
     ///   failure (wrong key, wrong label, modified ciphertext: OAEP does not
     ///   say which, and neither does this); `.invalidBufferSize` for a
     ///   ciphertext of the wrong length; `.invalidKey` for an X25519 key.
-    public func rsaOAEPDecrypt(_ ciphertext: UnsafeRawBufferPointer, label: [UInt8]) throws -> SecureBytes {
+    package func rsaOAEPDecrypt(_ ciphertext: UnsafeRawBufferPointer, label: [UInt8]) throws -> SecureBytes {
         guard case .rsa(let bits) = kind else { throw CryptError.invalidKey("RSA-OAEP needs an RSA key, not an X25519 key") }
         let modulusBytes = (bits + 7) / 8
         guard ciphertext.count == modulusBytes, let input = ciphertext.baseAddress else {
@@ -176,19 +176,19 @@ public final class PrivateKey: @unchecked Sendable {
 /// Owns one `EVP_PKEY` holding only public material, freed in `deinit`.
 /// Sendable for the same reason as ``PrivateKey``: immutable after `init`,
 /// and every operation uses its own `EVP_PKEY_CTX`.
-public final class PublicKey: @unchecked Sendable {
+package final class PublicKey: @unchecked Sendable {
     /// The owned `EVP_PKEY`.
     let pkey: OpaquePointer
 
     /// The algorithm and size of the key.
-    public let kind: AsymmetricKeyKind
+    package let kind: AsymmetricKeyKind
 
     /// The raw 32-byte X25519 public key (RFC 7748 u-coordinate); nil for RSA.
-    public let x25519Raw: [UInt8]?
+    package let x25519Raw: [UInt8]?
 
     /// The RSA modulus size in bytes, which is also the size of an OAEP
     /// ciphertext; nil for X25519.
-    public var rsaModulusBytes: Int? {
+    package var rsaModulusBytes: Int? {
         if case .rsa(let bits) = kind { return (bits + 7) / 8 }
         return nil
     }
@@ -218,7 +218,7 @@ public final class PublicKey: @unchecked Sendable {
     /// - Throws: `CryptError.invalidKey` with the reason: `malformed PEM`,
     ///   `expected a public key but found a private key`,
     ///   `unsupported key type …`, `RSA key has … bits; at least 2048 are required`, ….
-    public convenience init(pem: UnsafeRawBufferPointer) throws {
+    package convenience init(pem: UnsafeRawBufferPointer) throws {
         let pkey = try PEMKeyReader.readPublicKey(pem)
         defer { EVP_PKEY_free(pkey) }
         let kind = try AsymmetricKeyChecks.kind(of: pkey)
@@ -232,7 +232,7 @@ public final class PublicKey: @unchecked Sendable {
     /// function is `EVP_PKEY_new_raw_public_key_ex`.
     ///
     /// - Throws: `CryptError.invalidKeySize` unless `x25519Raw` is 32 bytes.
-    public convenience init(x25519Raw: UnsafeRawBufferPointer) throws {
+    package convenience init(x25519Raw: UnsafeRawBufferPointer) throws {
         guard x25519Raw.count == AsymmetricKeyKind.x25519ByteCount, let raw = x25519Raw.baseAddress else {
             throw CryptError.invalidKeySize(x25519Raw.count)
         }
@@ -262,7 +262,7 @@ public final class PublicKey: @unchecked Sendable {
     /// function is `i2d_PUBKEY`.
     ///
     /// - Throws: `CryptError.openSSL` when encoding fails.
-    public func subjectPublicKeyInfoDER() throws -> [UInt8] {
+    package func subjectPublicKeyInfoDER() throws -> [UInt8] {
         try Self.subjectPublicKeyInfoDER(of: pkey)
     }
 
@@ -271,7 +271,7 @@ public final class PublicKey: @unchecked Sendable {
     /// `PEM_write_bio_PUBKEY`.
     ///
     /// - Throws: `CryptError.openSSL` when encoding fails.
-    public func pem() throws -> [UInt8] {
+    package func pem() throws -> [UInt8] {
         try KeyPEMWriter.publicKey(pkey)
     }
 
@@ -286,7 +286,7 @@ public final class PublicKey: @unchecked Sendable {
     /// - Returns: a ciphertext of ``rsaModulusBytes`` bytes.
     /// - Throws: `CryptError.invalidParameter` when `plaintext` is too long;
     ///   `.invalidKey` for an X25519 key; `.openSSL` when encryption fails.
-    public func rsaOAEPEncrypt(_ plaintext: UnsafeRawBufferPointer, label: [UInt8]) throws -> [UInt8] {
+    package func rsaOAEPEncrypt(_ plaintext: UnsafeRawBufferPointer, label: [UInt8]) throws -> [UInt8] {
         guard case .rsa(let bits) = kind else { throw CryptError.invalidKey("RSA-OAEP needs an RSA key, not an X25519 key") }
         let modulusBytes = (bits + 7) / 8
         // RFC 8017 section 7.1.1: mLen <= k - 2hLen - 2.

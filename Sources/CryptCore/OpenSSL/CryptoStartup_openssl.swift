@@ -9,11 +9,11 @@ internal import COpenSSL
 /// that has time to spare before its first secret arrives (the mount
 /// daemon, while the command unlocks the header) calls this then, so that
 /// none of it waits on the secret's path. It holds and makes no secret.
-public enum CryptoStartup {
+package enum CryptoStartup {
     /// Fetches the ciphers and digest the read path uses, seeds the random
     /// generator and makes the secure heap. Idempotent and thread-safe
     /// (each part is a Swift `static let` or OpenSSL's own once).
-    public static func prepare() {
+    package static func prepare() {
         SecureHeap.prepare()
         _ = Ciphers.aes256gcm
         _ = Digests.sha256

@@ -4,7 +4,7 @@
 /// needs C-string parameter names that must outlive the call, which Swift's
 /// string bridging does not guarantee; the construction is ten lines and is
 /// checked against the RFC 5869 vectors.
-public enum HKDF {
+package enum HKDF {
     /// Derives `outputCount` bytes (at most 255 × 32) from `inputKey`.
     ///
     /// - Parameters:
@@ -17,7 +17,7 @@ public enum HKDF {
     ///     the one-shot HMAC.
     /// - Returns: the output keying material in wiping storage.
     /// - Throws: `CryptError.invalidParameter` when `outputCount` is too large.
-    public static func deriveKey(inputKey: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer,
+    package static func deriveKey(inputKey: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer,
                                  info: UnsafeRawBufferPointer, outputCount: Int,
                                  using context: HMACSHA256Context? = nil) throws -> SecureBytes {
         let hashLength = HMACSHA256.byteCount
@@ -75,7 +75,7 @@ public enum HKDF {
     }
 
     /// Derives a 256-bit key.
-    public static func deriveKey(from key: SymmetricKey, salt: [UInt8], info: [UInt8]) throws -> SymmetricKey {
+    package static func deriveKey(from key: SymmetricKey, salt: [UInt8], info: [UInt8]) throws -> SymmetricKey {
         let bytes = try key.withUnsafeBytes { (k: UnsafeRawBufferPointer) throws in
             try salt.withUnsafeBytes { (s: UnsafeRawBufferPointer) throws in
                 try info.withUnsafeBytes { (i: UnsafeRawBufferPointer) throws in

@@ -11,11 +11,11 @@ internal import COpenSSL
 /// daemon's readers: with one per reader workspace, the lock test found
 /// the content key in the daemon's memory after a lock
 /// (docs/PERFORMANCE.md).
-public final class HMACSHA256Context {
+package final class HMACSHA256Context {
     private let context: OpaquePointer
 
     /// - Throws: `CryptError.openSSL` when OpenSSL cannot make the context.
-    public init() throws {
+    package init() throws {
         guard let context = encfs_hmac_sha256_ctx_new(MACs.hmac.pointer) else { throw openSSLError("EVP_MAC_CTX_new") }
         self.context = context
     }
@@ -29,7 +29,7 @@ public final class HMACSHA256Context {
     /// `EVP_MAC_final`.
     ///
     /// - Throws: `CryptError.invalidBufferSize` or `.openSSL`.
-    public func authenticationCode(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer,
+    package func authenticationCode(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer,
                                    into output: UnsafeMutableRawBufferPointer) throws {
         guard output.count == HMACSHA256.byteCount, let out = output.baseAddress else {
             throw CryptError.invalidBufferSize(what: "HMAC output", expected: HMACSHA256.byteCount, actual: output.count)

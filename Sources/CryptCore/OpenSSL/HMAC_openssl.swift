@@ -1,9 +1,9 @@
 internal import COpenSSL
 
 /// HMAC-SHA256.
-public enum HMACSHA256 {
+package enum HMACSHA256 {
     /// The tag size in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// SHA-256's block size: HMAC pads its key to this length.
     static let blockSize = 64
@@ -23,7 +23,7 @@ public enum HMACSHA256 {
     /// context wipes the hash state (OpenSSL clears it when it frees it).
     ///
     /// - Throws: `CryptError.invalidBufferSize` or `.openSSL`.
-    public static func authenticationCode(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer,
+    package static func authenticationCode(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer,
                                           into output: UnsafeMutableRawBufferPointer) throws {
         guard output.count == byteCount, output.baseAddress != nil else {
             throw CryptError.invalidBufferSize(what: "HMAC output", expected: byteCount, actual: output.count)
@@ -65,7 +65,7 @@ public enum HMACSHA256 {
     }
 
     /// Convenience form returning a new array (for public values only).
-    public static func authenticationCode(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer) throws -> [UInt8] {
+    package static func authenticationCode(key: UnsafeRawBufferPointer, data: UnsafeRawBufferPointer) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         try out.withUnsafeMutableBytes { (o: UnsafeMutableRawBufferPointer) throws in
             try authenticationCode(key: key, data: data, into: o)

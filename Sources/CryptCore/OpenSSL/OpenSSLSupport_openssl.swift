@@ -51,11 +51,11 @@ enum OpenSSLMemory {
 }
 
 /// Constant-time comparison.
-public enum ConstantTime {
+package enum ConstantTime {
     /// True when both buffers have the same length and bytes; the time taken
     /// depends only on the length. The corresponding C function is
     /// `CRYPTO_memcmp`.
-    public static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    package static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         guard a.count == b.count else { return false }
         guard a.count > 0, let pa = a.baseAddress, let pb = b.baseAddress else { return true }
         return CRYPTO_memcmp(pa, pb, a.count) == 0

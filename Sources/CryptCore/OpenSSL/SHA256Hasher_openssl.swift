@@ -12,13 +12,13 @@ extension SHA256 {
     /// Like ``SHA256/hash(_:)`` it does not throw: with a fetched digest,
     /// OpenSSL can only fail to allocate, which is treated like any other
     /// allocation failure in Swift.
-    public final class Hasher {
+    package final class Hasher {
         /// The owned context.
         private let context: OpaquePointer
 
         /// A hasher at the start of an empty message. The corresponding C
         /// functions are `EVP_MD_CTX_new` and `EVP_DigestInit_ex2`.
-        public init() {
+        package init() {
             guard let context = EVP_MD_CTX_new() else {
                 preconditionFailure("internal error: EVP_MD_CTX_new failed")
             }
@@ -32,7 +32,7 @@ extension SHA256 {
 
         /// Appends `data` to the message. The corresponding C function is
         /// `EVP_DigestUpdate`.
-        public func update(_ data: UnsafeRawBufferPointer) {
+        package func update(_ data: UnsafeRawBufferPointer) {
             // Nothing to add; OpenSSL would accept a null pointer with
             // length 0 too, but this avoids relying on it.
             guard data.count > 0, let base = data.baseAddress else { return }
@@ -46,7 +46,7 @@ extension SHA256 {
         /// message. The corresponding C function is `EVP_DigestFinal_ex`.
         ///
         /// - Returns: 32 bytes.
-        public func finalize() -> [UInt8] {
+        package func finalize() -> [UInt8] {
             var digest = [UInt8](repeating: 0, count: SHA256.byteCount)
             var length: UInt32 = 0
             let ok = digest.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &length) }

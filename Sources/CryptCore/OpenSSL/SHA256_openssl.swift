@@ -1,9 +1,9 @@
 internal import COpenSSL
 
 /// SHA-256 (FIPS 180-4), for public values such as key fingerprints.
-public enum SHA256 {
+package enum SHA256 {
     /// The digest size in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The SHA-256 digest of `data`. The corresponding C function is
     /// `EVP_Digest`, with the digest fetched once per process.
@@ -13,7 +13,7 @@ public enum SHA256 {
     /// failure in Swift.
     ///
     /// - Returns: 32 bytes.
-    public static func hash(_ data: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func hash(_ data: UnsafeRawBufferPointer) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: byteCount)
         var length: UInt32 = 0
         var empty: UInt8 = 0 // a valid pointer for empty input
@@ -31,7 +31,7 @@ public enum SHA256 {
 
     /// Writes the SHA-256 digest of `data` into `digest` (32 bytes), without
     /// allocating. The corresponding C function is `EVP_Digest`.
-    public static func hash(_ data: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
+    package static func hash(_ data: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
         precondition(digest.count == byteCount, "internal error: SHA-256 output of \(digest.count) bytes")
         var length: UInt32 = 0
         var empty: UInt8 = 0

@@ -1,17 +1,17 @@
 internal import COpenSSL
 
 /// scrypt (RFC 7914), the memory-hard passphrase KDF.
-public enum Scrypt {
+package enum Scrypt {
     /// Parameters of one derivation, as stored in a passphrase key slot.
-    public struct Parameters: Sendable, Equatable {
+    package struct Parameters: Sendable, Equatable {
         /// log2 of the CPU/memory cost N.
-        public var logN: UInt8
+        package var logN: UInt8
         /// Block size r.
-        public var r: UInt32
+        package var r: UInt32
         /// Parallelism p.
-        public var p: UInt32
+        package var p: UInt32
 
-        public init(logN: UInt8, r: UInt32, p: UInt32) {
+        package init(logN: UInt8, r: UInt32, p: UInt32) {
             self.logN = logN
             self.r = r
             self.p = p
@@ -19,7 +19,7 @@ public enum Scrypt {
 
         /// The default for new passphrase slots: N = 2^17, r = 8, p = 1
         /// (128 MiB; its time per unlock is in docs/PERFORMANCE.md).
-        public static let `default` = Parameters(logN: 17, r: 8, p: 1)
+        package static let `default` = Parameters(logN: 17, r: 8, p: 1)
 
         /// The memory one derivation needs: 128 · r · (N + 2) bytes for V, X
         /// and T, plus 128 · r · p for B. This is OpenSSL's own accounting
@@ -28,7 +28,7 @@ public enum Scrypt {
         ///
         /// Saturates at `UInt64.max` instead of overflowing: the parameters
         /// may come from a corrupt or hostile key slot.
-        public var memoryBytes: UInt64 {
+        package var memoryBytes: UInt64 {
             guard logN < 64 else { return .max }
             let (nPlus2, o1) = (UInt64(1) << UInt64(logN)).addingReportingOverflow(2)
             let (perR, o2) = nPlus2.multipliedReportingOverflow(by: 128)
@@ -44,7 +44,7 @@ public enum Scrypt {
         /// section 2) N ≥ 2^(16·r), which only bites for r = 1.
         ///
         /// - Throws: `CryptError.invalidParameter`.
-        public func validate() throws {
+        package func validate() throws {
             guard logN >= 1, logN <= 30 else { throw CryptError.invalidParameter("scrypt log2(N) = \(logN)") }
             guard r >= 1, p >= 1, UInt64(r) * UInt64(p) < (1 << 30) else {
                 throw CryptError.invalidParameter("scrypt r = \(r), p = \(p)")
@@ -59,14 +59,14 @@ public enum Scrypt {
     }
 
     /// The most memory one derivation may use.
-    public static let maximumMemory: UInt64 = 2 << 30
+    package static let maximumMemory: UInt64 = 2 << 30
 
     /// Derives `outputCount` bytes from `passphrase`. The corresponding C
     /// function is `EVP_PBE_scrypt`.
     ///
     /// - Throws: `CryptError.invalidParameter` for out-of-range parameters,
     ///   `.openSSL` when the derivation fails.
-    public static func deriveKey(passphrase: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer,
+    package static func deriveKey(passphrase: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer,
                                  parameters: Parameters, outputCount: Int) throws -> SecureBytes {
         try parameters.validate()
         var dummy: UInt8 = 0

@@ -12,7 +12,7 @@ extension SecureMemoryStatus {
     /// OpenSSL's random generators, which it puts in the secure heap once
     /// one exists) would be reported as leaked. The fuzz harness registers
     /// this range as a root region so they are not.
-    public static var secureHeapRegion: UnsafeRawBufferPointer? {
+    package static var secureHeapRegion: UnsafeRawBufferPointer? {
         SecureHeap.prepare()
         guard let probe = SecureHeap.allocate(1) else { return nil }
         defer { SecureHeap.free(probe.buffer) }

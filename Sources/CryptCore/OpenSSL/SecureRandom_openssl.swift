@@ -1,12 +1,12 @@
 internal import COpenSSL
 
 /// Cryptographically secure random bytes.
-public enum SecureRandom {
+package enum SecureRandom {
     /// Fills `buffer` with random bytes. The corresponding C function is
     /// `RAND_bytes`.
     ///
     /// - Throws: `CryptError.randomFailure` when the generator fails.
-    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
+    package static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
         var offset = 0
         while offset < buffer.count {
             let n = min(buffer.count - offset, 1 << 30)
@@ -18,7 +18,7 @@ public enum SecureRandom {
     }
 
     /// `count` random bytes (for public values such as ids and salts).
-    public static func bytes(_ count: Int) throws -> [UInt8] {
+    package static func bytes(_ count: Int) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         try out.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) throws in try fill(b) }
         return out

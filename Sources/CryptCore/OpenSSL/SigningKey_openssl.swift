@@ -17,15 +17,15 @@ internal import COpenSSL
 /// allows one `EVP_PKEY` to be used from several threads at once as long
 /// as each operation has its own context, which every signature creates and
 /// frees.
-public final class SigningKey: @unchecked Sendable {
+package final class SigningKey: @unchecked Sendable {
     /// The size of a signature in bytes (RFC 8032: R ‖ S, 32 bytes each).
-    public static let signatureByteCount = 64
+    package static let signatureByteCount = 64
 
     /// The owned `EVP_PKEY`.
     private let pkey: OpaquePointer
 
     /// The public half, to publish and to verify with.
-    public let publicKey: SigningPublicKey
+    package let publicKey: SigningPublicKey
 
     /// Takes a reference to `pkey`, an Ed25519 private key (the caller keeps
     /// and frees its own).
@@ -44,7 +44,7 @@ public final class SigningKey: @unchecked Sendable {
     /// function is `EVP_PKEY_generate`.
     ///
     /// - Throws: `CryptError.openSSL` when generation fails.
-    public static func generate() throws(CryptError) -> SigningKey {
+    package static func generate() throws(CryptError) -> SigningKey {
         let pkey = try generatedKey(algorithm: "ED25519")
         defer { EVP_PKEY_free(pkey) }
         return try SigningKey(retaining: pkey)
@@ -62,7 +62,7 @@ public final class SigningKey: @unchecked Sendable {
     ///   `expected a private key but found a public key`,
     ///   `expected an Ed25519 key, not X25519` (or `RSA`, `EC`, …),
     ///   `Ed25519 private key does not match its public key`.
-    public convenience init(pemRepresentation pem: UnsafeRawBufferPointer) throws(CryptError) {
+    package convenience init(pemRepresentation pem: UnsafeRawBufferPointer) throws(CryptError) {
         SecureHeap.prepare() // so OpenSSL puts the private key there
         let pkey = try PEMKeyReader.readPrivateKey(pem)
         defer { EVP_PKEY_free(pkey) }
@@ -81,7 +81,7 @@ public final class SigningKey: @unchecked Sendable {
     /// when it frees it; the result lives in wiping storage.
     ///
     /// - Throws: `CryptError.openSSL` when encoding fails.
-    public var pemRepresentation: SecureBytes {
+    package var pemRepresentation: SecureBytes {
         get throws(CryptError) { try KeyPEMWriter.privateKeyPKCS8(pkey) }
     }
 
@@ -92,7 +92,7 @@ public final class SigningKey: @unchecked Sendable {
     /// - Parameter message: any number of bytes, including none.
     /// - Returns: 64 bytes, as `openssl pkeyutl -sign -rawin` writes them.
     /// - Throws: `CryptError.openSSL` when signing fails.
-    public func signature(for message: UnsafeRawBufferPointer) throws(CryptError) -> [UInt8] {
+    package func signature(for message: UnsafeRawBufferPointer) throws(CryptError) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw openSSLError("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
         // Ed25519 takes no digest name: it hashes with SHA-512 itself.

@@ -14,17 +14,17 @@ internal import COpenSSL
 /// other non-canonical encoding (y ≥ p) is refused too, as RFC 8032
 /// section 5.1.3 requires, and so is a 32-byte string that is no curve
 /// point at all (OpenSSL would take it and then verify nothing with it).
-public struct SigningPublicKey: Sendable, Equatable {
+package struct SigningPublicKey: Sendable, Equatable {
     /// The size of a raw public key in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The 32-byte key as RFC 8032 encodes it (what `openssl pkey -pubout
     /// -outform DER` ends with).
-    public let rawRepresentation: [UInt8]
+    package let rawRepresentation: [UInt8]
 
     /// The key as SubjectPublicKeyInfo PEM text (`-----BEGIN PUBLIC KEY-----`),
     /// byte for byte what `openssl pkey -pubout` writes.
-    public let pemRepresentation: [UInt8]
+    package let pemRepresentation: [UInt8]
 
     /// The `EVP_PKEY` made from ``rawRepresentation``.
     private let key: OwnedPublicKey
@@ -36,7 +36,7 @@ public struct SigningPublicKey: Sendable, Equatable {
     ///   `.invalidKey("Ed25519 public key is a small-order point")`,
     ///   `.invalidKey("Ed25519 public key is not canonically encoded")` or
     ///   `.invalidKey("Ed25519 public key is not a point on the curve")`.
-    public init(rawRepresentation raw: UnsafeRawBufferPointer) throws(CryptError) {
+    package init(rawRepresentation raw: UnsafeRawBufferPointer) throws(CryptError) {
         try self.init(validating: [UInt8](raw))
     }
 
@@ -63,7 +63,7 @@ public struct SigningPublicKey: Sendable, Equatable {
     ///   `expected a public key but found a private key`,
     ///   `expected an Ed25519 key, not X25519` (or `RSA`, `EC`, …), and the
     ///   refusals of ``init(rawRepresentation:)``.
-    public init(pemRepresentation pem: UnsafeRawBufferPointer) throws(CryptError) {
+    package init(pemRepresentation pem: UnsafeRawBufferPointer) throws(CryptError) {
         let pkey = try PEMKeyReader.readPublicKey(pem)
         defer { EVP_PKEY_free(pkey) }
         try SigningKeyChecks.requireEd25519(pkey)
@@ -84,7 +84,7 @@ public struct SigningPublicKey: Sendable, Equatable {
     /// modified message or signature, a signature by another key, and any
     /// failure inside OpenSSL all give false. OpenSSL's error queue is left
     /// as it was.
-    public func isValidSignature(_ signature: UnsafeRawBufferPointer, for message: UnsafeRawBufferPointer) -> Bool {
+    package func isValidSignature(_ signature: UnsafeRawBufferPointer, for message: UnsafeRawBufferPointer) -> Bool {
         guard signature.count == SigningKey.signatureByteCount, let signatureBase = signature.baseAddress else {
             return false
         }
@@ -103,7 +103,7 @@ public struct SigningPublicKey: Sendable, Equatable {
     }
 
     /// Compares the 32 raw bytes (public data: not in constant time).
-    public static func == (lhs: SigningPublicKey, rhs: SigningPublicKey) -> Bool {
+    package static func == (lhs: SigningPublicKey, rhs: SigningPublicKey) -> Bool {
         lhs.rawRepresentation == rhs.rawRepresentation
     }
 

@@ -8,7 +8,7 @@ import EncFSCore
 /// `InspectVerify`, `RekeyCommand`, which is also `encfs-rekey`), and
 /// holds what they share: opening the bundle (`InspectedBundle`) and
 /// reporting a failure.
-public enum InspectCommand {
+package enum InspectCommand {
     static let help = """
     usage: encfs-inspect COMMAND BUNDLE [args] [key options]
 
@@ -116,7 +116,7 @@ public enum InspectCommand {
     }
 
     /// Runs the command and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         // An address's secrets leave argv at once (cat of a large file
         // runs for a while).
         ProcessArguments.hideAddresses()

@@ -4,7 +4,7 @@ import EncFSCore
 /// changes a bundle's key slots (and signs it), replacing the file
 /// atomically. The one command that writes a bundle rather than reading
 /// it; the same options, exit codes and `--json` document either way.
-public struct RekeyCommand: InspectSubcommand {
+package struct RekeyCommand: InspectSubcommand {
     /// The executable of its own.
     static let tool = "encfs-rekey"
 
@@ -93,7 +93,7 @@ public struct RekeyCommand: InspectSubcommand {
     ] + changeOptions + KeyOptions.parserOptions + ReaderOptions.parserOptions)
 
     /// Runs `encfs-rekey` and returns its exit code.
-    public static func run(_ arguments: [[UInt8]]) -> Int32 {
+    package static func run(_ arguments: [[UInt8]]) -> Int32 {
         // As encfs-inspect: an address is refused, but its secrets leave
         // argv first.
         ProcessArguments.hideAddresses()

@@ -5,14 +5,14 @@
 /// each chunk's associated data carries the method its bytes were stored
 /// with (``ChunkCodec``), so a chunk cannot be passed off as raw or as
 /// compressed.
-public enum CompressionMethod: UInt8, Sendable, Equatable {
+package enum CompressionMethod: UInt8, Sendable, Equatable {
     /// Chunks are stored as they are (every version 1 bundle).
     case none = 0
     /// Each chunk is one zstd frame of its own, or raw when it does not shrink.
     case zstd = 1
 
     /// The name `encfs-pack --compress` takes and `encfs-inspect info` shows.
-    public var name: String {
+    package var name: String {
         switch self {
         case .none: "none"
         case .zstd: "zstd"
@@ -20,14 +20,14 @@ public enum CompressionMethod: UInt8, Sendable, Equatable {
     }
 
     /// Compression levels `--compress zstd:LEVEL` accepts.
-    public static let zstdLevels: ClosedRange<Int> = 1...19
+    package static let zstdLevels: ClosedRange<Int> = 1...19
     /// The level `--compress zstd` uses.
-    public static let defaultZstdLevel = 3
+    package static let defaultZstdLevel = 3
 }
 
 /// How one stored chunk of a compressed bundle is encoded: the byte bound
 /// into its associated data.
-public enum StoredChunkEncoding: UInt8, Sendable, Equatable {
+package enum StoredChunkEncoding: UInt8, Sendable, Equatable {
     /// The chunk's plaintext as it is: compressing did not make it smaller.
     case raw = 0
     /// One zstd frame that inflates to exactly the chunk's plaintext length.

@@ -7,7 +7,7 @@ import Glibc
 /// Descriptions never contain key bytes, passphrases or file contents. Paths
 /// are kept as raw bytes (file names need not be UTF-8) and rendered only
 /// when a message is printed.
-public enum BundleError: Error, Sendable {
+package enum BundleError: Error, Sendable {
     /// The file does not start with the encfs magic.
     case notABundle
     /// The bundle's format version is not one this build reads.
@@ -69,7 +69,7 @@ public enum BundleError: Error, Sendable {
 
     /// The errno a FUSE reply carries for this error. The only place where
     /// bundle errors become errno values.
-    public var errno: Int32 {
+    package var errno: Int32 {
         switch self {
         case .notFound: return ENOENT
         case .notADirectory: return ENOTDIR
@@ -88,7 +88,7 @@ public enum BundleError: Error, Sendable {
     }
 
     /// A one-line, lowercase description without a final period.
-    public var message: String {
+    package var message: String {
         switch self {
         case .notABundle: return "not an encfs bundle"
         case .unsupportedVersion(let v): return "unsupported bundle format version \(v) (this build reads versions \(BundleFormat.readableVersions.lowerBound) and \(BundleFormat.readableVersions.upperBound))"
@@ -138,7 +138,7 @@ public enum BundleError: Error, Sendable {
     }
 
     /// The path the error is about, when it has one.
-    public var path: [UInt8]? {
+    package var path: [UInt8]? {
         switch self {
         case .io(_, _, let path) where !path.isEmpty: return path
         case .sourceChanged(let path, _): return path

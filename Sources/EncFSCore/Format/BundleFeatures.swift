@@ -11,24 +11,24 @@
 /// A version 2 bundle may also hold files that share one body
 /// (deduplication), which version 1 readers would refuse as overlapping:
 /// the version is what keeps them from trying.
-public struct BundleFeatures: Sendable, Equatable {
+package struct BundleFeatures: Sendable, Equatable {
     /// The format version written in the header.
-    public let formatVersion: UInt16
+    package let formatVersion: UInt16
     /// How chunks are compressed.
-    public let compression: CompressionMethod
+    package let compression: CompressionMethod
     /// The level the packer compressed with (0 when not compressed).
-    public let compressionLevel: UInt8
+    package let compressionLevel: UInt8
     /// With a paged index (docs/FORMAT.md, "The paged index"): the sealed
     /// length of its page 0, which starts the index region; 0 for an
     /// index sealed as one message.
-    public let pagedIndexHeadLength: UInt32
+    package let pagedIndexHeadLength: UInt32
 
     /// A version 1 bundle: nothing compressed, no shared bodies.
-    public static let version1 = BundleFeatures(formatVersion: BundleFormat.version, compression: .none, compressionLevel: 0)
+    package static let version1 = BundleFeatures(formatVersion: BundleFormat.version, compression: .none, compressionLevel: 0)
 
     /// The features of a bundle with the given compression and (when
     /// `sharesBodies`) deduplicated files: version 1 when it uses neither.
-    public static func needed(compression: CompressionMethod, level: Int, sharesBodies: Bool) -> BundleFeatures {
+    package static func needed(compression: CompressionMethod, level: Int, sharesBodies: Bool) -> BundleFeatures {
         guard compression != .none || sharesBodies else { return .version1 }
         return BundleFeatures(formatVersion: BundleFormat.version2, compression: compression,
                               compressionLevel: compression == .none ? 0 : UInt8(clamping: level))
@@ -36,10 +36,10 @@ public struct BundleFeatures: Sendable, Equatable {
 
     /// Whether chunks carry the compression method in their associated
     /// data and compressed files have chunk tables.
-    public var isCompressed: Bool { compression != .none }
+    package var isCompressed: Bool { compression != .none }
 
     /// Whether the index is paged.
-    public var hasPagedIndex: Bool { pagedIndexHeadLength != 0 }
+    package var hasPagedIndex: Bool { pagedIndexHeadLength != 0 }
 
     /// These features with a paged index whose page 0 seals to
     /// `headLength` bytes: always version 2 (a version 1 reader could not
@@ -50,7 +50,7 @@ public struct BundleFeatures: Sendable, Equatable {
     }
 
     /// Whether files may share a body.
-    public var allowsSharedBodies: Bool { formatVersion >= BundleFormat.version2 }
+    package var allowsSharedBodies: Bool { formatVersion >= BundleFormat.version2 }
 
     init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8, pagedIndexHeadLength: UInt32 = 0) {
         self.formatVersion = formatVersion

@@ -1,45 +1,45 @@
 /// Constants of bundle format versions 1 and 2. `docs/FORMAT.md` gives the
 /// byte layout these numbers describe.
-public enum BundleFormat {
+package enum BundleFormat {
     /// The first eight bytes of every bundle: "ENCFSBDL".
-    public static let magic: [UInt8] = Array("ENCFSBDL".utf8)
+    package static let magic: [UInt8] = Array("ENCFSBDL".utf8)
     /// Format version 1: what a bundle without compression or shared file
     /// bodies is written as, byte for byte as before version 2 existed, so
     /// version 1 readers keep opening it.
-    public static let version: UInt16 = 1
+    package static let version: UInt16 = 1
     /// Format version 2: compressed chunks with chunk tables, and files
     /// that share one body (deduplication). Written only when a bundle uses
     /// one of them.
-    public static let version2: UInt16 = 2
+    package static let version2: UInt16 = 2
     /// The versions this build reads.
-    public static let readableVersions: ClosedRange<UInt16> = 1...2
+    package static let readableVersions: ClosedRange<UInt16> = 1...2
     /// Default chunk size of compressed bundles (64 KiB): each chunk is
     /// compressed on its own, and zstd's fixed cost per frame (its entropy
     /// tables) weighs on sequential reads at smaller sizes, while a small
     /// read inflates a whole chunk; docs/PERFORMANCE.md has the
     /// measurements that chose it.
-    public static let defaultCompressedChunkSizeLog2: UInt8 = 16
+    package static let defaultCompressedChunkSizeLog2: UInt8 = 16
     /// Size of the fixed part of the header, before the key slots.
-    public static let fixedHeaderSize = 64
+    package static let fixedHeaderSize = 64
     /// Size of the header authentication code that ends the header.
-    public static let headerMACSize = 32
+    package static let headerMACSize = 32
     /// Bundle ids and file ids are 128-bit random values.
-    public static let idSize = 16
+    package static let idSize = 16
     /// Smallest and largest chunk size, as log2: 4 KiB … 1 MiB.
-    public static let chunkSizeLog2Range: ClosedRange<UInt8> = 12...20
+    package static let chunkSizeLog2Range: ClosedRange<UInt8> = 12...20
     /// Default chunk size (4 KiB, the smallest). A read decrypts whole
     /// chunks, so the chunk size trades small random reads (a 4 KiB read
     /// pays one chunk) against per-chunk costs on sequential reads;
     /// docs/PERFORMANCE.md has the sweep and the profile that chose it.
-    public static let defaultChunkSizeLog2: UInt8 = 12
+    package static let defaultChunkSizeLog2: UInt8 = 12
     /// At most this many key slots.
-    public static let maximumSlots = 64
+    package static let maximumSlots = 64
     /// Names are at most 255 bytes, as on Linux file systems.
-    public static let maximumNameLength = 255
+    package static let maximumNameLength = 255
     /// Symlink targets are at most 4095 bytes (PATH_MAX − 1).
-    public static let maximumSymlinkLength = 4095
+    package static let maximumSymlinkLength = 4095
     /// Entries in one bundle, root included (the record index is a u32).
-    public static let maximumEntries = Int(UInt32.max - 1)
+    package static let maximumEntries = Int(UInt32.max - 1)
 
     // HKDF `info` labels: one per derived key, so no two uses share a key.
     static let labelHeaderMAC = Array("encfs v1 header mac".utf8)

@@ -20,22 +20,22 @@ import CryptCore
 /// ```
 /// The MAC can be checked only after a slot has given the content key; until
 /// then every field is untrusted and only bounds-checked.
-public struct BundleHeader: Sendable {
+package struct BundleHeader: Sendable {
     /// The random 128-bit bundle id.
-    public let bundleID: [UInt8]
+    package let bundleID: [UInt8]
     /// The chunk layout.
-    public let layout: ChunkLayout
+    package let layout: ChunkLayout
     /// The slots as stored, in order: the key slots and, when the bundle
     /// is signed, its signature slot (``signatureSlot``).
-    public let slots: [KeySlot]
+    package let slots: [KeySlot]
     /// Bytes after the header.
-    public let payloadLength: UInt64
+    package let payloadLength: UInt64
     /// Where the sealed index starts within the payload.
-    public let indexOffset: UInt64
+    package let indexOffset: UInt64
     /// Sealed index length.
-    public let indexLength: UInt64
+    package let indexLength: UInt64
     /// Format version and compression (header bytes 8 and 34 … 39).
-    public let features: BundleFeatures
+    package let features: BundleFeatures
     /// The stored authentication code.
     let mac: [UInt8]
 
@@ -43,24 +43,24 @@ public struct BundleHeader: Sendable {
     static let maximumHeaderSize = 1 << 20
 
     /// Header length H.
-    public var headerLength: Int {
+    package var headerLength: Int {
         BundleFormat.fixedHeaderSize + slots.reduce(0) { $0 + $1.encodedSize } + BundleFormat.headerMACSize
     }
 
     /// Total bundle length this header records.
-    public var bundleLength: UInt64 { UInt64(headerLength) + payloadLength }
+    package var bundleLength: UInt64 { UInt64(headerLength) + payloadLength }
 
     /// The slots that may hold the content key: all but the signature.
-    public var keySlots: [KeySlot] { slots.filter(\.isKeySlot) }
+    package var keySlots: [KeySlot] { slots.filter(\.isKeySlot) }
 
     /// The signature slot, if the bundle is signed (the parser allows one).
-    public var signatureSlot: KeySlot? { slots.first { !$0.isKeySlot } }
+    package var signatureSlot: KeySlot? { slots.first { !$0.isKeySlot } }
 
     /// The bundle's version 1 signature, if it has one.
     ///
     /// - Throws: `BundleError.unsupportedSignature` for a signature slot of
     ///   a later version (the parser checked version 1 slots already).
-    public func signature() throws -> BundleSignature? {
+    package func signature() throws -> BundleSignature? {
         guard let slot = signatureSlot, let position = slots.firstIndex(of: slot) else { return nil }
         return try BundleSignature(slot: slot, position: position + 1)
     }
@@ -113,7 +113,7 @@ public struct BundleHeader: Sendable {
     ///
     /// - Parameter bytes: exactly the H header bytes.
     /// - Throws: `BundleError.notABundle`, `.unsupportedVersion`, `.corruptHeader`.
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws -> BundleHeader {
+    package static func parse(_ bytes: UnsafeRawBufferPointer) throws -> BundleHeader {
         let length = try headerLength(fromPrefix: bytes)
         guard bytes.count == length else { throw BundleError.corruptHeader("header is \(bytes.count) bytes, expected \(length)") }
         var cursor = ByteCursor(bytes)

@@ -29,7 +29,7 @@ import CryptCore
 /// once its key is known), so a digest of tags alone would not notice a
 /// re-sealed chunk. The other key slots are not signed, so adding a slot
 /// keeps a signature valid.
-public struct BundleSignature: Sendable, Equatable {
+package struct BundleSignature: Sendable, Equatable {
     /// The body version this build writes and checks.
     static let version: UInt8 = 1
     /// Algorithm byte of Ed25519 (the only one of version 1).
@@ -40,11 +40,11 @@ public struct BundleSignature: Sendable, Equatable {
     static let messageSize = 155
 
     /// The signer's raw Ed25519 public key (32 bytes).
-    public let signerKey: [UInt8]
+    package let signerKey: [UInt8]
     /// HKDF of the content key the signer packed with (32 bytes).
-    public let keyCommitment: [UInt8]
+    package let keyCommitment: [UInt8]
     /// SHA-256 of every sealed chunk, in index order (32 bytes).
-    public let chunkDigest: [UInt8]
+    package let chunkDigest: [UInt8]
     /// The Ed25519 signature (64 bytes).
     let signature: [UInt8]
 
@@ -92,10 +92,10 @@ public struct BundleSignature: Sendable, Equatable {
 
     /// The signer's fingerprint: the first 8 bytes of SHA-256 over the raw
     /// public key, as 16 hex digits.
-    public var signerFingerprint: String { Self.fingerprint(ofRawKey: signerKey) }
+    package var signerFingerprint: String { Self.fingerprint(ofRawKey: signerKey) }
 
     /// The fingerprint of a signing public key (see ``signerFingerprint``).
-    public static func fingerprint(of key: SigningPublicKey) -> String {
+    package static func fingerprint(of key: SigningPublicKey) -> String {
         fingerprint(ofRawKey: key.rawRepresentation)
     }
 

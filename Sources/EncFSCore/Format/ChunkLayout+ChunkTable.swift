@@ -5,19 +5,19 @@
 extension ChunkLayout {
     /// Where chunk `chunk`'s sealed bytes lie in the file's body, from a
     /// window that serves it.
-    public func storedRange(ofChunk chunk: UInt64, in window: ChunkTableWindow) -> Range<UInt64> {
+    package func storedRange(ofChunk chunk: UInt64, in window: ChunkTableWindow) -> Range<UInt64> {
         window.previousEnd(ofChunk: chunk)..<(window.entry(ofChunk: chunk) & ~ChunkTableWindow.compressedFlag)
     }
 
     /// Where the sealed bytes of the consecutive chunks `chunks` lie in the
     /// file's body (one read fetches them); the window must serve them all.
-    public func storedRange(ofChunks chunks: Range<UInt64>, in window: ChunkTableWindow) -> Range<UInt64> {
+    package func storedRange(ofChunks chunks: Range<UInt64>, in window: ChunkTableWindow) -> Range<UInt64> {
         guard let last = chunks.last else { return 0..<0 }
         return window.previousEnd(ofChunk: chunks.lowerBound)..<(window.entry(ofChunk: last) & ~ChunkTableWindow.compressedFlag)
     }
 
     /// How chunk `chunk` is stored.
-    public func storedEncoding(ofChunk chunk: UInt64, in window: ChunkTableWindow) -> StoredChunkEncoding {
+    package func storedEncoding(ofChunk chunk: UInt64, in window: ChunkTableWindow) -> StoredChunkEncoding {
         window.entry(ofChunk: chunk) & ChunkTableWindow.compressedFlag != 0 ? .zstd : .raw
     }
 

@@ -17,38 +17,38 @@
 ///     }
 /// }
 /// ```
-public struct ChunkReadPlan: Sequence, Sendable, Equatable {
+package struct ChunkReadPlan: Sequence, Sendable, Equatable {
     /// The layout that made the plan.
-    public let layout: ChunkLayout
+    package let layout: ChunkLayout
     /// The file's plaintext size.
-    public let plaintextSize: UInt64
+    package let plaintextSize: UInt64
     /// The plaintext bytes read: the request clipped at end of file (empty
     /// when nothing is covered).
-    public let wanted: Range<UInt64>
+    package let wanted: Range<UInt64>
     /// Where the file's sealed body starts in the source.
-    public let bodyOffset: UInt64
+    package let bodyOffset: UInt64
     /// The chunks `wanted` covers.
-    public let chunks: Range<UInt64>
+    package let chunks: Range<UInt64>
     /// Chunks fetched per batch (at least 1).
-    public let chunksPerBatch: UInt64
+    package let chunksPerBatch: UInt64
 
     /// Bytes the read returns: `wanted.count`, which is at most the
     /// requested count, so it fits an `Int`.
-    public var byteCount: Int { Int(wanted.count) }
+    package var byteCount: Int { Int(wanted.count) }
 
     /// Whether the read covers nothing (at or past end of file, or an empty
     /// request).
-    public var isEmpty: Bool { wanted.isEmpty }
+    package var isEmpty: Bool { wanted.isEmpty }
 
-    public func makeIterator() -> Iterator { Iterator(plan: self, cursor: chunks.lowerBound) }
+    package func makeIterator() -> Iterator { Iterator(plan: self, cursor: chunks.lowerBound) }
 
     /// Walks the batches of a plan in order.
-    public struct Iterator: IteratorProtocol, Sendable {
+    package struct Iterator: IteratorProtocol, Sendable {
         let plan: ChunkReadPlan
         /// The first chunk of the next batch.
         var cursor: UInt64
 
-        public mutating func next() -> Batch? {
+        package mutating func next() -> Batch? {
             guard cursor < plan.chunks.upperBound else { return nil }
             let batch = plan.layout.batch(of: plan, startingAt: cursor)
             cursor = batch.chunks.upperBound
@@ -57,32 +57,32 @@ public struct ChunkReadPlan: Sequence, Sendable, Equatable {
     }
 
     /// Consecutive chunks fetched with one positional read.
-    public struct Batch: Sequence, Sendable, Equatable {
+    package struct Batch: Sequence, Sendable, Equatable {
         /// The plan this batch belongs to.
         let plan: ChunkReadPlan
         /// The chunks fetched.
-        public let chunks: Range<UInt64>
+        package let chunks: Range<UInt64>
         /// Where their sealed bytes start in the source.
-        public let sourceOffset: UInt64
+        package let sourceOffset: UInt64
         /// Sealed bytes to fetch: every chunk's ciphertext and tag, back to
         /// back; at most ``ChunkLayout/batchCapacity(batchBytes:)``.
-        public let byteCount: Int
+        package let byteCount: Int
 
         /// The first chunk a fetch returning only `fetched` bytes cut short
         /// (the chunk to name in the error).
-        public func firstIncompleteChunk(fetched: Int) -> UInt64 {
+        package func firstIncompleteChunk(fetched: Int) -> UInt64 {
             plan.layout.firstIncompleteChunk(of: self, fetched: fetched)
         }
 
-        public func makeIterator() -> Iterator { Iterator(batch: self, cursor: chunks.lowerBound) }
+        package func makeIterator() -> Iterator { Iterator(batch: self, cursor: chunks.lowerBound) }
 
         /// Walks the slices of a batch in chunk order.
-        public struct Iterator: IteratorProtocol, Sendable {
+        package struct Iterator: IteratorProtocol, Sendable {
             let batch: Batch
             /// The next chunk.
             var cursor: UInt64
 
-            public mutating func next() -> Slice? {
+            package mutating func next() -> Slice? {
                 guard cursor < batch.chunks.upperBound else { return nil }
                 let slice = batch.plan.layout.slice(of: batch, chunk: cursor)
                 cursor += 1
@@ -92,23 +92,23 @@ public struct ChunkReadPlan: Sequence, Sendable, Equatable {
     }
 
     /// What one chunk gives the read.
-    public struct Slice: Sendable, Equatable {
+    package struct Slice: Sendable, Equatable {
         /// The chunk's index in the file.
-        public let chunk: UInt64
+        package let chunk: UInt64
         /// The chunk's plaintext length (a full chunk, or less for the last).
-        public let chunkLength: Int
+        package let chunkLength: Int
         /// Whether this is the file's last chunk (bound into its tag).
-        public let isLastChunk: Bool
+        package let isLastChunk: Bool
         /// Where the chunk's sealed bytes start in its batch's fetched bytes.
-        public let sealedOffset: Int
+        package let sealedOffset: Int
         /// Bytes dropped at the start of the chunk's plaintext.
-        public let skip: Int
+        package let skip: Int
         /// Bytes the chunk gives the read.
-        public let count: Int
+        package let count: Int
         /// Where they go in the caller's buffer.
-        public let destination: Int
+        package let destination: Int
 
-        public init(chunk: UInt64, chunkLength: Int, isLastChunk: Bool, sealedOffset: Int,
+        package init(chunk: UInt64, chunkLength: Int, isLastChunk: Bool, sealedOffset: Int,
                     skip: Int, count: Int, destination: Int) {
             self.chunk = chunk
             self.chunkLength = chunkLength
@@ -120,13 +120,13 @@ public struct ChunkReadPlan: Sequence, Sendable, Equatable {
         }
 
         /// The chunk's sealed bytes (ciphertext and tag) in the fetched bytes.
-        public var sealedRange: Range<Int> { sealedOffset..<(sealedOffset + chunkLength + Int(ChunkLayout.overhead)) }
+        package var sealedRange: Range<Int> { sealedOffset..<(sealedOffset + chunkLength + Int(ChunkLayout.overhead)) }
         /// The bytes wanted, in the chunk's plaintext.
-        public var plaintextRange: Range<Int> { skip..<(skip + count) }
+        package var plaintextRange: Range<Int> { skip..<(skip + count) }
         /// Where they go in the caller's buffer.
-        public var destinationRange: Range<Int> { destination..<(destination + count) }
+        package var destinationRange: Range<Int> { destination..<(destination + count) }
         /// Whether the read wants the whole chunk, so it can be decrypted
         /// straight into the caller's buffer.
-        public var coversWholeChunk: Bool { count == chunkLength }
+        package var coversWholeChunk: Bool { count == chunkLength }
     }
 }

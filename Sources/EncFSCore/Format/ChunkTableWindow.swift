@@ -9,7 +9,7 @@
 ///
 /// The window holds the entries of chunks `firstChunk − 1 … lastChunk`
 /// (from chunk 0 when `firstChunk` is 0): ``ChunkLayout`` reads it.
-public struct ChunkTableWindow {
+package struct ChunkTableWindow {
     /// The entries, 8 bytes each.
     let entries: UnsafeRawBufferPointer
     /// The first chunk the window serves.
@@ -18,7 +18,7 @@ public struct ChunkTableWindow {
     /// Bit 63 of an entry: the chunk is a zstd frame.
     static let compressedFlag: UInt64 = 1 << 63
     /// Bytes per entry.
-    public static let entrySize = 8
+    package static let entrySize = 8
 
     /// - Parameters:
     ///   - entries: entries of chunks `firstChunk − 1` (when > 0) through

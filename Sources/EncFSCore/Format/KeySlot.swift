@@ -27,9 +27,9 @@ import CryptCore
 /// without the wrapped key`, so the parameters cannot be changed unnoticed.
 /// Readers skip kinds they do not know: a later version can add slot kinds
 /// that older readers ignore as long as another slot opens.
-public struct KeySlot: Sendable, Equatable {
+package struct KeySlot: Sendable, Equatable {
     /// Slot kinds.
-    public enum Kind: UInt8, Sendable {
+    package enum Kind: UInt8, Sendable {
         /// A raw 256-bit key.
         case rawKey = 1
         /// A passphrase through scrypt.
@@ -42,7 +42,7 @@ public struct KeySlot: Sendable, Equatable {
         case signature = 5
 
         /// The name used in messages and by `encfs-inspect`.
-        public var name: String {
+        package var name: String {
             switch self {
             case .rawKey: return "raw-key"
             case .passphrase: return "passphrase"
@@ -54,9 +54,9 @@ public struct KeySlot: Sendable, Equatable {
     }
 
     /// The kind byte as stored (may be a kind this build does not know).
-    public let kindCode: UInt8
+    package let kindCode: UInt8
     /// The slot body as stored.
-    public let body: [UInt8]
+    package let body: [UInt8]
 
     static let wrappedSize = SymmetricKey.byteCount + AESGCM.tagByteCount
     static let saltSize = 16
@@ -75,7 +75,7 @@ public struct KeySlot: Sendable, Equatable {
     /// at encfs-pack's default cost. Without it, 64 slots at the per-slot
     /// limit would cost 16 times as much for every wrong passphrase
     /// (timings: docs/PERFORMANCE.md).
-    public static let maximumTotalScryptWork: UInt64 = 1 << 26
+    package static let maximumTotalScryptWork: UInt64 = 1 << 26
 
     /// The scrypt work (N · r · p) of a passphrase slot, at most
     /// ``maximumScryptWork`` + 1 (a slot over the limit is refused before
@@ -121,15 +121,15 @@ public struct KeySlot: Sendable, Equatable {
     static let rsaBodySizes = (fingerprintSize + AsymmetricKeyKind.minimumRSABits / 8)...(fingerprintSize + AsymmetricKeyKind.maximumRSABits / 8)
 
     /// The slot's kind, or nil for a kind this build does not know.
-    public var kind: Kind? { Kind(rawValue: kindCode) }
+    package var kind: Kind? { Kind(rawValue: kindCode) }
 
     /// The kind's name, or `unknown(N)`.
-    public var kindName: String { kind?.name ?? "unknown(\(kindCode))" }
+    package var kindName: String { kind?.name ?? "unknown(\(kindCode))" }
 
     /// Whether this slot may hold the content key: every kind but the
     /// signature (unknown kinds included, since a later version's key slot
     /// is still a key slot).
-    public var isKeySlot: Bool { kind != .signature }
+    package var isKeySlot: Bool { kind != .signature }
 
     /// Bytes the slot takes in the header.
     var encodedSize: Int { 4 + body.count }
@@ -140,14 +140,14 @@ public struct KeySlot: Sendable, Equatable {
     }
 
     /// The scrypt parameters of a passphrase slot.
-    public var scryptParameters: Scrypt.Parameters? {
+    package var scryptParameters: Scrypt.Parameters? {
         guard kind == .passphrase, body.count == Self.passphraseBodySize else { return nil }
         return body.withUnsafeBytes { b in Scrypt.Parameters(logN: b[0], r: b.le32(at: 4), p: b.le32(at: 8)) }
     }
 
     /// The first 8 body bytes of a raw-key slot (its key id) or a recipient
     /// slot (the recipient's fingerprint); nil for other kinds.
-    public var keyID: [UInt8]? {
+    package var keyID: [UInt8]? {
         guard kind == .rawKey || kind == .x25519 || kind == .rsa, body.count >= Self.keyIDSize else { return nil }
         return Array(body[0..<Self.keyIDSize])
     }
@@ -157,7 +157,7 @@ public struct KeySlot: Sendable, Equatable {
     /// the signer's fingerprint for a signature, the first 8 body bytes
     /// otherwise. `encfs-inspect` lists it and `rekey --remove` takes it
     /// (for key slots).
-    public var fingerprint: String {
+    package var fingerprint: String {
         let bytes: ArraySlice<UInt8>
         switch kind {
         case .passphrase?: bytes = body.count >= 20 ? body[12..<20] : body[...]
@@ -263,7 +263,7 @@ public struct KeySlot: Sendable, Equatable {
 
     /// A recipient's fingerprint: the first 8 bytes of SHA-256 over its DER
     /// SubjectPublicKeyInfo.
-    public static func fingerprint(of key: PublicKey) throws -> [UInt8] {
+    package static func fingerprint(of key: PublicKey) throws -> [UInt8] {
         do {
             let der = try key.subjectPublicKeyInfoDER()
             return Array(der.withUnsafeBytes { SHA256.hash($0) }.prefix(fingerprintSize))
@@ -273,7 +273,7 @@ public struct KeySlot: Sendable, Equatable {
     }
 
     /// The fingerprint as 16 hex digits.
-    public static func hexFingerprint(of key: PublicKey) throws -> String {
+    package static func hexFingerprint(of key: PublicKey) throws -> String {
         Hex.encode(try fingerprint(of: key))
     }
 
@@ -290,7 +290,7 @@ public struct KeySlot: Sendable, Equatable {
     }
 
     /// The 8-byte id of a raw key.
-    public static func keyID(of key: SymmetricKey) throws -> [UInt8] {
+    package static func keyID(of key: SymmetricKey) throws -> [UInt8] {
         do {
             let id = try key.withUnsafeBytes { k in
                 try BundleFormat.labelKeyID.withUnsafeBytes { info in

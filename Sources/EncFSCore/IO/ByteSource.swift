@@ -2,7 +2,7 @@
 ///
 /// The reader, the index pages, the mount daemon and the rekeyer see only
 /// this protocol, so a new kind of source is one new type and no change to
-/// the read path. Implementations must allow ``read(fromAbsoluteOffset:into:)``
+/// the read path. Implementations must allow ``read(into:atOffset:)``
 /// from many threads at once.
 public protocol ByteSource: AnyObject, Sendable {
     /// The source's length in bytes, fixed when it was opened.
@@ -28,7 +28,7 @@ public protocol ByteSource: AnyObject, Sendable {
     ///   written outside this package throws
     ///   ``EncryptedBundleError/io(errno:what:)`` to hand its callers an
     ///   errno; any other error reaches them as `.io` with `EIO`.
-    func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+    func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int
 
     /// Drops any copy this source keeps of `count` bytes at `offset`,
     /// which failed authentication (a torn or altered cache file, a body
@@ -36,12 +36,12 @@ public protocol ByteSource: AnyObject, Sendable {
     ///
     /// - Returns: whether reading them again may give other bytes; the
     ///   reader then reads them once more before it reports the chunk.
-    func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool
+    func discardCopies(atOffset offset: UInt64, count: Int) -> Bool
 }
 
 extension ByteSource {
     /// A file or memory keeps no copy: reading again gives the same bytes.
-    public func discardCopies(fromAbsoluteOffset offset: UInt64, count: Int) -> Bool { false }
+    public func discardCopies(atOffset offset: UInt64, count: Int) -> Bool { false }
 }
 
 /// An opaque value that changes when a source's bytes may have changed.

@@ -39,7 +39,7 @@ public final class FileByteSource: ByteSource {
         identity = Self.identity(of: st)
     }
 
-    public func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    public func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         try descriptor.read(fromAbsoluteOffset: offset, into: buffer)
     }
 

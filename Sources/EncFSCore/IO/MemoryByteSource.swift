@@ -17,7 +17,7 @@ public final class MemoryByteSource: ByteSource {
         displayName = Array(name.utf8)
     }
 
-    public func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    public func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         guard offset < UInt64(bytes.count), buffer.count > 0 else { return 0 }
         let start = Int(offset)
         let count = min(buffer.count, bytes.count - start)

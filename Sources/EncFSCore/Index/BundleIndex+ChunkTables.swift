@@ -27,7 +27,7 @@ extension BundleIndex {
     /// each).
     ///
     /// - Throws: what reading a page of a paged index throws.
-    public func storedSize(of entry: IndexEntry) throws -> UInt64 {
+    package func storedSize(of entry: IndexEntry) throws -> UInt64 {
         guard entry.kind == .file else { return 0 }
         guard entry.hasChunkTable else { return layout.ciphertextSize(forPlaintextSize: entry.fileSize) }
         let chunks = layout.chunkCount(forPlaintextSize: entry.fileSize)

@@ -21,7 +21,7 @@ import Glibc
 /// Records are in breadth-first order: the children of each directory are
 /// contiguous, sorted by name bytes, and come after their parent, so lookup
 /// is a binary search and the tree cannot hold a cycle.
-public final class BundleIndex: Sendable {
+package final class BundleIndex: Sendable {
     static let magic = FlatIndexHeader.magic
     static let headerSize = FlatIndexHeader.size
 
@@ -45,19 +45,19 @@ public final class BundleIndex: Sendable {
     }
 
     /// Whether the index is paged (format version 2, docs/FORMAT.md).
-    public var isPaged: Bool { flatPages == nil }
+    package var isPaged: Bool { flatPages == nil }
     /// Number of entries, root included.
-    public let count: Int
+    package let count: Int
     /// When the bundle was packed (seconds since the epoch).
-    public let creationTime: Int64
+    package let creationTime: Int64
     private let recordsOffset = BundleIndex.headerSize
     let stringsOffset: Int
     /// The bundle's chunk layout.
-    public let layout: ChunkLayout
+    package let layout: ChunkLayout
     /// Sum of all file sizes.
-    public let totalFileBytes: UInt64
+    package let totalFileBytes: UInt64
     /// Number of regular files.
-    public let fileCount: Int
+    package let fileCount: Int
     /// Positions of the directories that have subdirectories, ascending,
     /// and how many each has (for st_nlink): counted at load, 8 bytes per
     /// such directory instead of anything per entry.
@@ -69,13 +69,13 @@ public final class BundleIndex: Sendable {
     let suspectSymlinkPositions: [UInt32]
     /// The header's format version and compression, which say what records
     /// may hold (chunk tables, shared bodies).
-    public let features: BundleFeatures
+    package let features: BundleFeatures
     /// Sum of the stored sizes of distinct file bodies (shared bodies
     /// counted once): what the files take in the payload.
-    public let storedFileBytes: UInt64
+    package let storedFileBytes: UInt64
     /// Sum of the plaintext sizes of distinct file bodies: what
     /// ``totalFileBytes`` would be without deduplication's repeats.
-    public let distinctFileBytes: UInt64
+    package let distinctFileBytes: UInt64
     /// Bytes of chunk data before the index (its offset): where every
     /// file body must end.
     let dataLength: UInt64
@@ -146,7 +146,7 @@ public final class BundleIndex: Sendable {
     ///     given; if it throws, the buffer is wiped and the error rethrown.
     /// - Throws: what `fill` throws, or `BundleError.corruptIndex` naming
     ///   the first violation.
-    public convenience init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures = .version1,
+    package convenience init(byteCount: Int, layout: ChunkLayout, dataLength: UInt64, features: BundleFeatures = .version1,
                             fill: (UnsafeMutableRawBufferPointer) throws -> Void) throws {
         let storage = try SecureBytes(count: byteCount) { (buffer: UnsafeMutableRawBufferPointer) throws in try fill(buffer) }
         try self.init(pages: IndexPages(resident: storage), layout: layout, dataLength: dataLength, features: features)
@@ -160,7 +160,7 @@ public final class BundleIndex: Sendable {
     ///   - layout: the bundle's chunk layout.
     ///   - dataLength: bytes of chunk data before the index (its offset).
     /// - Throws: `BundleError.corruptIndex` naming the first violation.
-    public convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64,
+    package convenience init(plaintext: SecureBytes, layout: ChunkLayout, dataLength: UInt64,
                             features: BundleFeatures = .version1) throws {
         try self.init(pages: IndexPages(resident: plaintext), layout: layout, dataLength: dataLength, features: features)
     }
@@ -172,7 +172,7 @@ public final class BundleIndex: Sendable {
     /// - Throws: what reading a page of a paged index throws
     ///   (`BundleError.corruptIndex` when the bundle changed since it was
     ///   verified, `.io`).
-    public func entry(at position: Int) throws -> IndexEntry {
+    package func entry(at position: Int) throws -> IndexEntry {
         precondition(position >= 0 && position < count, "internal error: index position \(position) out of range")
         switch storage {
         case .flat(let pages):
@@ -198,30 +198,30 @@ public final class BundleIndex: Sendable {
     /// The entry for a FUSE inode number (position + 1), or nil.
     ///
     /// - Throws: as ``entry(at:)``.
-    public func entry(inode: UInt64) throws -> IndexEntry? {
+    package func entry(inode: UInt64) throws -> IndexEntry? {
         guard inode >= 1, inode <= UInt64(count) else { return nil }
         return try entry(at: Int(inode - 1))
     }
 
     /// The root directory.
-    public var root: IndexEntry {
+    package var root: IndexEntry {
         get throws { try entry(at: 0) }
     }
 
     /// Calls `body` with the name bytes of `entry` (valid during the call;
     /// for a paged index `body` runs under its lock and must not call back
     /// into the index).
-    public func withName<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    package func withName<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try withStrings(of: entry, offset: Int(entry.nameOffset), count: Int(entry.nameLength), body)
     }
 
     /// The name bytes of `entry` as a new array (not for hot paths).
-    public func name(of entry: IndexEntry) throws -> [UInt8] { try withName(of: entry) { Array($0) } }
+    package func name(of entry: IndexEntry) throws -> [UInt8] { try withName(of: entry) { Array($0) } }
 
     /// Copies the name of `entry` into `buffer` (at least 255 bytes).
     ///
     /// - Returns: the name's length.
-    public func copyName(of entry: IndexEntry, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    package func copyName(of entry: IndexEntry, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         let length = Int(entry.nameLength)
         let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
         switch storage {
@@ -235,13 +235,13 @@ public final class BundleIndex: Sendable {
 
     /// Calls `body` with the target bytes of a symlink (same rules as
     /// ``withName(of:_:)``).
-    public func withSymlinkTarget<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    package func withSymlinkTarget<R: Sendable>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         precondition(entry.kind == .symlink, "internal error: target of a non-symlink")
         return try withStrings(of: entry, offset: entry.targetOffset, count: entry.targetLength, body)
     }
 
     /// The file id of a file entry.
-    public func withFileID<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withFileID<R>(of entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try entry.withFileID(body)
     }
 
@@ -250,7 +250,7 @@ public final class BundleIndex: Sendable {
     /// A paged index counts the directories among the children (one page
     /// or a few); when their page cannot be loaded it answers 0, and
     /// every read of that page reports the damage.
-    public func subdirectoryCount(of entry: IndexEntry) -> Int {
+    package func subdirectoryCount(of entry: IndexEntry) -> Int {
         guard entry.kind == .directory else { return 0 }
         if case .paged(let store) = storage { return (try? store.countDirectories(in: entry.children)) ?? 0 }
         var low = 0
@@ -267,7 +267,7 @@ public final class BundleIndex: Sendable {
     /// Finds the child of `directory` called `name` by binary search.
     ///
     /// - Throws: as ``entry(at:)``.
-    public func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) throws -> IndexEntry? {
+    package func lookup(_ name: UnsafeRawBufferPointer, in directory: IndexEntry) throws -> IndexEntry? {
         guard directory.kind == .directory else { return nil }
         var low = directory.children.lowerBound
         var high = directory.children.upperBound
@@ -292,7 +292,7 @@ public final class BundleIndex: Sendable {
     ///
     /// - Throws: `BundleError.notFound`, `.notADirectory`, `.io(ELOOP)`, or
     ///   `.rejected` for a link that leads outside; as ``entry(at:)``.
-    public func resolve(path: [UInt8], followingLast: Bool = false) throws -> IndexEntry {
+    package func resolve(path: [UInt8], followingLast: Bool = false) throws -> IndexEntry {
         switch try SymlinkContainment.walk(self, from: root, components: SymlinkContainment.components(of: path),
                                            fromLink: false, followingLast: followingLast) {
         case .reached(let entry): return entry
@@ -306,7 +306,7 @@ public final class BundleIndex: Sendable {
     /// The path of `entry` from the root, '/'-separated, without a leading '/'.
     ///
     /// - Throws: as ``entry(at:)``.
-    public func path(of entry: IndexEntry) throws -> [UInt8] {
+    package func path(of entry: IndexEntry) throws -> [UInt8] {
         try path(of: entry, maximumLength: .max)
     }
 
@@ -316,7 +316,7 @@ public final class BundleIndex: Sendable {
     /// path of hundreds of megabytes; its end names the entry).
     ///
     /// - Throws: as ``entry(at:)``.
-    public func path(of entry: IndexEntry, maximumLength: Int) throws -> [UInt8] {
+    package func path(of entry: IndexEntry, maximumLength: Int) throws -> [UInt8] {
         var parts: [[UInt8]] = []
         var length = 0
         var current = entry

@@ -5,28 +5,28 @@
 /// directory, ``fileSize`` and ``payloadOffset`` for a file,
 /// ``targetLength`` for a symlink. Each answers empty or 0 for the other
 /// kinds.
-public struct IndexEntry: Sendable, Equatable {
+package struct IndexEntry: Sendable, Equatable {
     /// Entry kinds.
-    public enum Kind: UInt8, Sendable {
+    package enum Kind: UInt8, Sendable {
         case directory = 1
         case file = 2
         case symlink = 3
     }
 
     /// Size of one record.
-    public static let recordSize = IndexRecord.size
+    package static let recordSize = IndexRecord.size
 
     /// The record's position in the index (inode = position + 1).
-    public let position: Int
+    package let position: Int
     /// The parent directory's position.
-    public let parent: Int
-    public let kind: Kind
+    package let parent: Int
+    package let kind: Kind
     /// Permission bits (07777).
-    public let mode: UInt16
+    package let mode: UInt16
     let nameOffset: UInt32
     let nameLength: UInt16
-    public let mtimeSeconds: Int64
-    public let mtimeNanoseconds: UInt32
+    package let mtimeSeconds: Int64
+    package let mtimeNanoseconds: UInt32
     /// Record bytes 32 … 39 and 40 … 47 as stored: they mean one thing per
     /// kind (``IndexRecord``), so only the typed accessors below read them.
     @usableFromInline let storedCount: UInt64
@@ -44,7 +44,7 @@ public struct IndexEntry: Sendable, Equatable {
 
     /// Whether the file's chunks are found through a chunk table (compressed
     /// chunks of a version 2 bundle) rather than at fixed offsets.
-    public var hasChunkTable: Bool { flags & Self.hasChunkTableFlag != 0 }
+    package var hasChunkTable: Bool { flags & Self.hasChunkTableFlag != 0 }
 
     /// A file's 16-byte id, kept in the entry so reading a file needs
     /// nothing else from the index.
@@ -78,19 +78,19 @@ public struct IndexEntry: Sendable, Equatable {
     }
 
     /// Children of a directory, as record positions (empty for others).
-    @inlinable public var children: Range<Int> {
+    @inlinable package var children: Range<Int> {
         kind == .directory ? Int(storedFirst)..<(Int(storedFirst) + Int(storedCount)) : 0..<0
     }
 
     /// A file's plaintext size in bytes (0 for others).
-    @inlinable public var fileSize: UInt64 { kind == .file ? storedCount : 0 }
+    @inlinable package var fileSize: UInt64 { kind == .file ? storedCount : 0 }
 
     /// Where a file's body starts in the payload, after the header (0 for
     /// others).
-    @inlinable public var payloadOffset: UInt64 { kind == .file ? storedFirst : 0 }
+    @inlinable package var payloadOffset: UInt64 { kind == .file ? storedFirst : 0 }
 
     /// A symlink's target length in bytes (0 for others).
-    @inlinable public var targetLength: Int { kind == .symlink ? Int(storedCount) : 0 }
+    @inlinable package var targetLength: Int { kind == .symlink ? Int(storedCount) : 0 }
 
     /// Where a symlink's target lies in the string table (0 for others).
     var targetOffset: Int { kind == .symlink ? Int(storedFirst) : 0 }

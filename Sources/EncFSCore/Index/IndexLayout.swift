@@ -1,5 +1,5 @@
 /// How a packer lays out the index (docs/FORMAT.md).
-public enum IndexLayout: Sendable, Equatable {
+package enum IndexLayout: Sendable, Equatable {
     /// Paged when the bundle is version 2 for another reason (compression,
     /// shared bodies) or has more than `PagedIndexWriter.entryThreshold`
     /// entries; flat otherwise, so small plain bundles stay version 1.

@@ -29,14 +29,14 @@ import Glibc
 /// logged, returned, compared anywhere an attacker can time, or stored):
 /// whoever sees two tags under one nonce can recover the GHASH key and
 /// forge pages. Never expose a page tag (docs/SECURITY.md).
-public final class IndexPages: Sendable {
+package final class IndexPages: Sendable {
     /// Bytes per page: a multiple of 16 (AES blocks) and of nothing else in
     /// the layout, so records and names may straddle two pages.
-    public static let pageSize = 16 << 10
+    package static let pageSize = 16 << 10
     /// Default cache: 256 pages.
-    public static let defaultCacheBytes = 4 << 20
+    package static let defaultCacheBytes = 4 << 20
     /// The smallest cache accepted (4 pages).
-    public static let minimumCacheBytes = 4 * pageSize
+    package static let minimumCacheBytes = 4 * pageSize
 
     /// Plaintext length in bytes.
     let count: Int
@@ -135,8 +135,8 @@ public final class IndexPages: Sendable {
                         var done = 0
                         while done < length {
                             let want = min(length - done, batchBytes)
-                            let got = try source.read(fromAbsoluteOffset: start + UInt64(done),
-                                                      into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
+                            let got = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]),
+                                                      atOffset: start + UInt64(done))
                             guard got == want else { throw BundleError.corruptIndex("index is truncated") }
                             hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<want]))
                             var at = 0
@@ -347,7 +347,7 @@ private final class PageCache: @unchecked Sendable {
         let ciphertext = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<byteCount])
         let at = start + UInt64(page * IndexPages.pageSize)
         var matches = try readMatching(page, at: at, into: ciphertext, tags: tags)
-        if !matches && source.discardCopies(fromAbsoluteOffset: at, count: byteCount) {
+        if !matches && source.discardCopies(atOffset: at, count: byteCount) {
             matches = try readMatching(page, at: at, into: ciphertext, tags: tags)
         }
         guard matches else { throw BundleError.corruptIndex("index page \(page) changed after the bundle was verified") }
@@ -368,7 +368,7 @@ private final class PageCache: @unchecked Sendable {
     /// Reads `page`'s ciphertext at `at` into `ciphertext`: whether it
     /// matches the tag taken when the index was authenticated.
     private func readMatching(_ page: Int, at: UInt64, into ciphertext: UnsafeMutableRawBufferPointer, tags: [UInt8]) throws -> Bool {
-        let got = try source.read(fromAbsoluteOffset: at, into: ciphertext)
+        let got = try source.read(into: ciphertext, atOffset: at)
         guard got == ciphertext.count else {
             throw BundleError.corruptIndex("index page \(page) is truncated (the bundle changed after it was verified)")
         }

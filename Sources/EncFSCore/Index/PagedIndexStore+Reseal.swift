@@ -21,7 +21,7 @@ extension PagedIndexStore {
             let offset = page == 0 ? 0 : UInt64(headLength) + directory.pageOffsets[page - 1]
             let length = Int(page == 0 ? headLength : directory.sealedLengths[page - 1])
             var sealed = [UInt8](repeating: 0, count: length)
-            let got = try sealed.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: start + offset, into: $0) }
+            let got = try sealed.withUnsafeMutableBytes { try source.read(into: $0, atOffset: start + offset) }
             guard got == length else { throw BundleError.corruptIndex("index page \(page) is truncated") }
             let count = page == 0 ? nil : directory.pageCount
             let plain = try SecureBytes(count: length - AESGCM.tagByteCount) { (out: UnsafeMutableRawBufferPointer) throws in

@@ -42,7 +42,7 @@ final class PagedIndexStore: Sendable {
         let gcm: AESGCM
         do { gcm = try AESGCM() } catch { throw BundleError.crypto("index decryption failed") }
         var sealed = [UInt8](repeating: 0, count: Int(headLength))
-        let got = try sealed.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: start, into: $0) }
+        let got = try sealed.withUnsafeMutableBytes { try source.read(into: $0, atOffset: start) }
         guard got == sealed.count else { throw BundleError.corruptIndex("index page 0 is truncated") }
         let plain = try SecureBytes(count: sealed.count - AESGCM.tagByteCount) { (out: UnsafeMutableRawBufferPointer) throws in
             try sealed.withUnsafeBytes {
@@ -233,7 +233,7 @@ private final class PagedIndexCache: @unchecked Sendable {
         let sealedLength = Int(directory.sealedLengths[page - 1])
         let storedLength = sealedLength - AESGCM.tagByteCount
         let input = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<sealedLength])
-        let got = try source.read(fromAbsoluteOffset: pagesStart + directory.pageOffsets[page - 1], into: input)
+        let got = try source.read(into: input, atOffset: pagesStart + directory.pageOffsets[page - 1])
         guard got == sealedLength else { throw BundleError.corruptIndex("index page \(page) is truncated") }
         if slotLocked[slot] == nil { slotLocked[slot] = SecureMemory.lock(bytes(ofSlot: slot)) }
         let base = slot * slotBytes

@@ -6,7 +6,7 @@ extension KeyFiles {
     ///
     /// - Throws: `KeyInputError` naming the file and what is wrong with it
     ///   (an X25519 identity given by mistake is named as such).
-    public static func readSigningKeyFile(_ path: [UInt8]) throws -> SigningKey {
+    package static func readSigningKeyFile(_ path: [UInt8]) throws -> SigningKey {
         let contents: SecureBytes
         do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read signing key file: \(e.message)", path: path)
@@ -23,7 +23,7 @@ extension KeyFiles {
     /// writes beside the signing key, or `openssl pkey -pubout` makes.
     ///
     /// - Throws: `KeyInputError` naming the file and what is wrong with it.
-    public static func readVerifyingKeyFile(_ path: [UInt8]) throws -> SigningPublicKey {
+    package static func readVerifyingKeyFile(_ path: [UInt8]) throws -> SigningPublicKey {
         let contents: SecureBytes
         do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read verifying key file: \(e.message)", path: path)

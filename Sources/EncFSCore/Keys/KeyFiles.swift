@@ -5,10 +5,10 @@ import Glibc
 
 /// A key file, passphrase file, environment variable or prompt that could
 /// not be used. The message never contains the secret.
-public struct KeyInputError: Error, Sendable {
-    public let message: String
-    public let path: [UInt8]?
-    public init(_ message: String, path: [UInt8]? = nil) {
+package struct KeyInputError: Error, Sendable {
+    package let message: String
+    package let path: [UInt8]?
+    package init(_ message: String, path: [UInt8]? = nil) {
         self.message = message
         self.path = path
     }
@@ -18,11 +18,11 @@ public struct KeyInputError: Error, Sendable {
 /// passphrase files, identities and recipients. Reading the environment
 /// and prompting belong to the command-line layer (`KeySources` in
 /// EncFSCLI); the library only reads the files it is told to.
-public enum KeyFiles {
+package enum KeyFiles {
     /// Reads a key file: 64 hex characters, surrounding whitespace ignored.
     ///
     /// - Throws: `KeyInputError` naming the file, never its contents.
-    public static func readKeyFile(_ path: [UInt8]) throws -> SymmetricKey {
+    package static func readKeyFile(_ path: [UInt8]) throws -> SymmetricKey {
         let contents: SecureBytes
         do { contents = try FileIO.readSecretFile(path, limit: 4096) } catch let e as BundleError {
             throw KeyInputError("cannot read key file: \(e.message)", path: path)
@@ -33,7 +33,7 @@ public enum KeyFiles {
     /// Reads a passphrase file, less one trailing newline.
     ///
     /// - Throws: `KeyInputError` naming the file.
-    public static func readPassphraseFile(_ path: [UInt8]) throws -> SecureBytes {
+    package static func readPassphraseFile(_ path: [UInt8]) throws -> SecureBytes {
         let contents: SecureBytes
         do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read passphrase file: \(e.message)", path: path)
@@ -44,7 +44,7 @@ public enum KeyFiles {
     /// Reads an identity: an X25519 or RSA private key in PEM (PKCS#8).
     ///
     /// - Throws: `KeyInputError` naming the file and what is wrong with it.
-    public static func readIdentityFile(_ path: [UInt8]) throws -> PrivateKey {
+    package static func readIdentityFile(_ path: [UInt8]) throws -> PrivateKey {
         let contents: SecureBytes
         do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read identity file: \(e.message)", path: path)
@@ -59,7 +59,7 @@ public enum KeyFiles {
     /// Reads a recipient: an X25519 or RSA public key in PEM.
     ///
     /// - Throws: `KeyInputError` naming the file and what is wrong with it.
-    public static func readRecipientFile(_ path: [UInt8]) throws -> PublicKey {
+    package static func readRecipientFile(_ path: [UInt8]) throws -> PublicKey {
         let contents: SecureBytes
         do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read recipient file: \(e.message)", path: path)

@@ -1,7 +1,7 @@
 import CryptCore
 
 /// A secret that can open a key slot.
-public enum KeyMaterial: Sendable {
+package enum KeyMaterial: Sendable {
     /// A raw 256-bit key (from `--key-file` or `ENCFS_KEY`).
     case rawKey(SymmetricKey)
     /// A passphrase (from `--passphrase-file`, `ENCFS_PASSPHRASE` or a prompt).
@@ -11,7 +11,7 @@ public enum KeyMaterial: Sendable {
     case identity(PrivateKey)
 
     /// The kind of slot this secret opens, as named in messages.
-    public var kindName: String {
+    package var kindName: String {
         switch self {
         case .rawKey: return KeySlot.Kind.rawKey.name
         case .passphrase: return KeySlot.Kind.passphrase.name

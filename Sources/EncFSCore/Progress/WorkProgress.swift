@@ -9,13 +9,13 @@ import Synchronization
 /// counters are relaxed atomics: a reader may see files and bytes from
 /// slightly different moments, which a progress line does not mind, and
 /// the worker pays one atomic add per chunk batch.
-public final class WorkProgress: Sendable {
+package final class WorkProgress: Sendable {
     /// The counters at one moment.
-    public struct Snapshot: Sendable, Equatable {
-        public var filesDone: Int
-        public var filesTotal: Int
-        public var bytesDone: UInt64
-        public var bytesTotal: UInt64
+    package struct Snapshot: Sendable, Equatable {
+        package var filesDone: Int
+        package var filesTotal: Int
+        package var bytesDone: UInt64
+        package var bytesTotal: UInt64
     }
 
     private let filesDone = Atomic<Int>(0)
@@ -23,7 +23,7 @@ public final class WorkProgress: Sendable {
     private let bytesDone = Atomic<UInt64>(0)
     private let bytesTotal = Atomic<UInt64>(0)
 
-    public init() {}
+    package init() {}
 
     /// Sets what the whole operation covers (plaintext bytes of regular files).
     package func begin(files: Int, bytes: UInt64) {
@@ -42,7 +42,7 @@ public final class WorkProgress: Sendable {
     }
 
     /// The counters now.
-    public var snapshot: Snapshot {
+    package var snapshot: Snapshot {
         Snapshot(filesDone: filesDone.load(ordering: .relaxed), filesTotal: filesTotal.load(ordering: .relaxed),
                  bytesDone: bytesDone.load(ordering: .relaxed), bytesTotal: bytesTotal.load(ordering: .relaxed))
     }

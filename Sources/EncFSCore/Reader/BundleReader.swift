@@ -10,17 +10,17 @@ import Glibc
 /// `Mutex`; `read` may be called from many threads at once. The bytes come
 /// from a ``ByteSource`` (a local file, memory, a remote object), read
 /// positionally into the reader's own buffers.
-public final class BundleReader: Sendable {
+package final class BundleReader: Sendable {
     /// The authenticated header.
-    public let header: BundleHeader
+    package let header: BundleHeader
     /// The authenticated, validated index.
-    public let index: BundleIndex
+    package let index: BundleIndex
     /// Keys derived from the content key.
     package let keys: BundleKeys
     /// Bundle size in bytes.
-    public let bundleSize: UInt64
+    package let bundleSize: UInt64
     /// Where the bundle's bytes come from.
-    public let source: any ByteSource
+    package let source: any ByteSource
     private let pool = Mutex<[ChunkWorkspace]>([])
     /// Sealed chunks one `pread` fetches: what a workspace's sealed buffer
     /// holds (both follow ``ChunkWorkspace/batchBytes``).
@@ -46,7 +46,7 @@ public final class BundleReader: Sendable {
     ///   leading outside, length mismatch, I/O; not signed, signed by
     ///   another key, bad signature, another bundle id when the origin
     ///   requires).
-    public static func open(source: any ByteSource, materials: [KeyMaterial],
+    package static func open(source: any ByteSource, materials: [KeyMaterial],
                             indexCacheBytes: Int = IndexPages.defaultCacheBytes,
                             options: OpenOptions = OpenOptions()) throws -> BundleReader {
         try open(source: source, indexCacheBytes: indexCacheBytes, options: options) { header in
@@ -55,7 +55,7 @@ public final class BundleReader: Sendable {
     }
 
     /// Opens the bundle file at `path` with whichever of `materials` opens a slot.
-    public static func open(path: [UInt8], materials: [KeyMaterial],
+    package static func open(path: [UInt8], materials: [KeyMaterial],
                             indexCacheBytes: Int = IndexPages.defaultCacheBytes,
                             options: OpenOptions = OpenOptions()) throws -> BundleReader {
         try open(source: try FileByteSource(path: path), materials: materials, indexCacheBytes: indexCacheBytes, options: options)
@@ -104,20 +104,20 @@ public final class BundleReader: Sendable {
 
     /// Reads and parses only the unauthenticated header (for tools that
     /// show slot kinds without a key).
-    public static func readHeader(source: any ByteSource) throws -> (header: BundleHeader, fileSize: UInt64) {
+    package static func readHeader(source: any ByteSource) throws -> (header: BundleHeader, fileSize: UInt64) {
         var prefix = [UInt8](repeating: 0, count: 16)
-        let got = try prefix.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: 0, into: $0) }
+        let got = try prefix.withUnsafeMutableBytes { try source.read(into: $0, atOffset: 0) }
         guard got == 16 else { throw BundleError.notABundle }
         let length = try prefix.withUnsafeBytes { try BundleHeader.headerLength(fromPrefix: $0) }
         guard UInt64(length) <= source.size else { throw BundleError.corruptHeader("file is shorter than its header") }
         var bytes = [UInt8](repeating: 0, count: length)
-        let n = try bytes.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: 0, into: $0) }
+        let n = try bytes.withUnsafeMutableBytes { try source.read(into: $0, atOffset: 0) }
         guard n == length else { throw BundleError.corruptHeader("file is shorter than its header") }
         return (try bytes.withUnsafeBytes { try BundleHeader.parse($0) }, source.size)
     }
 
     /// Reads and parses only the unauthenticated header of the file at `path`.
-    public static func readHeader(path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
+    package static func readHeader(path: [UInt8]) throws -> (header: BundleHeader, fileSize: UInt64) {
         try readHeader(source: try FileByteSource(path: path))
     }
 
@@ -159,7 +159,7 @@ public final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError.lengthMismatch` when the source is not as
     ///   long as the header says, `.io`.
-    public static func sealedIndexDigest(source: any ByteSource, header: BundleHeader) throws -> [UInt8] {
+    package static func sealedIndexDigest(source: any ByteSource, header: BundleHeader) throws -> [UInt8] {
         guard source.size == header.bundleLength else {
             throw BundleError.lengthMismatch(expected: header.bundleLength, actual: source.size)
         }
@@ -171,7 +171,7 @@ public final class BundleReader: Sendable {
         while done < header.indexLength {
             let want = Int(min(header.indexLength - done, UInt64(buffer.count)))
             let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
-            let got = try source.read(fromAbsoluteOffset: start + done, into: piece)
+            let got = try source.read(into: piece, atOffset: start + done)
             guard got == want else { throw BundleError.lengthMismatch(expected: header.bundleLength, actual: start + done + UInt64(got)) }
             hasher.update(UnsafeRawBufferPointer(piece))
             done += UInt64(want)
@@ -193,7 +193,7 @@ public final class BundleReader: Sendable {
                                   checkDigest: (([UInt8]) throws -> Void)? = nil) throws -> BundleIndex {
         do {
             return try readIndexOnce(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
-        } catch BundleError.corruptIndex where source.discardCopies(fromAbsoluteOffset: UInt64(header.headerLength) + header.indexOffset,
+        } catch BundleError.corruptIndex where source.discardCopies(atOffset: UInt64(header.headerLength) + header.indexOffset,
                                                                    count: Int(clamping: header.indexLength)) {
             return try readIndexOnce(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
         }
@@ -209,7 +209,7 @@ public final class BundleReader: Sendable {
         let plainLength = Int(header.indexLength) - AESGCM.tagByteCount
         let start = UInt64(header.headerLength) + header.indexOffset
         var tag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
-        let gotTag = try tag.withUnsafeMutableBytes { try source.read(fromAbsoluteOffset: start + UInt64(plainLength), into: $0) }
+        let gotTag = try tag.withUnsafeMutableBytes { try source.read(into: $0, atOffset: start + UInt64(plainLength)) }
         guard gotTag == tag.count else { throw BundleError.corruptIndex("index is truncated") }
         let hasher = checkDigest == nil ? nil : SHA256.Hasher()
         // The plaintext is never held whole: see IndexPages.
@@ -275,7 +275,7 @@ public final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError.isADirectory` for non-files,
     ///   `.corruptChunk` (the buffer is then wiped), `.crypto`, `.io`.
-    public func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    package func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         try readChunks(entry, key: nil, fromOffset: offset, into: buffer)
     }
 
@@ -333,7 +333,7 @@ public final class BundleReader: Sendable {
                     // gets one more read of a batch that failed.
                     var mayReadAgain = true
                     reading: while true {
-                        let got = try source.read(fromAbsoluteOffset: sourceOffset, into: fetched)
+                        let got = try source.read(into: fetched, atOffset: sourceOffset)
                         // A short read means the bundle ends early: name the
                         // first chunk it cut (the batch's first, for
                         // compressed chunks, which bytes do not count).
@@ -354,7 +354,7 @@ public final class BundleReader: Sendable {
                             }
                             break reading
                         } catch BundleError.corruptChunk where mayReadAgain
-                                    && source.discardCopies(fromAbsoluteOffset: sourceOffset + UInt64(opening.lowerBound),
+                                    && source.discardCopies(atOffset: sourceOffset + UInt64(opening.lowerBound),
                                                             count: opening.count) {
                             mayReadAgain = false
                         }
@@ -480,7 +480,7 @@ public final class BundleReader: Sendable {
         while remaining > 0 {
             let want = Int(min(remaining, UInt64(buffer.count)))
             let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
-            let got = try source.read(fromAbsoluteOffset: from, into: chunk)
+            let got = try source.read(into: chunk, atOffset: from)
             guard got == want else { throw BundleError.lengthMismatch(expected: header.bundleLength, actual: from + UInt64(got)) }
             try output.writeAll(UnsafeRawBufferPointer(chunk), toAbsoluteOffset: destination)
             from += UInt64(want)

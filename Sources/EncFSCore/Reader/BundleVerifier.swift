@@ -109,8 +109,8 @@ package struct BundleVerifier {
         let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
         let sealed = workspace.sealed
-        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.payloadOffset + bytes.lowerBound,
-                                         into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]))
+        let got = try reader.source.read(into: UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want]),
+                                         atOffset: UInt64(reader.header.headerLength) + entry.payloadOffset + bytes.lowerBound)
         hasher?.update(UnsafeRawBufferPointer(rebasing: sealed[0..<got]))
         var damaged: [UInt64] = []
         for chunk in chunks {

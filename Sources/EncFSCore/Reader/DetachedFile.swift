@@ -66,7 +66,7 @@ package final class DetachedFile: Sendable {
                     // gets one more read of a batch that failed.
                     var mayReadAgain = true
                     reading: while true {
-                        let got = try source.read(fromAbsoluteOffset: batch.sourceOffset, into: fetched)
+                        let got = try source.read(into: fetched, atOffset: batch.sourceOffset)
                         // A short read means the bundle ends early: name the
                         // first chunk it cut.
                         guard got == batch.byteCount else {
@@ -96,7 +96,7 @@ package final class DetachedFile: Sendable {
                             }
                             break reading
                         } catch BundleError.corruptChunk where mayReadAgain
-                                    && source.discardCopies(fromAbsoluteOffset: batch.sourceOffset + UInt64(opening.lowerBound),
+                                    && source.discardCopies(atOffset: batch.sourceOffset + UInt64(opening.lowerBound),
                                                             count: opening.count) {
                             mayReadAgain = false
                         }

@@ -16,17 +16,17 @@ import CryptCore
 /// then the Ed25519 signature once the sealed index has been read and
 /// hashed (in the same pass that checks its GCM tag). Nothing from the
 /// index is used before that last check passes.
-public struct OriginPolicy: Sendable, Equatable {
+package struct OriginPolicy: Sendable, Equatable {
     /// Keys one of which must have signed the bundle; empty: no signature
     /// required.
-    public var signers: [SigningPublicKey]
+    package var signers: [SigningPublicKey]
     /// The bundle id (16 bytes) the bundle must have, or nil for any.
-    public var bundleID: [UInt8]?
+    package var bundleID: [UInt8]?
 
     /// - Parameters:
     ///   - signers: keys one of which must have signed the bundle.
     ///   - bundleID: the bundle id the bundle must have.
-    public init(signers: [SigningPublicKey] = [], bundleID: [UInt8]? = nil) {
+    package init(signers: [SigningPublicKey] = [], bundleID: [UInt8]? = nil) {
         self.signers = signers
         self.bundleID = bundleID
     }

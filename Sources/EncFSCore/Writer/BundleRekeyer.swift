@@ -31,32 +31,32 @@ import Glibc
 /// by rename, with the old file's mode, owner and group: a failure or crash
 /// leaves the old bundle as it was and no temporary file. Copies of the old
 /// file made before keep opening with the secrets they had.
-public enum BundleRekeyer {
+package enum BundleRekeyer {
     /// What to change.
-    public struct Changes: Sendable {
+    package struct Changes: Sendable {
         /// New raw-key or passphrase slots; when slots are removed, a secret
         /// that opens a kept slot makes that slot again instead.
-        public var addKeys: [KeyMaterial] = []
+        package var addKeys: [KeyMaterial] = []
         /// Fingerprints (``KeySlot/fingerprint``) of slots to remove.
-        public var remove: [String] = []
+        package var remove: [String] = []
         /// scrypt cost for new passphrase slots (re-made ones keep theirs).
-        public var scrypt: Scrypt.Parameters = .default
+        package var scrypt: Scrypt.Parameters = .default
         /// New recipient slots; when slots are removed, a recipient whose
         /// slot is kept makes that slot again instead.
-        public var addRecipients: [PublicKey] = []
+        package var addRecipients: [PublicKey] = []
         /// The secrets the bundle was opened with: when slots are removed,
         /// each kept slot one of them opens is made again from it.
-        public var openedWith: [KeyMaterial] = []
+        package var openedWith: [KeyMaterial] = []
         /// Sign the result with this key, replacing any signature.
-        public var signingKey: SigningKey?
+        package var signingKey: SigningKey?
         /// Advanced as chunks are re-encrypted (after a removal), for a progress display.
-        public var progress: WorkProgress?
+        package var progress: WorkProgress?
 
-        public init() {}
+        package init() {}
     }
 
     /// What became of the bundle's signature.
-    public enum SignatureOutcome: Sendable, Equatable {
+    package enum SignatureOutcome: Sendable, Equatable {
         /// The bundle was not signed and is not.
         case none
         /// The old signature still holds and was kept.
@@ -68,20 +68,20 @@ public enum BundleRekeyer {
     }
 
     /// What changed.
-    public struct Outcome: Sendable {
+    package struct Outcome: Sendable {
         /// Slots added for new holders.
-        public var added: Int
+        package var added: Int
         /// Slots removed.
-        public var removed: Int
+        package var removed: Int
         /// Kept slots made again for the new content key (0 without removal).
-        public var carriedOver: Int
+        package var carriedOver: Int
         /// Whether the payload was re-encrypted under a new content key and
         /// bundle id.
-        public var reencrypted: Bool
+        package var reencrypted: Bool
         /// The new header's key slots (the signature slot is not one).
-        public var slots: [KeySlot]
+        package var slots: [KeySlot]
         /// What became of the signature.
-        public var signature: SignatureOutcome
+        package var signature: SignatureOutcome
     }
 
     /// Rekeys the bundle `reader` has open at `path`.
@@ -92,7 +92,7 @@ public enum BundleRekeyer {
     ///   `.corruptChunk` or `.corruptIndex` when the bundle is damaged (when
     ///   signing without re-encrypting: the first damaged chunk);
     ///   `.io` on write failures. The old bundle is then untouched.
-    public static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
+    package static func rekey(path: [UInt8], reader: BundleReader, changes: Changes) throws -> Outcome {
         let old = reader.header
         let plan = try RekeyPlan.make(header: old, contentKey: reader.keys.contentKey, changes: changes)
         let keys: BundleKeys

@@ -4,58 +4,58 @@ import Glibc
 #endif
 
 /// What to pack and how.
-public struct PackOptions: Sendable {
+package struct PackOptions: Sendable {
     /// log2 of the chunk size.
-    public var chunkSizeLog2: UInt8 = BundleFormat.defaultChunkSizeLog2
+    package var chunkSizeLog2: UInt8 = BundleFormat.defaultChunkSizeLog2
     /// Glob patterns to leave out (see `SourceTree`).
-    public var excludes: [[UInt8]] = []
+    package var excludes: [[UInt8]] = []
     /// One key slot is written per secret.
-    public var keys: [KeyMaterial] = []
+    package var keys: [KeyMaterial] = []
     /// One key slot per recipient public key (X25519 or RSA): packing to
     /// recipients needs no secret at all.
-    public var recipients: [PublicKey] = []
+    package var recipients: [PublicKey] = []
     /// scrypt cost for passphrase slots.
-    public var scrypt: Scrypt.Parameters = .default
+    package var scrypt: Scrypt.Parameters = .default
     /// Refuse symlinks whose targets lead outside the bundle (absolute, or
     /// climbing above the root) instead of storing them with a warning:
     /// readers refuse such bundles unless told otherwise.
-    public var refusesExternalSymlinks = false
+    package var refusesExternalSymlinks = false
     /// When given, the bundle is signed with it (``BundleSignature``): its
     /// sealed chunks are hashed as they are written, which costs SHA-256
     /// over the payload on the writer thread.
-    public var signingKey: SigningKey?
+    package var signingKey: SigningKey?
     /// How chunks are compressed: `.none` writes a version 1 bundle (unless
     /// files share a body), `.zstd` a version 2 bundle.
-    public var compression: CompressionMethod = .none
+    package var compression: CompressionMethod = .none
     /// The zstd level, 1 … 19.
-    public var compressionLevel = CompressionMethod.defaultZstdLevel
+    package var compressionLevel = CompressionMethod.defaultZstdLevel
     /// Advanced as files are packed, for a progress display.
-    public var progress: WorkProgress?
+    package var progress: WorkProgress?
     /// Flat or paged index (`.automatic`: paged for large or version 2 bundles).
-    public var indexLayout = IndexLayout.automatic
+    package var indexLayout = IndexLayout.automatic
 
-    public init() {}
+    package init() {}
 }
 
 /// What a pack run did.
-public struct PackSummary: Sendable {
-    public var files = 0
-    public var directories = 0
-    public var symlinks = 0
-    public var skipped = 0
-    public var excluded = 0
+package struct PackSummary: Sendable {
+    package var files = 0
+    package var directories = 0
+    package var symlinks = 0
+    package var skipped = 0
+    package var excluded = 0
     /// Symlinks stored although they lead outside the bundle (each warned about).
-    public var externalSymlinks = 0
-    public var plaintextBytes: UInt64 = 0
-    public var bundleBytes: UInt64 = 0
+    package var externalSymlinks = 0
+    package var plaintextBytes: UInt64 = 0
+    package var bundleBytes: UInt64 = 0
     /// Files stored as a body another file already had (deduplicated).
-    public var sharedFiles = 0
+    package var sharedFiles = 0
     /// Their bytes, not stored again.
-    public var sharedBytes: UInt64 = 0
+    package var sharedBytes: UInt64 = 0
     /// The format version written.
-    public var formatVersion = BundleFormat.version
+    package var formatVersion = BundleFormat.version
     /// The signer's fingerprint, when the bundle was signed.
-    public var signerFingerprint: String?
+    package var signerFingerprint: String?
 }
 
 /// Writes a bundle from a source directory.
@@ -66,7 +66,7 @@ public struct PackSummary: Sendable {
 /// in one buffer of a few chunks (``FileEncryptor``), wiped at the end, and in
 /// the source files' own page cache, which ``SourcePrefetcher`` fills ahead
 /// of the reads.
-public enum BundleWriter {
+package enum BundleWriter {
     /// Packs `source` into `destination`.
     ///
     /// - Parameters:
@@ -81,7 +81,7 @@ public enum BundleWriter {
     /// - Throws: `BundleError` naming what failed and where;
     ///   `.externalSymlink` for the first such link when
     ///   `options.refusesExternalSymlinks` (before anything is written).
-    public static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
+    package static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
         guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.crypto("no key or recipient given") }
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {

@@ -121,8 +121,8 @@ struct PayloadReencryptor {
         let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)
         let want = Int(bytes.count)
         let batch = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<want])
-        let got = try reader.source.read(fromAbsoluteOffset: UInt64(reader.header.headerLength) + entry.payloadOffset + bytes.lowerBound,
-                                         into: batch)
+        let got = try reader.source.read(into: batch,
+                                         atOffset: UInt64(reader.header.headerLength) + entry.payloadOffset + bytes.lowerBound)
         // A short read means the bundle ends early: name the first chunk it cut.
         guard got == want else {
             throw BundleError.corruptChunk(entry: entry.position,
@@ -170,7 +170,7 @@ struct PayloadReencryptor {
         let from = UInt64(old.headerLength) + old.indexOffset
         let to = UInt64(newHeader.headerLength) + newHeader.indexOffset
         var oldTag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
-        let gotTag = try oldTag.withUnsafeMutableBytes { try reader.source.read(fromAbsoluteOffset: from + length, into: $0) }
+        let gotTag = try oldTag.withUnsafeMutableBytes { try reader.source.read(into: $0, atOffset: from + length) }
         guard gotTag == oldTag.count else { throw BundleError.corruptIndex("index is truncated") }
         var newTag = [UInt8](repeating: 0, count: AESGCM.tagByteCount)
         let piece = min(buffer.count, plaintext.count)
@@ -191,7 +191,7 @@ struct PayloadReencryptor {
                                             let n = Int(min(length - done, UInt64(piece)))
                                             let sealedPiece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
                                             let plainPiece = UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<n])
-                                            let got = try reader.source.read(fromAbsoluteOffset: from + done, into: sealedPiece)
+                                            let got = try reader.source.read(into: sealedPiece, atOffset: from + done)
                                             guard got == n else { throw BundleError.corruptIndex("index is truncated") }
                                             try decrypt(UnsafeRawBufferPointer(sealedPiece), plainPiece)
                                             try encrypt(UnsafeRawBufferPointer(plainPiece), sealedPiece)

@@ -20,7 +20,7 @@ final class CountingSource: ByteSource {
     /// Makes every later read throw `error`.
     func failReads(with error: any Error) { state.withLock { $0.failure = error } }
 
-    func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         let failure = state.withLock { state -> (any Error)? in
             state.reads += 1
             return state.failure
