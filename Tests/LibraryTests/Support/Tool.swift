@@ -1,4 +1,6 @@
 import Foundation
+import SharedTestSupport
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,13 +20,15 @@ enum Tool {
 
     /// The path of the binary `name`.
     ///
-    /// - Throws: `TestFailure` when it is not there (not built yet).
+    /// - Throws: `TestFailure` with one line saying what to run, for the
+    ///   first test of the process that finds it missing or stale;
+    ///   `XCTSkip` for the others (see ``BuiltBinaries``).
     static func path(_ name: String) throws -> String {
-        let path = "\(binaryDirectory)/\(name)"
-        guard access(path, X_OK) == 0 else {
-            throw TestFailure("\(path) is not an executable: build with `swift build -c release` or set ENCFS_BIN_DIR")
+        if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
+            guard BuiltBinaries.firstReport() else { throw XCTSkip("binaries not usable, see the first failure") }
+            throw TestFailure(problem)
         }
-        return path
+        return "\(binaryDirectory)/\(name)"
     }
 
     /// What a finished run left behind.

@@ -1,4 +1,6 @@
 import Foundation
+import SharedTestSupport
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,13 +59,15 @@ enum Tools {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }()
 
+    /// - Throws: `SubprocessError` with one line saying what to run, for
+    ///   the first test of the process that finds the binary missing or
+    ///   stale; `XCTSkip` for the others (see ``BuiltBinaries``).
     private static func binary(_ name: String) throws -> String {
-        guard let dir = binaryDirectory else {
-            throw SubprocessError("\(name) not found: build with `swift build -c release` or set ENCFS_BIN_DIR")
+        if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
+            guard BuiltBinaries.firstReport() else { throw XCTSkip("binaries not usable, see the first failure") }
+            throw SubprocessError(problem)
         }
-        let path = "\(dir)/\(name)"
-        guard access(path, X_OK) == 0 else { throw SubprocessError("\(path) is not an executable (ENCFS_BIN_DIR=\(dir))") }
-        return path
+        return "\(binaryDirectory ?? "")/\(name)"
     }
 
     /// The system Python (starts faster than a pyenv shim), else `python3` in PATH.
