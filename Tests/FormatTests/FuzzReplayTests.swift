@@ -37,9 +37,8 @@ final class FuzzReplayTests: XCTestCase {
         // One line for the whole run when the replayer is missing or stale
         // (the first test to see it fails, the others skip).
         if let problem = BuiltBinaries.problem(with: "encfs-fuzz", in: Self.binaryDirectory) {
-            guard BuiltBinaries.firstReport() else { throw XCTSkip("binaries not usable, see the first failure") }
-            XCTFail(problem, file: file, line: line)
-            return
+            if BuiltBinaries.firstReport() { XCTFail(problem, file: file, line: line) }
+            throw XCTSkip("binaries not usable, see the first failure")
         }
         let replayer = "\(Self.binaryDirectory ?? "")/encfs-fuzz"
         let fuzz = Self.root.appendingPathComponent("Tests/Fuzz")

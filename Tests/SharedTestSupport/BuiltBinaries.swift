@@ -9,8 +9,8 @@ import Glibc
 ///
 /// Shared by MountTests (Tools), LibraryTests (Tool) and FormatTests
 /// (FuzzReplayTests); all test targets run in one process, so only the
-/// first test to find a problem reports it (``firstReport()``) and the
-/// others skip.
+/// first test to find a problem records it as a failure (``firstReport()``)
+/// and every test that needs the binaries skips.
 public enum BuiltBinaries {
     /// What to run, ending every message.
     public static let remedy = "run `swift build -c release` first (or Scripts/test.sh)"
@@ -48,7 +48,8 @@ public enum BuiltBinaries {
     private static let staleness = Locked<[String: String?]>([:])
 
     /// True for the first caller in this process, false afterwards: the
-    /// first test that finds a problem fails with it, the others skip.
+    /// first test that finds a problem records it with `XCTFail` (recorded,
+    /// so a caller's `try?` cannot hide it), and all of them skip.
     public static func firstReport() -> Bool {
         reported.withLock { done in
             defer { done = true }

@@ -20,13 +20,14 @@ enum Tool {
 
     /// The path of the binary `name`.
     ///
-    /// - Throws: `TestFailure` with one line saying what to run, for the
-    ///   first test of the process that finds it missing or stale;
-    ///   `XCTSkip` for the others (see ``BuiltBinaries``).
+    /// - Throws: `XCTSkip` when it is missing or stale, after the first
+    ///   test of the process that finds it so has failed with one line
+    ///   saying what to run (see ``BuiltBinaries``).
     static func path(_ name: String) throws -> String {
         if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
-            guard BuiltBinaries.firstReport() else { throw XCTSkip("binaries not usable, see the first failure") }
-            throw TestFailure(problem)
+            // Recorded, not thrown: a caller's `try?` cannot hide it.
+            if BuiltBinaries.firstReport() { XCTFail(problem) }
+            throw XCTSkip("binaries not usable, see the first failure")
         }
         return "\(binaryDirectory)/\(name)"
     }

@@ -59,13 +59,14 @@ enum Tools {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }()
 
-    /// - Throws: `SubprocessError` with one line saying what to run, for
-    ///   the first test of the process that finds the binary missing or
-    ///   stale; `XCTSkip` for the others (see ``BuiltBinaries``).
+    /// - Throws: `XCTSkip` when the binary is missing or stale, after the
+    ///   first test of the process that finds it so has failed with one
+    ///   line saying what to run (see ``BuiltBinaries``).
     private static func binary(_ name: String) throws -> String {
         if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
-            guard BuiltBinaries.firstReport() else { throw XCTSkip("binaries not usable, see the first failure") }
-            throw SubprocessError(problem)
+            // Recorded, not thrown: a caller's `try?` cannot hide it.
+            if BuiltBinaries.firstReport() { XCTFail(problem) }
+            throw XCTSkip("binaries not usable, see the first failure")
         }
         return "\(binaryDirectory ?? "")/\(name)"
     }
