@@ -17,7 +17,12 @@
 #   - no OpenSSL symbol outside CryptCore;
 #   - EncFSCore and EncFS never read the environment, prompt or exit: those
 #     belong to EncFSCLI;
-#   - executables stay thin mains.
+#   - executables stay thin mains;
+#   - no hand-written EINTR retry: every Swift file in Sources compares
+#     with EINTR only through SystemCall (Sources/EncFSCore/IO/SystemCall.swift);
+#     a comparison that is not a retry (how a loop ended, an event loop's
+#     turn) carries "// EINTR-ok: why" on the line above. C shims are not
+#     checked.
 #
 # usage: Scripts/check-layering.sh   (no arguments; one line per violation, exit 1)
 set -euo pipefail
@@ -61,6 +66,16 @@ fi
 # nothing but Sources/EncFS may import it.
 while IFS= read -r hit; do report "Foundation imported outside Sources/EncFS/ (costs every process ~1.7 MiB)" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import Foundation(Essentials)?' Sources | grep -v '^Sources/EncFS/' || true)
+# file:line of every EINTR comparison outside SystemCall.swift whose line
+# above does not say "EINTR-ok:" (comment lines are not code).
+while IFS= read -r hit; do report "EINTR retried by hand (use SystemCall.retrying or .retryingInterrupts)" "$hit"; done \
+  < <(find Sources -name '*.swift' ! -path Sources/EncFSCore/IO/SystemCall.swift -print0 | sort -z \
+      | xargs -0 awk '
+          FNR == 1 { previous = "" }
+          $0 !~ /^[[:space:]]*\/\// && $0 ~ /([!=]=[[:space:]]*-?EINTR|EINTR[[:space:]]*[!=]=)/ && previous !~ /EINTR-ok:/ {
+              print FILENAME ":" FNR
+          }
+          { previous = $0 }')
 for f in Sources/encfs-*/main.swift; do
   n=$(grep -cvE '^\s*(//.*)?$' "$f")
   [ "$n" -le 8 ] || report "$f should stay a thin main" "$n lines"

@@ -6,18 +6,31 @@
 # (Scripts/bench-many.sh short mode), then fails if any encfs mount was
 # left behind.
 #
-# usage: Scripts/test.sh   (as root, no arguments)
+# usage: Scripts/test.sh          (as root, no other arguments)
+#        Scripts/test.sh --fast   (any user: no root, no mounts, no fuzzing)
+#
+# --fast keeps the layering check and the warnings-as-errors release build
+# (LibraryTests and the fuzz replays run the release binaries), then runs
+# only the targets that mount nothing: CryptCoreTests, FormatTests,
+# LibraryTests and MountUnitTests. Tests that need root skip themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
+fast=0
+if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
 
-Scripts/install-deps.sh
+[ "$fast" -eq 1 ] || Scripts/install-deps.sh
 Scripts/check-layering.sh
 
 echo "== release build (warnings are errors)"
 swift build -c release -Xswiftc -warnings-as-errors
 ENCFS_BIN_DIR="$(swift build -c release --show-bin-path)"
 export ENCFS_BIN_DIR
+
+if [ "$fast" -eq 1 ]; then
+  echo "== fast tier: crypto, format, library and unit tests (no root, no mounts)"
+  exec swift test --disable-swift-testing --filter '^(CryptCoreTests|FormatTests|LibraryTests|MountUnitTests)\.' "$@"
+fi
 
 echo "== tests"
 status=0

@@ -86,8 +86,7 @@ package struct Diagnostics: Sendable {
             var done = 0
             while done < raw.count {
                 guard let base = raw.baseAddress else { return }
-                let n = Glibc.write(2, base + done, raw.count - done)
-                if n < 0 && errno == EINTR { continue }
+                let n = SystemCall.retryingInterrupts { Glibc.write(2, base + done, raw.count - done) }
                 if n <= 0 { return }
                 done += n
             }

@@ -105,15 +105,9 @@ enum KernelKeyring {
     private static func read(_ key: Int32, _ description: [UInt8]) throws -> SecureBytes {
         var length = 0
         let buffer = try SecureBytes(count: payloadLimit + 1) { (out: UnsafeMutableRawBufferPointer) throws(KeyInputError) in
-            while true {
-                let n = ckeyring_read(key, out.baseAddress, out.count)
-                if n >= 0 {
-                    length = n
-                    return
-                }
-                let code = errno
-                if code != EINTR { throw error(code, description) }
-            }
+            let n = SystemCall.retryingInterrupts { ckeyring_read(key, out.baseAddress, out.count) }
+            guard n >= 0 else { throw error(errno, description) }
+            length = n
         }
         guard length <= payloadLimit else {
             throw KeyInputError("kernel keyring: key \(shown(description)) is larger than \(payloadLimit) bytes")

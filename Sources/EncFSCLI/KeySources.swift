@@ -104,8 +104,7 @@ package enum KeySources {
         var count = 0
         while count < line.count {
             var byte: UInt8 = 0
-            let n = read(tty, &byte, 1)
-            if n < 0 && errno == EINTR { continue }
+            let n = SystemCall.retryingInterrupts { read(tty, &byte, 1) }
             if n <= 0 || byte == 0x0A { break }
             line[count] = byte
             count += 1

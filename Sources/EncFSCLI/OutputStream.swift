@@ -28,8 +28,7 @@ final class OutputStream {
         buffer.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count, let base = raw.baseAddress {
-                let n = Glibc.write(fd, base + done, raw.count - done)
-                if n < 0 && errno == EINTR { continue }
+                let n = SystemCall.retryingInterrupts { Glibc.write(fd, base + done, raw.count - done) }
                 if n <= 0 { break }
                 done += n
             }

@@ -1,4 +1,5 @@
 import CFuse
+import EncFSCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -207,8 +208,7 @@ enum CallerProcess {
         defer { close(fd) }
         var total = 0
         while total < buffer.count {
-            let n = Glibc.read(fd, buffer.baseAddress.map { $0 + total }, buffer.count - total)
-            if n < 0 && errno == EINTR { continue }
+            let n = SystemCall.retryingInterrupts { Glibc.read(fd, buffer.baseAddress.map { $0 + total }, buffer.count - total) }
             guard n >= 0 else { return nil }
             if n == 0 { break }
             total += n

@@ -213,6 +213,7 @@ package final class MountSession {
         mounted = false
         // fuse_session_loop*: "0, -errno, or a signal value" — a positive
         // result is the signal (SIGINT, SIGTERM, SIGHUP) that ended the loop.
+        // EINTR-ok: how the loop ended, not a retry
         guard rc >= 0 || rc == -EINTR || rc == -ENODEV else {
             throw BundleError.io(errno: -rc, operation: "serve FUSE requests", path: mountpoint)
         }
@@ -320,8 +321,7 @@ package final class MountSession {
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            let n = SystemCall.retryingInterrupts { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }
             if n <= 0 { break }
             contents += chunk[0..<n]
         }

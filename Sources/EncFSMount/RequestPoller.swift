@@ -155,6 +155,7 @@ package final class RequestPoller: @unchecked Sendable {
         let rc = sem_wait(followers)
         let code = errno
         parked.subtract(1, ordering: .sequentiallyConsistent)
+        // EINTR-ok: not a retry; tells libfuse's loop that the session ended
         if rc != 0, code == EINTR, fuse_session_exited(session) != 0 {
             errno = EINTR
             return -1

@@ -72,9 +72,8 @@ struct PageCacheWarmer: Sendable {
         var offset: off_t = 0
         let end = off_t(clamping: count)
         while offset < end {
-            let sent = sendfile(sink.rawValue, file.rawValue, &offset, Int(end - offset))
+            let sent = SystemCall.retryingInterrupts { sendfile(sink.rawValue, file.rawValue, &offset, Int(end - offset)) }
             if sent > 0 { continue }
-            if sent < 0, errno == EINTR { continue }
             // 0: the file ended early (the reader finds out and drops it).
             return sent == 0 || offset > 0
         }

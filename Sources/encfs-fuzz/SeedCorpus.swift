@@ -270,8 +270,7 @@ enum SeedCorpus {
         try bytes.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count, let base = raw.baseAddress {
-                let n = Glibc.write(fd, base + done, raw.count - done)
-                if n < 0, errno == EINTR { continue }
+                let n = SystemCall.retryingInterrupts { Glibc.write(fd, base + done, raw.count - done) }
                 guard n > 0 else { throw BundleError.io(errno: errno, operation: "write", path: Array(path.utf8)) }
                 done += n
             }
@@ -285,9 +284,9 @@ enum SeedCorpus {
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            guard n >= 0 else { throw BundleError.io(errno: errno, operation: "read", path: Array(path.utf8)) }
+            let n = try SystemCall.retrying("read", path: Array(path.utf8)) {
+                buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            }
             if n == 0 { return out }
             out += buffer[0..<n]
         }

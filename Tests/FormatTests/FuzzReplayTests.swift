@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// Every saved fuzz input, run again without libFuzzer: the seed corpus
@@ -22,20 +23,24 @@ final class FuzzReplayTests: XCTestCase {
     private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
-    private static let replayer: String? = {
-        if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return "\(dir)/encfs-fuzz" }
+    /// The directory holding `encfs-fuzz`.
+    private static let binaryDirectory: String? = {
+        if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return dir }
         for configuration in ["release", "debug"] {
-            let path = root.appendingPathComponent(".build/\(configuration)/encfs-fuzz").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
+            let dir = root.appendingPathComponent(".build/\(configuration)").path
+            if FileManager.default.isExecutableFile(atPath: "\(dir)/encfs-fuzz") { return dir }
         }
         return nil
     }()
 
     private func replay(_ target: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        guard let replayer = Self.replayer, FileManager.default.isExecutableFile(atPath: replayer) else {
-            XCTFail("encfs-fuzz not found: build with `swift build -c release` or set ENCFS_BIN_DIR", file: file, line: line)
-            return
+        // One line for the whole run when the replayer is missing or stale
+        // (the first test to see it fails, the others skip).
+        if let problem = BuiltBinaries.problem(with: "encfs-fuzz", in: Self.binaryDirectory) {
+            if BuiltBinaries.firstReport() { XCTFail(problem, file: file, line: line) }
+            throw XCTSkip("binaries not usable, see the first failure")
         }
+        let replayer = "\(Self.binaryDirectory ?? "")/encfs-fuzz"
         let fuzz = Self.root.appendingPathComponent("Tests/Fuzz")
         let corpus = fuzz.appendingPathComponent("Corpus/\(target)").path
         var arguments = [target, corpus]

@@ -242,12 +242,11 @@ final class DirectWrites: Sendable {
         guard let start = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            let n = pwrite(fd, start + done, bytes.count - done, off_t(offset) + off_t(done))
+            let n = SystemCall.retryingInterrupts { pwrite(fd, start + done, bytes.count - done, off_t(offset) + off_t(done)) }
             if n > 0 {
                 done += n
                 continue
             }
-            if n < 0 && errno == EINTR { continue }
             if n < 0 && errno == EINVAL && isOn {
                 // Refused, or an unaligned rest after a short write: go on
                 // through the page cache.

@@ -110,15 +110,17 @@ package enum ControlProtocol {
         let operation = "read control message"
         var done = 0
         while done < buffer.count {
-            let left = deadline - monotonicMilliseconds()
             var ready = pollfd(fd: socket.rawValue, events: Int16(POLLIN), revents: 0)
-            let polled = left > 0 ? poll(&ready, 1, Int32(clamping: left)) : 0
-            if polled < 0, errno == EINTR { continue }
+            // The time left is taken again after an interruption.
+            let polled = SystemCall.retryingInterrupts { () -> Int32 in
+                let left = deadline - monotonicMilliseconds()
+                return left > 0 ? poll(&ready, 1, Int32(clamping: left)) : 0
+            }
             guard polled >= 0 else { throw BundleError.io(errno: errno, operation: operation, path: []) }
             guard polled > 0 else { throw BundleError.io(errno: ETIMEDOUT, operation: operation, path: []) }
             guard let base = buffer.baseAddress else { return }
-            let n = read(socket.rawValue, base + done, buffer.count - done)
-            if n < 0, errno == EINTR || errno == EAGAIN { continue }
+            let n = SystemCall.retryingInterrupts { read(socket.rawValue, base + done, buffer.count - done) }
+            if n < 0, errno == EAGAIN { continue }
             guard n >= 0 else { throw BundleError.io(errno: errno, operation: operation, path: []) }
             guard n > 0 else { throw BundleError.io(errno: EPROTO, operation: operation, path: []) }
             done += n

@@ -106,8 +106,8 @@ final class ControlServer: @unchecked Sendable {
         while true {
             var fds = [pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wake.read.rawValue, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, idleTimer ? 1000 : -1)
-            if ready < 0, errno != EINTR { return }
+            let ready = SystemCall.retryingInterrupts { poll(&fds, 2, idleTimer ? 1000 : -1) }
+            if ready < 0 { return }
             if fds[1].revents != 0 { return }
             if fds[0].revents & Int16(POLLIN) != 0 {
                 // accept4 is not imported; this process starts no programs

@@ -167,9 +167,7 @@ package enum ControlSocket {
     /// function is `poll`.
     static func peerHasGone(_ socket: FileDescriptor) -> Bool {
         var state = pollfd(fd: socket.rawValue, events: 0, revents: 0)
-        while poll(&state, 1, 0) < 0 {
-            guard errno == EINTR else { return false }
-        }
+        guard SystemCall.retryingInterrupts({ poll(&state, 1, 0) }) >= 0 else { return false }
         return state.revents & Int16(POLLHUP | POLLERR) != 0
     }
 }

@@ -199,6 +199,10 @@ final class RingServer: @unchecked Sendable {
             busy.store(false, ordering: .relaxed)
             let rc = curing_submit_and_wait(&ring, 1)
             busy.store(true, ordering: .relaxed)
+            // Not a retry of one call: an interrupted wait goes round the
+            // serving loop, which checks the queue and the stop first (the
+            // call returns -errno, not -1 and errno).
+            // EINTR-ok: the serving loop's next turn
             if rc == -EINTR { continue }
             guard rc >= 0 else {
                 work.transport.queueFailed(qid: queue.qid, reason: "io_uring_enter: \(String(cString: strerror(-rc)))")

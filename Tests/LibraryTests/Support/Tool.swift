@@ -1,4 +1,6 @@
 import Foundation
+import SharedTestSupport
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,13 +20,16 @@ enum Tool {
 
     /// The path of the binary `name`.
     ///
-    /// - Throws: `TestFailure` when it is not there (not built yet).
+    /// - Throws: `XCTSkip` when it is missing or stale, after the first
+    ///   test of the process that finds it so has failed with one line
+    ///   saying what to run (see ``BuiltBinaries``).
     static func path(_ name: String) throws -> String {
-        let path = "\(binaryDirectory)/\(name)"
-        guard access(path, X_OK) == 0 else {
-            throw TestFailure("\(path) is not an executable: build with `swift build -c release` or set ENCFS_BIN_DIR")
+        if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
+            // Recorded, not thrown: a caller's `try?` cannot hide it.
+            if BuiltBinaries.firstReport() { XCTFail(problem) }
+            throw XCTSkip("binaries not usable, see the first failure")
         }
-        return path
+        return "\(binaryDirectory)/\(name)"
     }
 
     /// What a finished run left behind.

@@ -1,4 +1,6 @@
 import Foundation
+import SharedTestSupport
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -59,13 +61,16 @@ enum Tools {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }()
 
+    /// - Throws: `XCTSkip` when the binary is missing or stale, after the
+    ///   first test of the process that finds it so has failed with one
+    ///   line saying what to run (see ``BuiltBinaries``).
     private static func binary(_ name: String) throws -> String {
-        guard let dir = binaryDirectory else {
-            throw SubprocessError("\(name) not found: build with `swift build -c release` or set ENCFS_BIN_DIR")
+        if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
+            // Recorded, not thrown: a caller's `try?` cannot hide it.
+            if BuiltBinaries.firstReport() { XCTFail(problem) }
+            throw XCTSkip("binaries not usable, see the first failure")
         }
-        let path = "\(dir)/\(name)"
-        guard access(path, X_OK) == 0 else { throw SubprocessError("\(path) is not an executable (ENCFS_BIN_DIR=\(dir))") }
-        return path
+        return "\(binaryDirectory ?? "")/\(name)"
     }
 
     /// The system Python (starts faster than a pyenv shim), else `python3` in PATH.
