@@ -99,9 +99,15 @@ public struct Diagnostics: Sendable {
 public struct CommandError: Error, Sendable {
     public let message: String
     public let path: [UInt8]?
+    /// What went wrong, when a hint depends on it (`ErrorCode+Presentation.swift`).
+    package let code: ErrorCode
     public init(_ message: String, path: [UInt8]? = nil) {
+        self.init(.other, message, path: path)
+    }
+    package init(_ code: ErrorCode, _ message: String, path: [UInt8]? = nil) {
         self.message = message
         self.path = path
+        self.code = code
     }
 }
 
