@@ -61,7 +61,8 @@ final class ErrorCodeTests: XCTestCase {
         }
         XCTAssertEqual(ErrorCode.lockNeedsForce.presentation().hint, "encfs-ctl MOUNTPOINT lock --force")
         let scrypt = BundleError.scryptMemoryLimit(slot: 1, needs: 2 << 30, limit: 1 << 30)
-        XCTAssertEqual(ReaderOptions.hint(for: scrypt), "if you trust this bundle, allow more with --scrypt-max-memory SIZE (this slot needs 2G)")
+        XCTAssertEqual(ReaderOptions.hint(for: scrypt),
+                       "if you trust this bundle, allow more with --scrypt-max-memory SIZE (this slot needs 2G)")
         XCTAssertEqual(ErrorCode.hint(for: CommandError(.noControlSocket, "anything")),
                        "is it mounted with encfs-mount by this user? (root finds root's mounts in /run/encfs)")
         XCTAssertNil(ErrorCode.hint(for: CommandError("no control socket for this mountpoint")), "meaning by message")

@@ -138,7 +138,8 @@ public enum BundleError: Error, Sendable {
             return "no secret or public key given for kept key slot\(slots.count == 1 ? "" : "s") \(slots.joined(separator: ", ")): "
                 + "removing a slot re-encrypts under a new content key, which every kept slot must wrap again"
         case .externalSymlink(_, let target):
-            return target.isEmpty ? "symlink points outside the bundle" : "symlink points outside the bundle: \(PrintableText.escaping(target))"
+            let what = "symlink points outside the bundle"
+            return target.isEmpty ? what : "\(what): \(PrintableText.escaping(target))"
         case .scryptMemoryLimit(let slot, let needs, let limit):
             return "key slot \(slot) (passphrase) needs \(Self.sizeText(needs)) of scrypt memory, more than the \(Self.sizeText(limit)) allowed"
         case .notSigned: return "bundle is not signed"
