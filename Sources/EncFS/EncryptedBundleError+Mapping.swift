@@ -50,12 +50,10 @@ extension EncryptedBundleError {
         case .io(let code, let operation, let subject):
             let about = subject.isEmpty ? "" : " \(String(decoding: subject, as: UTF8.self))"
             self = .io(errno: code == 0 ? EIO : code, what: operation + about)
-        // Reading raises .rejected only for a symlink that leads outside
-        // the bundle (BundleIndex.resolve).
-        case .rejected: self = .symlinkOutsideBundle(path: path)
-        // Not raised for EncryptedBundle, which opens with such links
-        // allowed; mapped for completeness, naming the link.
-        case .externalSymlink(let link, _): self = .symlinkOutsideBundle(path: link)
+        // Raised by a walk through links that leaves the bundle
+        // (BundleIndex.resolve), naming the path asked for; never at open,
+        // since EncryptedBundle opens with such links allowed.
+        case .externalSymlink: self = .symlinkOutsideBundle(path: path)
         // Reading raises .limitExceeded only for passphrase slots that ask
         // for more scrypt work than readers spend: a hostile or damaged
         // header.
@@ -71,7 +69,9 @@ extension EncryptedBundleError {
         case .unexpectedBundleID(let expected, let actual): self = .unexpectedBundleID(expected: Hex.encode(expected), actual: Hex.encode(actual))
         // Raised only by writing and rekeying, never on the read paths the
         // public API takes; mapped for completeness.
-        case .sourceChanged, .slotsNotCarriedOver: self = .io(errno: error.errno, what: error.message)
+        case .sourceChanged, .slotsNotCarriedOver, .noKeyGiven, .invalidCompressionLevel, .invalidChunkSize, .sourceUnreadable,
+             .unknownSlot, .lastSlotRemoved, .removedSlotKeyGiven, .bundleReplaced:
+            self = .io(errno: error.errno, what: error.message)
         }
     }
 }

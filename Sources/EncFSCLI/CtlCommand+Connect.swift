@@ -45,6 +45,6 @@ extension CtlCommand {
             }
             return socket
         }
-        throw CommandError("no control socket for this mountpoint", path: canonical)
+        throw CommandError(.noControlSocket, "no control socket for this mountpoint", path: canonical)
     }
 }

@@ -111,9 +111,7 @@ package enum CtlCommand {
             return report(reply, for: action, json: args.has("--json"), mountpoint: canonical, diagnostics: diagnostics)
         } catch {
             if error is KeyInputError || error is UsageError { diagnostics.report(error) } else { diagnostics.report(error, path: mountpoint) }
-            if let error = error as? CommandError, error.message.hasPrefix("no control socket") {
-                diagnostics.hint("is it mounted with encfs-mount by this user? (root finds root's mounts in /run/encfs)")
-            }
+            if let hint = ErrorCode.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.code(for: error)
         }
     }
@@ -137,10 +135,16 @@ package enum CtlCommand {
     /// Prints a reply, or reports a refusal.
     private static func report(_ reply: [UInt8], for action: Action, json: Bool, mountpoint: [UInt8],
                                diagnostics: Diagnostics) -> Int32 {
-        let text = String(decoding: reply.dropFirst(), as: UTF8.self)
-        guard reply.first == ControlProtocol.Reply.ok.rawValue else {
-            diagnostics.error(text)
-            if action == .lock, text.contains("--force") { diagnostics.hint("encfs-ctl MOUNTPOINT lock --force") }
+        let text: String
+        switch ControlProtocol.Reply(decoding: reply) {
+        case .ok(let answer)?: text = answer
+        case .refused(let code, let message)?:
+            diagnostics.error(message)
+            let shown = code.presentation()
+            if let hint = shown.hint { diagnostics.hint(hint) }
+            return shown.exitCode
+        case nil:
+            diagnostics.error("the mount's daemon sent an empty reply", path: mountpoint)
             return ExitCode.failure
         }
         let out = OutputStream()

@@ -98,9 +98,15 @@ package struct Diagnostics: Sendable {
 package struct CommandError: Error, Sendable {
     package let message: String
     package let path: [UInt8]?
+    /// What went wrong, when a hint depends on it (`ErrorCode+Presentation.swift`).
+    package let code: ErrorCode
     package init(_ message: String, path: [UInt8]? = nil) {
+        self.init(.other, message, path: path)
+    }
+    package init(_ code: ErrorCode, _ message: String, path: [UInt8]? = nil) {
         self.message = message
         self.path = path
+        self.code = code
     }
 }
 

@@ -166,13 +166,9 @@ package enum PackCommand {
             }
             return ExitCode.success
         } catch {
-            if case BundleError.io(let code, let operation, _) = error, operation == "open source directory" {
-                diagnostics.error("cannot read source directory: \(String(cString: strerror(code)))", path: source)
-            } else {
-                diagnostics.report(error, path: destination)
-                if case BundleError.externalSymlink = error {
-                    diagnostics.hint("refused by --strict; without it the link is stored with a warning")
-                }
+            diagnostics.report(error, path: destination)
+            if case BundleError.externalSymlink = error {
+                diagnostics.hint("refused by --strict; without it the link is stored with a warning")
             }
             return ExitCode.failure
         }

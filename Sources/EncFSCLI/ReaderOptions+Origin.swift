@@ -53,19 +53,6 @@ extension ReaderOptions {
         return arguments
     }
 
-    /// A `hint:` line for the refusals the origin options cause.
-    static func originHint(for error: Error) -> String? {
-        switch error as? BundleError {
-        case .notSigned?:
-            return "a bundle is signed by encfs-pack --sign-key (or encfs-inspect rekey --sign-key); "
-                + "without a signature anyone with a recipient's public key can make a bundle that opens"
-        case .untrustedSigner?:
-            return "encfs-inspect info shows a bundle's signer; pass its public key with \(verifyKey) only if you trust it"
-        default:
-            return nil
-        }
-    }
-
     /// The help lines of the origin options, for both tools.
     static let originHelp = """
       --verify-key PUBFILE     refuse the bundle unless it is signed by this

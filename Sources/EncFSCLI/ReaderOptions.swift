@@ -47,26 +47,15 @@ enum ReaderOptions {
         return n << shift
     }
 
-    /// A `hint:` line for errors these options change, naming the option.
+    /// A `hint:` line for errors these options change, naming the option
+    /// (from the table in `ErrorCode+Presentation.swift`, by code: the
+    /// background daemon's refusal arrives as one).
     static func hint(for error: Error) -> String? {
-        if let hint = originHint(for: error) { return hint }
-        // The background daemon's refusal arrives as text (MountDaemon).
-        if case .daemonFailed(let message, _)? = error as? MountError,
-           message.hasPrefix(BundleError.externalSymlinkMessage + ":") {
-            return hint(for: BundleError.externalSymlink(path: [], target: []))
-        }
-        switch error as? BundleError {
-        case .scryptMemoryLimit(_, let needs, _)?:
-            return "if you trust this bundle, allow more with \(scryptMaxMemory) SIZE (this slot needs \(sizeOption(needs)))"
-        case .externalSymlink?:
-            return "to accept such links (served as they are stored), add \(allowExternalSymlinks)"
-        default:
-            return nil
-        }
+        ErrorCode.hint(for: error)
     }
 
     /// The smallest `--scrypt-max-memory` value in M that admits `bytes`.
-    private static func sizeOption(_ bytes: UInt64) -> String {
+    static func sizeOption(_ bytes: UInt64) -> String {
         let mebibytes = (bytes >> 20) + (bytes & ((1 << 20) - 1) == 0 ? 0 : 1)
         return mebibytes % 1024 == 0 ? "\(mebibytes / 1024)G" : "\(mebibytes)M"
     }

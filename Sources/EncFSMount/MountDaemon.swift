@@ -17,7 +17,8 @@ import Glibc
 ///
 ///     fd 3  the content key, 32 bytes, then end of file (nothing when
 ///           the mount starts locked: `--start-locked`)
-///     fd 4  its verdict: "0" once mounted, or "1" MESSAGE [NUL PATH]
+///     fd 4  its verdict (``Verdict``): byte 0 once mounted, or an
+///           ``ErrorCode`` byte, MESSAGE [NUL PATH]
 ///     fd 5  the bundle the command opened and checked (the path in argv
 ///           is for messages: a file renamed over it later changes nothing);
 ///           for a remote bundle, a pipe with its address, headers and
@@ -107,18 +108,18 @@ package enum MountDaemon {
                 MountDaemon.reap(pid)
                 throw .keyNotHandedOver(errno: error.errno)
             }
-            let status = MountDaemon.readVerdict(verdict)
-            if status.first == UInt8(ascii: "0") {
+            switch Verdict(decoding: MountDaemon.readVerdict(verdict)) {
+            case .mounted?:
                 // statfs waits for the FUSE handshake and fails with ENOTCONN
                 // if the daemon died right after mounting.
                 guard MountSession.isServing(mountpoint) else { throw .daemonStopped }
-                return
+            case .failed(let code, let message, let path)?:
+                MountDaemon.reap(pid)
+                throw .daemonFailed(code: code, message: message, path: path)
+            case nil:
+                MountDaemon.reap(pid)
+                throw .daemonExited
             }
-            MountDaemon.reap(pid)
-            guard status.first == UInt8(ascii: "1") else { throw .daemonExited }
-            let parts = status.dropFirst().split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
-            throw .daemonFailed(message: String(decoding: parts.first ?? [], as: UTF8.self),
-                                path: parts.count > 1 && !parts[1].isEmpty ? Array(parts[1]) : nil)
         }
 
         /// Ends the daemon before it got a key (the command failed to
@@ -215,18 +216,13 @@ package enum MountDaemon {
         // libfuse starts (fusermount3), or the command would wait for it.
         _ = fcntl(statusFD, F_SETFD, FD_CLOEXEC)
         var verdict: FileDescriptor? = FileDescriptor(taking: statusFD)
-        func report(_ status: [UInt8]) {
-            status.withUnsafeBytes { try? verdict?.writeAll($0) }
+        func report(_ status: Verdict) {
+            status.encoded.withUnsafeBytes { try? verdict?.writeAll($0) }
             verdict = nil
         }
-        func fail(_ message: String, path: [UInt8]?) -> Bool {
-            report(Array("1\(message)".utf8) + (path.map { [0] + $0 } ?? []))
-            return false
-        }
         func fail(_ error: Error, path: [UInt8]) -> Bool {
-            if let error = error as? MountError { return fail(error.message, path: nil) }
-            guard let error = error as? BundleError else { return fail("\(error)", path: path) }
-            return fail(error.message, path: error.path ?? path)
+            report(Verdict(failure: error, path: path))
+            return false
         }
         // Before the key: OpenSSL's tables load while the command unlocks
         // the header (MountDaemon.launch).
@@ -234,7 +230,8 @@ package enum MountDaemon {
         var key: SymmetricKey?
         if !configuration.lock.startsLocked {
             do { key = try receiveKey() } catch {
-                return fail("no key received from the parent process", path: nil)
+                report(.failed(.keyNotReceived, message: "no key received from the parent process", path: nil))
+                return false
             }
         }
         let logger = configuration.logFile.flatMap { try? MountLogger.appending(to: $0) } ?? MountLogger(sink: .syslog)
@@ -263,7 +260,7 @@ package enum MountDaemon {
             let session = try MountSession(reader: reader, source: source, options: options,
                                            configuration: configuration, logger: logger)
             try session.serve(readaheadKB: configuration.readaheadKB) {
-                report([UInt8(ascii: "0")])
+                report(.mounted)
                 logger.log("info", "serving", path: configuration.mountpoint)
             }
         } catch {

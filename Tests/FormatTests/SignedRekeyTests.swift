@@ -91,9 +91,11 @@ final class SignedRekeyTests: XCTestCase {
         let path = try bundles.pack("b.bundle", signedBy: bundles.ci, keys: [.rawKey(operatorKey)])
         let header = try BundleReader.readHeader(path: path).header
         let signatureFingerprint = try XCTUnwrap(header.signatureSlot?.fingerprint)
-        let noSlot = XCTAssertThrowsBundleError(.rejected) { try rekey(path) { $0.remove = [signatureFingerprint] } }
+        let noSlot = XCTAssertThrowsBundleError(.unknownSlot(fingerprint: signatureFingerprint)) {
+            try rekey(path) { $0.remove = [signatureFingerprint] }
+        }
         XCTAssertEqual(noSlot?.message, "no key slot has fingerprint \(signatureFingerprint)")
-        let last = XCTAssertThrowsBundleError(.rejected) { try rekey(path) { $0.remove = header.keySlots.map(\.fingerprint) } }
+        let last = XCTAssertThrowsBundleError(.lastSlotRemoved) { try rekey(path) { $0.remove = header.keySlots.map(\.fingerprint) } }
         XCTAssertEqual(last?.message, "refusing to remove the last key slot")
     }
 

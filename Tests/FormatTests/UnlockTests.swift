@@ -195,7 +195,7 @@ final class UnlockTests: XCTestCase {
             options.keys = [.passphrase(passphrase)]
             options.scrypt = scrypt
             var messages: [String] = []
-            XCTAssertThrowsBundleError(.io(errno: ENOENT)) {
+            XCTAssertThrowsBundleError(.sourceUnreadable(errno: ENOENT)) {
                 try BundleWriter.pack(source: tmp.appending("missing"), destination: tmp.appending("out.bundle"),
                                       options: options) { message, _ in messages.append(message) }
             }

@@ -237,7 +237,7 @@ final class WriterFaultTests: XCTestCase {
     func testPack_SourceMissing_FailsAndKeepsDestination() throws {
         let destination = join(out, bytes("b.bundle"))
         let before = try existingBundle(at: destination)
-        XCTAssertThrowsBundleError(.io(errno: ENOENT)) {
+        XCTAssertThrowsBundleError(.sourceUnreadable(errno: ENOENT)) {
             try BundleWriter.pack(source: tmp.appending("no-such-source"), destination: destination, options: options()) { _, _ in }
         }
         try assertUnchanged(destination, before)
@@ -246,10 +246,32 @@ final class WriterFaultTests: XCTestCase {
     func testPack_SourceIsAFile_FailsAndKeepsDestination() throws {
         let destination = join(out, bytes("b.bundle"))
         let before = try existingBundle(at: destination)
-        XCTAssertThrowsBundleError(.io(errno: ENOTDIR)) {
+        XCTAssertThrowsBundleError(.sourceUnreadable(errno: ENOTDIR)) {
             try BundleWriter.pack(source: victim, destination: destination, options: options()) { _, _ in }
         }
         try assertUnchanged(destination, before)
+    }
+
+    /// Settings the writer refuses say what they are, and nothing is
+    /// written: not a cryptographic failure for a missing key, not a limit
+    /// exceeded (EFBIG) for a zstd level or chunk size out of range.
+    func testPack_BadSettings_RefusedByName() throws {
+        let destination = join(out, bytes("b.bundle"))
+        var noKey = options()
+        noKey.keys = []
+        var level = options()
+        level.compression = .zstd
+        level.compressionLevel = 25
+        let cases: [(PackOptions, ExpectedBundleError)] = [
+            (noKey, .noKeyGiven), (level, .invalidCompressionLevel(25)), (options(chunkSizeLog2: 40), .invalidChunkSize(log2: 40)),
+        ]
+        for (options, expected) in cases {
+            let error = XCTAssertThrowsBundleError(expected) {
+                try BundleWriter.pack(source: source, destination: destination, options: options) { _, _ in }
+            }
+            XCTAssertEqual(error?.errno, EINVAL, "\(expected)")
+        }
+        XCTAssertEqual(try FileTree.list(out), [])
     }
 
     func testPack_DestinationDirectoryMissing_FailsIO() throws {

@@ -63,7 +63,7 @@ final class ControlSocketTests: LockTestCase {
         // still refuses.
         XCTAssertEqual(chmod(path, 0o666), 0)
         let refused = try python(Self.statusThroughPassedDescriptor, [path, Self.rawStatus]).output
-        XCTAssertEqual(refused, "reply 1 permission denied: only the user who mounted, or root, may control this mount\n")
+        XCTAssertEqual(refused, "reply 96 permission denied: only the user who mounted, or root, may control this mount\n")
         XCTAssertEqual(try status(mounted)["state"], "\"unlocked\"")
     }
 

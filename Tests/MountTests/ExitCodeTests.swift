@@ -75,4 +75,49 @@ final class ExitCodeTests: MountTestCase {
         }
         XCTAssertTrue(MountTable.isServing(mnt))
     }
+
+    /// Errors whose meaning crosses a process boundary as an `ErrorCode`
+    /// (the daemon's verdict pipe, a control reply) or was once recognized
+    /// by its message: each shows its message, the hint of its code and its
+    /// exit status, through the real binaries. The unsigned bundle is
+    /// refused by the background daemon (it checks the origin), whose
+    /// verdict used to lose the hint.
+    func testCodedErrors_ShowMessageHintAndExitCode() throws {
+        let source = try scratch.makeDirectory("src")
+        _ = try scratch.write("src/f", Array("data".utf8))
+        let key = try makeKeyFile()
+        let bundle = scratch.url("b.encfs")
+        assertSuccess(try run(try Tools.pack(), [source, bundle, "--key-file", key, "--quiet"]))
+        let signing = scratch.url("sign.key")
+        assertSuccess(try run(try Tools.keygen(), ["--sign", "-o", signing]))
+        let mnt = try scratch.makeDirectory("mnt")
+        let refused = try scratch.makeDirectory("refused")
+        let plain = try scratch.makeDirectory("plain")
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mnt, foreground: nil) }
+        addTeardownBlock { MountedBundle.unmount(mountpoint: refused, foreground: nil) }
+        assertSuccess(try run(try Tools.mount(), [bundle, mnt, "--key-file", key], timeout: 60))
+        let missing = scratch.url("missing")
+        let unsigned = ["encfs-mount: error: bundle is not signed (\(bundle))",
+                        "hint: a bundle is signed by encfs-pack --sign-key (or encfs-inspect rekey --sign-key); "
+                            + "without a signature anyone with a recipient's public key can make a bundle that opens"]
+        let cases: [(tool: String, arguments: [String], lines: [String], code: Int32)] = [
+            (try Tools.pack(), [missing, scratch.url("x.encfs"), "--key-file", key],
+             ["encfs-pack: error: cannot read source directory: No such file or directory (\(missing))"], 1),
+            (try Tools.mount(), [bundle, refused, "--key-file", key, "--verify-key", signing + ".pub"], unsigned, 1),
+            (try Tools.mount(), [bundle, refused, "--key-file", key, "--verify-key", signing + ".pub", "-f"], unsigned, 1),
+            (try Tools.ctl(), [mnt, "lock"],
+             ["encfs-ctl: error: the mount's protection is until-unmount: lock it with --force, or mount with --protection complete",
+              "hint: encfs-ctl MOUNTPOINT lock --force"], 1),
+            (try Tools.ctl(), [plain, "status"],
+             ["encfs-ctl: error: no control socket for this mountpoint (\(plain))",
+              "hint: is it mounted with encfs-mount by this user? (root finds root's mounts in /run/encfs)"], 1),
+        ]
+        for (tool, arguments, lines, code) in cases {
+            let result = try run(tool, arguments, timeout: 60)
+            XCTAssertEqual(result.errorLines, lines, result.summary)
+            XCTAssertEqual(result.status, code, result.summary)
+        }
+        XCTAssertFalse(MountTable.isMounted(refused))
+        XCTAssertTrue(MountTable.isServing(mnt))
+    }
 }

@@ -307,7 +307,7 @@ final class LockTests: LockTestCase {
         XCTAssertEqual(result.output, """
             status 0 state=locked (unlock running)
             lock 0 0 (unlock running)
-            unlock 1 the mount was locked while the key was tried: it stays locked
+            unlock 102 the mount was locked while the key was tried: it stays locked
 
             """)
         XCTAssertEqual(try status(mounted)["state"], "\"locked\"")

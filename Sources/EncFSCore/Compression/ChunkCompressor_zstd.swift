@@ -11,11 +11,11 @@ package final class ChunkCompressor {
     /// The zstd level, 1 … 19.
     let level: Int
 
-    /// - Throws: `BundleError.limitExceeded` for a level outside 1 … 19,
+    /// - Throws: `BundleError.invalidCompressionLevel` outside 1 … 19,
     ///   `.io` when libzstd cannot make or set up a context.
     package init(level: Int) throws {
         guard CompressionMethod.zstdLevels.contains(level) else {
-            throw BundleError.limitExceeded("zstd level \(level) (1 … 19)")
+            throw BundleError.invalidCompressionLevel(level)
         }
         guard let context = ZSTD_createCCtx() else { throw BundleError.io(errno: ENOMEM, operation: "create zstd context", path: []) }
         self.context = context

@@ -38,9 +38,23 @@ package enum BundleError: Error, Sendable {
     case limitExceeded(String)
     /// A cryptographic primitive failed for a reason other than authentication.
     case crypto(String)
-    /// A request that cannot be carried out as asked (the text says why),
-    /// such as removing the last key slot.
-    case rejected(String)
+    /// No key and no recipient were given to pack with: a bundle needs at
+    /// least one key slot.
+    case noKeyGiven
+    /// A zstd level outside 1 … 19 was asked for.
+    case invalidCompressionLevel(Int)
+    /// A chunk size (as log2 bytes) outside the format's range was asked for.
+    case invalidChunkSize(log2: Int)
+    /// The source directory to pack cannot be opened (`errno`, `path`).
+    case sourceUnreadable(errno: Int32, path: [UInt8])
+    /// `rekey --remove` named a fingerprint no key slot has.
+    case unknownSlot(fingerprint: String)
+    /// `rekey --remove` would leave the bundle without a key slot.
+    case lastSlotRemoved
+    /// A key given to add opens a slot (kind and fingerprint) being removed.
+    case removedSlotKeyGiven(kind: String, fingerprint: String)
+    /// The bundle file was replaced by another while it was being rekeyed.
+    case bundleReplaced
     /// `rekey --remove` makes a new content key, and these kept slots
     /// (each "kind fingerprint") cannot wrap it: neither their secret nor
     /// their public key was given, and a slot does not store its public key.
@@ -48,7 +62,9 @@ package enum BundleError: Error, Sendable {
     /// A symlink's target leaves the bundle (absolute, or climbing above
     /// the root), refused by default: served, it would read the host's
     /// files through the mount. `path` is the link's path inside the bundle
-    /// (in the source tree, when packing); both stay raw bytes.
+    /// (in the source tree, when packing; the path being resolved, with an
+    /// empty `target`, when a walk through links left the bundle); both
+    /// stay raw bytes.
     case externalSymlink(path: [UInt8], target: [UInt8])
     /// A passphrase slot (1-based `slot`) needs more scrypt memory
     /// (128 · r · N bytes) than the reader allows; refused before any
@@ -76,7 +92,10 @@ package enum BundleError: Error, Sendable {
         case .isADirectory: return EISDIR
         case .io(let code, _, _): return code == 0 ? EIO : code
         case .limitExceeded: return EFBIG
-        case .rejected, .slotsNotCarriedOver: return EINVAL
+        case .sourceUnreadable(let code, _): return code == 0 ? EIO : code
+        case .slotsNotCarriedOver, .noKeyGiven, .invalidCompressionLevel, .invalidChunkSize, .unknownSlot, .lastSlotRemoved,
+             .removedSlotKeyGiven, .bundleReplaced:
+            return EINVAL
         case .notABundle, .unsupportedVersion, .corruptHeader, .headerAuthenticationFailed, .wrongKey,
              .corruptIndex, .lengthMismatch, .corruptChunk, .sourceChanged, .crypto, .externalSymlink,
              .scryptMemoryLimit:
@@ -107,11 +126,20 @@ package enum BundleError: Error, Sendable {
         case .sourceChanged(_, let what): return "source changed while packing: \(what)"
         case .limitExceeded(let what): return "limit exceeded: \(what)"
         case .crypto(let what): return "cryptographic failure: \(what)"
-        case .rejected(let why): return why
+        case .noKeyGiven: return "no key or recipient given"
+        case .invalidCompressionLevel(let level): return "invalid zstd level \(level) (1 … 19)"
+        case .invalidChunkSize(let log2): return "invalid chunk size 2^\(log2)"
+        case .sourceUnreadable(let code, _): return "cannot read source directory: \(String(cString: strerror(code)))"
+        case .unknownSlot(let fingerprint): return "no key slot has fingerprint \(fingerprint)"
+        case .lastSlotRemoved: return "refusing to remove the last key slot"
+        case .removedSlotKeyGiven(let kind, let fingerprint): return "a key given to add opens the \(kind) slot \(fingerprint) being removed"
+        case .bundleReplaced: return "the bundle file was replaced while it was being rekeyed"
         case .slotsNotCarriedOver(let slots):
             return "no secret or public key given for kept key slot\(slots.count == 1 ? "" : "s") \(slots.joined(separator: ", ")): "
                 + "removing a slot re-encrypts under a new content key, which every kept slot must wrap again"
-        case .externalSymlink(_, let target): return "\(Self.externalSymlinkMessage): \(PrintableText.escaping(target))"
+        case .externalSymlink(_, let target):
+            let what = "symlink points outside the bundle"
+            return target.isEmpty ? what : "\(what): \(PrintableText.escaping(target))"
         case .scryptMemoryLimit(let slot, let needs, let limit):
             return "key slot \(slot) (passphrase) needs \(Self.sizeText(needs)) of scrypt memory, more than the \(Self.sizeText(limit)) allowed"
         case .notSigned: return "bundle is not signed"
@@ -123,11 +151,6 @@ package enum BundleError: Error, Sendable {
             return "bundle id is \(Hex.encode(actual)), not the expected \(Hex.encode(expected))"
         }
     }
-
-    /// How the message of ``externalSymlink(path:target:)`` begins: the
-    /// mount daemon reports errors to its command as text, and the command
-    /// recognizes this one by it to add its hint.
-    package static let externalSymlinkMessage = "symlink points outside the bundle"
 
     /// `1 GiB`, `512 MiB`, `3 KiB`, `100 bytes`: exact, for limits.
     static func sizeText(_ bytes: UInt64) -> String {
@@ -142,6 +165,7 @@ package enum BundleError: Error, Sendable {
         switch self {
         case .io(_, _, let path) where !path.isEmpty: return path
         case .sourceChanged(let path, _): return path
+        case .sourceUnreadable(_, let path): return path
         case .externalSymlink(let path, _): return path
         default: return nil
         }

@@ -291,12 +291,13 @@ package final class BundleIndex: Sendable {
     /// only when `followingLast` is set. At most 40 links are followed.
     ///
     /// - Throws: `BundleError.notFound`, `.notADirectory`, `.io(ELOOP)`, or
-    ///   `.rejected` for a link that leads outside; as ``entry(at:)``.
+    ///   `.externalSymlink` (naming `path`, no target) for a link that leads
+    ///   outside; as ``entry(at:)``.
     package func resolve(path: [UInt8], followingLast: Bool = false) throws -> IndexEntry {
         switch try SymlinkContainment.walk(self, from: root, components: SymlinkContainment.components(of: path),
                                            fromLink: false, followingLast: followingLast) {
         case .reached(let entry): return entry
-        case .outside: throw BundleError.rejected("symlink points outside the bundle")
+        case .outside: throw BundleError.externalSymlink(path: path, target: [])
         case .missing: throw BundleError.notFound
         case .notADirectory: throw BundleError.notADirectory
         case .tooManyLinks: throw BundleError.io(errno: ELOOP, operation: "follow symlink", path: path)

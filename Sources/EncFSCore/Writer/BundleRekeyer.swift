@@ -86,8 +86,8 @@ package enum BundleRekeyer {
 
     /// Rekeys the bundle `reader` has open at `path`.
     ///
-    /// - Throws: `BundleError.rejected` when a fingerprint matches no slot,
-    ///   the last slot would go, or a secret to add opens a removed slot;
+    /// - Throws: `BundleError.unknownSlot`, `.lastSlotRemoved` or
+    ///   `.removedSlotKeyGiven` (``RekeyPlan``); `.bundleReplaced`;
     ///   `.slotsNotCarriedOver` naming kept slots without a holder;
     ///   `.corruptChunk` or `.corruptIndex` when the bundle is damaged (when
     ///   signing without re-encrypting: the first damaged chunk);
@@ -129,7 +129,7 @@ package enum BundleRekeyer {
         var st = stat()
         guard target.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", target) }
         guard FileByteSource.identity(of: st) == reader.source.identity else {
-            throw BundleError.rejected("the bundle file was replaced while it was being rekeyed")
+            throw BundleError.bundleReplaced
         }
         let output = try AtomicFile(destination: target, mode: st.st_mode & 0o7777)
         // Keep the owner and group too (a 0640 bundle read by a service's

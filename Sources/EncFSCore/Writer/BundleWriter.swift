@@ -83,12 +83,12 @@ package enum BundleWriter {
     ///   `options.refusesExternalSymlinks` (before anything is written).
     package static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
-        guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.crypto("no key or recipient given") }
+        guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.noKeyGiven }
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
-            throw BundleError.limitExceeded("chunk size 2^\(options.chunkSizeLog2)")
+            throw BundleError.invalidChunkSize(log2: Int(options.chunkSizeLog2))
         }
         guard options.compression == .none || CompressionMethod.zstdLevels.contains(options.compressionLevel) else {
-            throw BundleError.limitExceeded("zstd level \(options.compressionLevel) (1 … 19)")
+            throw BundleError.invalidCompressionLevel(options.compressionLevel)
         }
         // Said first, so it is seen even when packing fails later.
         let scryptMemory = KeySlot.scryptMemory(of: options.scrypt)
@@ -98,7 +98,10 @@ package enum BundleWriter {
                  + "(\(BundleError.sizeText(OpenOptions.defaultScryptMemoryLimit))): opening with the passphrase needs a higher limit",
                  destination)
         }
-        let root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory")
+        let root: FileDescriptor
+        do { root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory") } catch {
+            throw BundleError.sourceUnreadable(errno: error.errno, path: source)
+        }
         let rootFD = root.rawValue
         var tree = try SourceTree(root: source, rootFD: rootFD, excludes: options.excludes, warn: warn)
         let externalSymlinks = try checkSymlinks(of: tree, source: source, refusing: options.refusesExternalSymlinks, warn: warn)

@@ -47,9 +47,10 @@ struct RekeyPlan {
     /// Plans `changes` for the authenticated `header`, opened with
     /// `contentKey`.
     ///
-    /// - Throws: `BundleError.rejected` for a fingerprint no slot has, for
-    ///   removing every slot without adding one, or for a secret to add
-    ///   that opens a slot being removed; `.slotsNotCarriedOver` naming the
+    /// - Throws: `BundleError.unknownSlot` for a fingerprint no slot has,
+    ///   `.lastSlotRemoved` for removing every slot without adding one,
+    ///   `.removedSlotKeyGiven` for a secret to add that opens a slot being
+    ///   removed; `.slotsNotCarriedOver` naming the
     ///   kept slots no holder matches; `.limitExceeded` for too many slots
     ///   or too much scrypt work; `.corruptHeader` for a slot that matches
     ///   a holder's id but does not open.
@@ -58,7 +59,7 @@ struct RekeyPlan {
         // Only key slots: the signature slot is the rekeyer's to keep, drop
         // or make again, and it never counts as the last slot.
         for fingerprint in changes.remove where !header.keySlots.contains(where: { $0.fingerprint == fingerprint.lowercased() }) {
-            throw BundleError.rejected("no key slot has fingerprint \(fingerprint)")
+            throw BundleError.unknownSlot(fingerprint: fingerprint)
         }
         var kept: [KeySlot] = []
         var gone: [KeySlot] = []
@@ -66,7 +67,7 @@ struct RekeyPlan {
             if removing.contains(slot.fingerprint) { gone.append(slot) } else { kept.append(slot) }
         }
         let added: [Holder] = changes.addKeys.map { .material($0) } + changes.addRecipients.map { .recipient($0) }
-        guard !kept.isEmpty || !added.isEmpty else { throw BundleError.rejected("refusing to remove the last key slot") }
+        guard !kept.isEmpty || !added.isEmpty else { throw BundleError.lastSlotRemoved }
 
         let steps: [Step]
         if gone.isEmpty {
@@ -114,7 +115,7 @@ struct RekeyPlan {
         var newcomers: [Holder] = []
         for holder in added {
             for slot in removed where try opens(holder, slot, header: header, contentKey: contentKey) {
-                throw BundleError.rejected("a key given to add opens the \(slot.kindName) slot \(slot.fingerprint) being removed")
+                throw BundleError.removedSlotKeyGiven(kind: slot.kindName, fingerprint: slot.fingerprint)
             }
             var matched = false
             for i in kept.indices where try opens(holder, kept[i], header: header, contentKey: contentKey) {

@@ -12,9 +12,10 @@ import Glibc
 /// a ``Request`` code; an unlock request continues with the secrets, each
 /// as a ``SecretKind`` byte, a 4-byte big-endian length and the bytes
 /// (raw key: 32 bytes; passphrase: its bytes; identity: the private key
-/// as PKCS#8 PEM). A reply's first byte is a ``Reply`` code, then text:
-/// for `status`, `key=value` lines (``StatusField``); for `lock`, the
-/// number of handles still open; for a refusal, one lowercase message.
+/// as PKCS#8 PEM). A reply's first byte is 0 (done) or the refusal's
+/// ``ErrorCode``, then text: for `status`, `key=value` lines
+/// (``StatusField``); for `lock`, the number of handles still open; for a
+/// refusal, one lowercase message, for people only (``Reply``).
 /// docs/ARCHITECTURE.md shows the same table.
 package enum ControlProtocol {
     /// Longest frame either side accepts (an RSA identity in PEM is a few
@@ -42,10 +43,36 @@ package enum ControlProtocol {
         case unlock = 4
     }
 
-    /// The first byte of a reply.
-    package enum Reply: UInt8, Sendable {
-        case ok = 0
-        case refused = 1
+    /// A reply: done, with the answer, or refused, with what went wrong
+    /// and a message. The client derives its hint and exit status from
+    /// the code, never from the message.
+    package enum Reply: Sendable, Equatable {
+        case ok(String)
+        case refused(ErrorCode, String)
+
+        /// The reply for a request that failed with `error`.
+        package init(refusing error: any Error) {
+            let refusal = ControlRefusal(error)
+            self = .refused(refusal.code, refusal.message)
+        }
+
+        /// The frame's body: 0 or the code, then the text.
+        package var encoded: [UInt8] {
+            switch self {
+            case .ok(let text): return [0] + Array(text.utf8)
+            case .refused(let code, let text): return [code.rawValue] + Array(text.utf8)
+            }
+        }
+
+        /// The reply in a frame's body; a code this build does not know
+        /// (another build's daemon) as ``ErrorCode/other``.
+        ///
+        /// - Returns: nil for an empty body.
+        package init?(decoding body: [UInt8]) {
+            guard let first = body.first else { return nil }
+            let text = String(decoding: body.dropFirst(), as: UTF8.self)
+            self = first == 0 ? .ok(text) : .refused(ErrorCode(rawValue: first) ?? .other, text)
+        }
     }
 
     /// The kind byte of one secret in an unlock request.

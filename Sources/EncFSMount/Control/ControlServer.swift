@@ -132,38 +132,37 @@ final class ControlServer: @unchecked Sendable {
             // The 0600 socket in a 0700 directory stops others first; this
             // covers a socket reached some other way (a passed descriptor,
             // a mode changed by hand).
-            Self.reply(.refused, "permission denied: only the user who mounted, or root, may control this mount", to: client)
+            Self.reply(.refused(.permissionDenied, "permission denied: only the user who mounted, or root, may control this mount"),
+                       to: client)
             return
         }
         request.withUnsafeBytes { body in
             guard let code = body.first.flatMap(ControlProtocol.Request.init(rawValue:)) else {
-                return Self.reply(.refused, "unknown request", to: client)
+                return Self.reply(.refused(.unknownRequest, "unknown request"), to: client)
             }
             do {
                 switch code {
                 case .status:
-                    Self.reply(.ok, controller.status, to: client)
+                    Self.reply(.ok(controller.status), to: client)
                 case .lock, .forceLock:
                     // A client that gave up waiting (it said so to its
                     // user) is not obeyed afterwards.
                     guard !ControlSocket.peerHasGone(client) else { return }
                     let open = try controller.lock(force: code == .forceLock, reason: "requested")
-                    Self.reply(.ok, String(open), to: client)
+                    Self.reply(.ok(String(open)), to: client)
                 case .unlock:
                     if try !unlocks.start(request, for: client) {
-                        Self.reply(.refused, "another unlock is being tried: wait for its answer", to: client)
+                        Self.reply(.refused(.unlockInProgress, "another unlock is being tried: wait for its answer"), to: client)
                     }
                 }
             } catch {
-                Self.reply(.refused, (error as? LockController.Refusal)?.message ?? (error as? BundleError)?.message ?? "\(error)",
-                           to: client)
+                Self.reply(ControlProtocol.Reply(refusing: error), to: client)
             }
         }
     }
 
     /// Sends one reply frame; a client that has gone is not an error.
-    static func reply(_ code: ControlProtocol.Reply, _ text: String, to client: FileDescriptor) {
-        let body = [code.rawValue] + Array(text.utf8)
-        _ = try? body.withUnsafeBytes { try ControlProtocol.send($0, to: client) }
+    static func reply(_ reply: ControlProtocol.Reply, to client: FileDescriptor) {
+        _ = try? reply.encoded.withUnsafeBytes { try ControlProtocol.send($0, to: client) }
     }
 }

@@ -89,19 +89,19 @@ final class UnlockWorker: Sendable {
     }
 
     private func run(_ job: Job) {
-        let answer: (ControlProtocol.Reply, String) = job.request.withUnsafeBytes { body in
+        let answer: ControlProtocol.Reply = job.request.withUnsafeBytes { body in
             let secrets = UnsafeRawBufferPointer(rebasing: body.dropFirst())
             do {
-                return (.ok, try controller.unlock(with: secrets, locksBefore: job.locksBefore) {
+                return .ok(try controller.unlock(with: secrets, locksBefore: job.locksBefore) {
                     !ControlSocket.peerHasGone(job.client)
                 })
             } catch {
-                return (.refused, (error as? LockController.Refusal)?.message ?? "\(error)")
+                return ControlProtocol.Reply(refusing: error)
             }
         }
         // Free before the client hears back: its next unlock must not find
         // this one still running.
         state.withLock { $0.busy = false }
-        ControlServer.reply(answer.0, answer.1, to: job.client)
+        ControlServer.reply(answer, to: job.client)
     }
 }

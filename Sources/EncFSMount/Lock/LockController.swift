@@ -26,11 +26,6 @@ final class LockController: Sendable {
         self.mountpoint = mountpoint
     }
 
-    /// Why a request was refused: one lowercase line for the client.
-    struct Refusal: Error {
-        let message: String
-    }
-
     /// Locks the mount: wipes every key, decrypted chunk, index page and
     /// reply buffer, and makes the kernel drop its cached pages and names.
     ///
@@ -38,10 +33,11 @@ final class LockController: Sendable {
     ///   - force: lock even under `until-unmount`.
     ///   - reason: for the log line ("requested", "idle").
     /// - Returns: the handles still open.
-    /// - Throws: ``Refusal`` under `until-unmount` without `force`.
+    /// - Throws: ``ControlRefusal`` under `until-unmount` without `force`.
     func lock(force: Bool, reason: String) throws -> Int {
         guard force || context.lockSettings.protection != .untilUnmount else {
-            throw Refusal(message: "the mount's protection is until-unmount: lock it with --force, or mount with --protection complete")
+            throw ControlRefusal(.lockNeedsForce,
+                                 "the mount's protection is until-unmount: lock it with --force, or mount with --protection complete")
         }
         if let taken = context.bundle.takeReader() {
             // Every inode the kernel still holds, whenever it was handed
@@ -76,17 +72,17 @@ final class LockController: Sendable {
     ///     client has gone) drops it, so that nobody is told one thing
     ///     while the mount does another.
     /// - Returns: what to tell the client.
-    /// - Throws: ``Refusal`` naming why.
+    /// - Throws: ``ControlRefusal`` naming why.
     func unlock(with secrets: UnsafeRawBufferPointer, locksBefore: Int, stillWanted: () -> Bool) throws -> String {
         let bundle = context.bundle
         let materials: [KeyMaterial]
         do { materials = try ControlProtocol.secrets(in: secrets) } catch { throw refuseUnlock(error, failedSecrets: 1) }
         guard materials.count <= UnlockRateLimit.allowedFailures else {
-            throw Refusal(message: "an unlock request may carry at most \(UnlockRateLimit.allowedFailures) secrets")
+            throw ControlRefusal(.tooManySecrets, "an unlock request may carry at most \(UnlockRateLimit.allowedFailures) secrets")
         }
         let wait = bundle.unlockAttempts.withLock { $0.waitBeforeAttempt(secrets: materials.count, now: ActivityClock.now()) }
         guard wait == 0 else {
-            throw Refusal(message: "too many failed unlocks: try again in \(wait) s")
+            throw ControlRefusal(.rateLimited, "too many failed unlocks: try again in \(wait) s")
         }
         let outcome: LockableBundle.UnlockOutcome
         do { outcome = try bundle.unlock(with: materials, unlessLockedSince: locksBefore, stillWanted: stillWanted) } catch {
@@ -96,10 +92,10 @@ final class LockController: Sendable {
         case .alreadyUnlocked: return "already unlocked"
         case .lockedMeanwhile:
             context.logger.log("info", "unlock dropped: the mount was locked while the key was tried", path: mountpoint)
-            throw Refusal(message: "the mount was locked while the key was tried: it stays locked")
+            throw ControlRefusal(.lockedMeanwhile, "the mount was locked while the key was tried: it stays locked")
         case .abandoned:
             context.logger.log("info", "unlock dropped: its client has gone", path: mountpoint)
-            throw Refusal(message: "the client has gone")
+            throw ControlRefusal(.clientGone, "the client has gone")
         case .unlocked:
             bundle.activity.touch()
             context.logger.log("info", "unlocked", path: mountpoint)
@@ -108,11 +104,11 @@ final class LockController: Sendable {
     }
 
     /// Records `failedSecrets` failures, logs the refusal and returns it.
-    private func refuseUnlock(_ error: any Error, failedSecrets: Int) -> Refusal {
+    private func refuseUnlock(_ error: any Error, failedSecrets: Int) -> ControlRefusal {
         context.bundle.unlockAttempts.withLock { $0.recordFailure(secrets: failedSecrets, now: ActivityClock.now()) }
-        let message = (error as? BundleError)?.message ?? "\(error)"
-        context.logger.log("warning", "unlock refused: \(message)", path: mountpoint)
-        return Refusal(message: message)
+        let refusal = ControlRefusal(error)
+        context.logger.log("warning", "unlock refused: \(refusal.message)", path: mountpoint)
+        return refusal
     }
 
     /// Handles open now; nil when the kernel skips opens (so none are

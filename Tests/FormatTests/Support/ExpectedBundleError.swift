@@ -21,7 +21,14 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
     case sourceChanged(path: [UInt8])
     case limitExceeded
     case crypto
-    case rejected
+    case noKeyGiven
+    case invalidCompressionLevel(Int)
+    case invalidChunkSize(log2: Int)
+    case sourceUnreadable(errno: Int32)
+    case unknownSlot(fingerprint: String)
+    case lastSlotRemoved
+    case removedSlotKeyGiven(fingerprint: String)
+    case bundleReplaced
     case slotsNotCarriedOver([String])
     case externalSymlink(path: [UInt8], target: [UInt8])
     case scryptMemoryLimit(slot: Int, needs: UInt64, limit: UInt64)
@@ -48,7 +55,14 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .sourceChanged(let path, _): self = .sourceChanged(path: path)
         case .limitExceeded: self = .limitExceeded
         case .crypto: self = .crypto
-        case .rejected: self = .rejected
+        case .noKeyGiven: self = .noKeyGiven
+        case .invalidCompressionLevel(let level): self = .invalidCompressionLevel(level)
+        case .invalidChunkSize(let log2): self = .invalidChunkSize(log2: log2)
+        case .sourceUnreadable(let code, _): self = .sourceUnreadable(errno: code)
+        case .unknownSlot(let fingerprint): self = .unknownSlot(fingerprint: fingerprint)
+        case .lastSlotRemoved: self = .lastSlotRemoved
+        case .removedSlotKeyGiven(_, let fingerprint): self = .removedSlotKeyGiven(fingerprint: fingerprint)
+        case .bundleReplaced: self = .bundleReplaced
         case .slotsNotCarriedOver(let slots): self = .slotsNotCarriedOver(slots)
         case .externalSymlink(let path, let target): self = .externalSymlink(path: path, target: target)
         case .scryptMemoryLimit(let slot, let needs, let limit): self = .scryptMemoryLimit(slot: slot, needs: needs, limit: limit)
@@ -77,7 +91,14 @@ enum ExpectedBundleError: Equatable, CustomStringConvertible {
         case .sourceChanged(let path): return "sourceChanged(path: \(path.debugPath))"
         case .limitExceeded: return "limitExceeded"
         case .crypto: return "crypto"
-        case .rejected: return "rejected"
+        case .noKeyGiven: return "noKeyGiven"
+        case .invalidCompressionLevel(let level): return "invalidCompressionLevel(\(level))"
+        case .invalidChunkSize(let log2): return "invalidChunkSize(log2: \(log2))"
+        case .sourceUnreadable(let code): return "sourceUnreadable(errno: \(code))"
+        case .unknownSlot(let fingerprint): return "unknownSlot(fingerprint: \(fingerprint))"
+        case .lastSlotRemoved: return "lastSlotRemoved"
+        case .removedSlotKeyGiven(let fingerprint): return "removedSlotKeyGiven(fingerprint: \(fingerprint))"
+        case .bundleReplaced: return "bundleReplaced"
         case .slotsNotCarriedOver(let slots): return "slotsNotCarriedOver(\(slots))"
         case .externalSymlink(let path, let target): return "externalSymlink(path: \(path.debugPath), target: \(target.debugPath))"
         case .scryptMemoryLimit(let slot, let needs, let limit): return "scryptMemoryLimit(slot: \(slot), needs: \(needs), limit: \(limit))"
