@@ -13,9 +13,16 @@ import Synchronization
 /// pages with it). Counting a reply the kernel then dropped only costs an
 /// invalidation that finds nothing.
 ///
+/// The counts are one dense array indexed by index position, grown to the
+/// highest position handed out: 4 bytes an entry, where a dictionary's
+/// keys, values and growth cost the 100,000-file memory gate of
+/// `Scripts/test.sh` its limit (docs/PERFORMANCE.md, "Memory"). A count
+/// that reaches `UInt32.max` stays there: that inode is then invalidated
+/// at every lock, which is harmless.
+///
 /// Behind a `Mutex`: lookups and forgets are off the read path.
 final class SeenInodes: Sendable {
-    private let counts = Mutex<[Int: UInt64]>([:])
+    private let counts = Mutex<[UInt32]>([])
 
     /// Records one more reference the kernel takes to the entry at index
     /// `position` (a positive lookup reply, a readdirplus entry other than
@@ -23,7 +30,13 @@ final class SeenInodes: Sendable {
     /// never come first.
     func insert(_ position: Int) {
         guard position >= 0 else { return }
-        counts.withLock { $0[position, default: 0] &+= 1 }
+        counts.withLock { counts in
+            if counts.count <= position {
+                let grown = max(position + 1, counts.count * 2)
+                counts.append(contentsOf: repeatElement(0, count: grown - counts.count))
+            }
+            if counts[position] < UInt32.max { counts[position] += 1 }
+        }
     }
 
     /// Takes `count` references away from inode `inode` (a `forget`);
@@ -32,8 +45,8 @@ final class SeenInodes: Sendable {
         guard inode >= 1, inode <= UInt64(Int.max) else { return }
         let position = Int(inode - 1)
         counts.withLock { counts in
-            guard let held = counts[position] else { return }
-            if held > count { counts[position] = held - count } else { counts[position] = nil }
+            guard position < counts.count, counts[position] != 0, counts[position] < UInt32.max else { return }
+            counts[position] = count >= UInt64(counts[position]) ? 0 : counts[position] - UInt32(count)
         }
     }
 
@@ -41,6 +54,6 @@ final class SeenInodes: Sendable {
     /// the index is in breadth-first order). They stay recorded: the
     /// kernel keeps the inodes until it forgets them.
     var positions: [Int] {
-        counts.withLock { Array($0.keys) }.sorted()
+        counts.withLock { counts in counts.indices.filter { counts[$0] != 0 } }
     }
 }
