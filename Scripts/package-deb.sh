@@ -18,7 +18,7 @@ for tool in swift dpkg-deb dpkg-shlibdeps gzip; do
   command -v "$tool" >/dev/null || { echo "package-deb.sh: error: $tool is not installed (Scripts/install-deps.sh)" >&2; exit 1; }
 done
 
-version=$(sed -n 's/.*public static let string = "\([0-9.]*\)".*/\1/p' Sources/EncFSCore/Version.swift)
+version=$(sed -n 's/.*\(public\|package\) static let string = "\([0-9.]*\)".*/\2/p' Sources/EncFSCore/Version.swift)
 [ -n "$version" ] || { echo "package-deb.sh: error: no version in Sources/EncFSCore/Version.swift" >&2; exit 1; }
 arch=$(dpkg --print-architecture)
 export ENCFS_GIT_COMMIT="${ENCFS_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
