@@ -54,20 +54,14 @@ package enum KeygenCommand {
     package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-keygen")
         let args: ArgumentParser.Result
-        do {
-            args = try parser.parse(arguments)
+        switch CommandLineStart.parse(arguments, with: parser, tool: "encfs-keygen", help: help, diagnostics: diagnostics,
+                                      validate: { args in
             guard args.positionals.isEmpty else { throw UsageError("unexpected argument \(String(decoding: args.positionals[0], as: UTF8.self))") }
             if args.has("--symmetric"), args.has("--sign") { throw UsageError("--symmetric and --sign exclude each other") }
-        } catch {
-            diagnostics.report(error)
-            diagnostics.hint("see encfs-keygen --help")
-            return ExitCode.usage
+        }) {
+        case .exit(let status): return status
+        case .run(let parsed): args = parsed
         }
-        if args.has("--help") {
-            print(help)
-            return ExitCode.success
-        }
-        if VersionOption.handle(args, tool: "encfs-keygen") { return ExitCode.success }
         let output = args.value("--output")
         let force = args.has("--force")
         do {

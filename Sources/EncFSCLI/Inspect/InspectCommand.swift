@@ -122,18 +122,10 @@ package enum InspectCommand {
         ProcessArguments.hideAddresses()
         let diagnostics = Diagnostics(tool: "encfs-inspect")
         let args: ArgumentParser.Result
-        do {
-            args = try parser.parse(arguments)
-        } catch {
-            diagnostics.report(error)
-            diagnostics.hint("see encfs-inspect --help")
-            return ExitCode.usage
+        switch CommandLineStart.parse(arguments, with: parser, tool: "encfs-inspect", help: help, diagnostics: diagnostics) {
+        case .exit(let status): return status
+        case .run(let parsed): args = parsed
         }
-        if args.has("--help") {
-            print(help)
-            return ExitCode.success
-        }
-        if VersionOption.handle(args, tool: "encfs-inspect") { return ExitCode.success }
         guard let name = args.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) else {
             diagnostics.error("missing command")
             diagnostics.hint("see encfs-inspect --help")

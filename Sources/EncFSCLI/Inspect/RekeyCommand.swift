@@ -99,18 +99,10 @@ package struct RekeyCommand: InspectSubcommand {
         ProcessArguments.hideAddresses()
         let diagnostics = Diagnostics(tool: tool)
         let args: ArgumentParser.Result
-        do {
-            args = try parser.parse(arguments)
-        } catch {
-            diagnostics.report(error)
-            diagnostics.hint("see \(tool) --help")
-            return ExitCode.usage
+        switch CommandLineStart.parse(arguments, with: parser, tool: tool, help: help, diagnostics: diagnostics) {
+        case .exit(let status): return status
+        case .run(let parsed): args = parsed
         }
-        if args.has("--help") {
-            print(help)
-            return ExitCode.success
-        }
-        if VersionOption.handle(args, tool: tool) { return ExitCode.success }
         guard operandCount.contains(args.positionals.count) else {
             diagnostics.error(args.positionals.isEmpty ? "missing BUNDLE" : "too many arguments")
             diagnostics.hint("see \(tool) --help")
