@@ -53,14 +53,4 @@ public final class FileByteSource: ByteSource {
         }
         return ByteSourceIdentity(bytes: bytes)
     }
-
-    /// The identity the file at `path` has now (to check that it is still
-    /// the one this source reads).
-    ///
-    /// - Throws: `BundleError.io` naming `path`.
-    package static func currentIdentity(ofPath path: [UInt8]) throws -> ByteSourceIdentity {
-        var st = stat()
-        guard path.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", path) }
-        return identity(of: st)
-    }
 }
