@@ -162,7 +162,7 @@ package enum MountCommand {
         configuration.origin = openOptions.origin
         if args.has(MountDaemon.flag) {
             if let remote {
-                return MountDaemon.serve(configuration) { try RemoteMount.receive(from: $0, options: remote.options) }
+                return MountDaemon.serve(configuration) { try RemoteMount.receive(from: $0, options: remote.options, logFile: configuration.logFile) }
                     ? ExitCode.success : ExitCode.failure
             }
             return MountDaemon.serve(configuration) ? ExitCode.success : ExitCode.failure

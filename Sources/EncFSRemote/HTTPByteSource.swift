@@ -63,7 +63,7 @@ package final class HTTPByteSource: ByteSource {
             throw .setup("inconsistent hand-over")
         }
         self.location = location
-        self.options = options
+        self.options = try Self.withCredentials(options, for: location)
         displayName = location.displayName
         policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
         size = pinned.size
@@ -82,10 +82,13 @@ package final class HTTPByteSource: ByteSource {
     ///   when the server does not answer within the deadline.
     package init(location: RemoteLocation, options: RemoteOptions) throws(RemoteError) {
         self.location = location
+        let options = try Self.withCredentials(options, for: location)
         self.options = options
         displayName = location.displayName
         policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
         let first = try HTTPConnection(location: location, options: options, ifMatch: nil)
+        let credentials = location.signingRegion == nil ? nil : options.s3.credentials
+        var renewed = false
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.headRange, alignment: 16)
         defer { buffer.deallocate() }
         let response = try policy.run { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<HTTPConnection.Response> in
@@ -96,7 +99,9 @@ package final class HTTPByteSource: ByteSource {
             case 206: break
             case 200: throw .rangesNotSupported
             case 416: throw .notThisBundle("the server refused the first range (416)")
-            case 403: throw .forbidden
+            case 403:
+                if try Self.retryWithNewCredentials(response, credentials, renewed: &renewed) { return .retry("credentials rotated", after: 0) }
+                throw .forbidden
             default: throw .status(response.status)
             }
             guard let total = response.totalSize, response.rangeStart == 0,
@@ -145,6 +150,8 @@ package final class HTTPByteSource: ByteSource {
     package func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
                       deadline: DispatchTime? = nil) throws(RemoteError) {
         let deadline = deadline ?? policy.deadline()
+        let credentials = location.signingRegion == nil ? nil : options.s3.credentials
+        var renewed = false
         try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
             guard !replaced else { throw .replaced }
             let connection = try borrowConnection(until: deadline)
@@ -158,7 +165,9 @@ package final class HTTPByteSource: ByteSource {
             case 412, 404, 416:
                 wasReplaced.store(true, ordering: .relaxed)
                 throw .replaced
-            case 403: throw .forbidden
+            case 403:
+                if try Self.retryWithNewCredentials(response, credentials, renewed: &renewed) { return .retry("credentials rotated", after: 0) }
+                throw .forbidden
             default: throw .status(response.status)
             }
             if let total = response.totalSize, total != size {
@@ -176,6 +185,35 @@ package final class HTTPByteSource: ByteSource {
             }
             return .done(())
         }
+    }
+
+    /// `options` with the credentials of an `s3://` address found (by
+    /// ``AWSCredentialChain``, from the environment) when none are given.
+    ///
+    /// - Throws: `RemoteError.credentials` when there are none.
+    static func withCredentials(_ options: RemoteOptions, for location: RemoteLocation) throws(RemoteError) -> RemoteOptions {
+        guard location.signingRegion != nil, options.s3.credentials == nil else { return options }
+        var options = options
+        options.s3.credentials = try AWSCredentialChain.credentials(.current(), givenFile: nil)
+        return options
+    }
+
+    /// What a 403 to a signed request means: true when newer credentials
+    /// were found (the file changed since the request was signed, or now)
+    /// and the request is worth one more try with them; nothing to do for
+    /// an unsigned one (false: the caller throws ``RemoteError/forbidden``).
+    ///
+    /// - Throws: ``RemoteError/credentialsRefused(code:)`` when the
+    ///   credentials were refused and no newer ones are there, or were
+    ///   already tried once for this read.
+    static func retryWithNewCredentials(_ response: HTTPConnection.Response, _ credentials: AWSCredentialSource?,
+                                        renewed: inout Bool) throws(RemoteError) -> Bool {
+        guard let credentials else { return false }
+        if !renewed, credentials.reloadAfterRefusal(seen: response.credentialsGeneration) {
+            renewed = true
+            return true
+        }
+        throw .credentialsRefused(code: response.errorCode)
     }
 
     /// Whether two ETags name the same entity: equal once a weak marker
