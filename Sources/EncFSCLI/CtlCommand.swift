@@ -180,7 +180,10 @@ package enum CtlCommand {
             "idle for:     \(fields[Field.idleSeconds] ?? "?") s",
             "transport:    \(fields[Field.transport] ?? "unknown") (\(fields[Field.ringRequests] ?? "0") requests on rings, "
                 + "\(fields[Field.polledRequests] ?? "0") found by polling)",
-        ].joined(separator: "\n")
+        ].joined(separator: "\n") + (0..<min(Int(fields["sources"] ?? "") ?? 0, 64)).map { index in
+            func field(_ name: String) -> String { fields["source.\(index).\(name)"] ?? "?" }
+            return "\nsource \(index):     \(field("address")): \(field("state")), \(field("bytes")) bytes, \(field("errors")) errors"
+        }.joined()
     }
 
     /// The status as one JSON object (docs/CLI.md; the mountpoint is the
@@ -199,6 +202,24 @@ package enum CtlCommand {
             ("transport", .string(fields[Field.transport] ?? "unknown")),
             ("ring_requests", number(Field.ringRequests)),
             ("polled_requests", number(Field.polledRequests)),
-        ])
+        ] + remoteSources(fields))
+    }
+
+    /// A remote mount's sources (its address, then each `--mirror`):
+    /// `"sources": [{"address", "state", "bytes", "errors", "last_error"}]`;
+    /// nothing for a local bundle.
+    private static func remoteSources(_ fields: [String: String]) -> [(String, JSONValue)] {
+        guard let count = Int(fields["sources"] ?? "") else { return [] }
+        let sources: [JSONValue] = (0..<min(count, 64)).map { index in
+            func field(_ name: String) -> String { fields["source.\(index).\(name)"] ?? "" }
+            return .object([
+                ("address", .string(field("address"))),
+                ("state", .string(field("state"))),
+                ("bytes", Int64(field("bytes")).map { .integer($0) } ?? .null),
+                ("errors", Int64(field("errors")).map { .integer($0) } ?? .null),
+                ("last_error", field("last_error").isEmpty ? .null : .string(field("last_error"))),
+            ])
+        }
+        return [("sources", .array(sources))]
     }
 }

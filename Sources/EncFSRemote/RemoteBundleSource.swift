@@ -612,3 +612,21 @@ package final class RemoteBundleSource: ByteSource {
         return true
     }
 }
+
+extension RemoteBundleSource: StatusReportingSource {
+    /// `sources=N`, then for each source `source.I.address` (as shown:
+    /// no query string), `.state`, `.bytes`, `.errors`, `.last_error`.
+    package var statusFields: [(String, String)] {
+        let sources = http.sourceStatus
+        var fields = [("sources", String(sources.count))]
+        for (index, source) in sources.enumerated() {
+            func line(_ text: String) -> String { String(text.map { $0 == "\n" ? "?" : $0 }) }
+            fields += [("source.\(index).address", line(String(decoding: source.address, as: UTF8.self))),
+                       ("source.\(index).state", source.state),
+                       ("source.\(index).bytes", String(source.bytes)),
+                       ("source.\(index).errors", String(source.errors)),
+                       ("source.\(index).last_error", line(source.lastError ?? ""))]
+        }
+        return fields
+    }
+}

@@ -11,7 +11,8 @@ import CryptCore
 /// `s3://` address (key id, empty for none; secret key; session token or
 /// none; the file they came from or none; its profile; one byte: 1 for a
 /// config file) and the `--mirror` addresses (a count, then each: a
-/// presigned mirror's query string is as secret as the address's).
+/// presigned mirror's query string is as secret as the address's), then
+/// the object's last bytes (pinned for the mirrors).
 package struct RemoteHandOver: Sendable, Equatable {
     package var url: [UInt8]
     package var headers: [[UInt8]]
@@ -53,6 +54,7 @@ package struct RemoteHandOver: Sendable, Equatable {
         }
         length(UInt32(mirrors.count))
         mirrors.forEach(field)
+        field(pinned.tail)
         return out
     }
 
@@ -97,6 +99,7 @@ package struct RemoteHandOver: Sendable, Equatable {
         let mirrorCount = try number(4)
         guard mirrorCount <= 64 else { throw .setup("malformed hand-over from the mount command") }
         for _ in 0..<mirrorCount { mirrors.append(try field()) }
+        pinned.tail = try field()
         guard at == bytes.count else { throw .setup("malformed hand-over from the mount command") }
     }
 }

@@ -133,7 +133,7 @@ final class LockController: Sendable {
             (ControlProtocol.StatusField.transport, context.transport.name),
             (ControlProtocol.StatusField.ringRequests, String(context.transport.ringRequests)),
             (ControlProtocol.StatusField.polledRequests, String(context.transport.polledRequests)),
-        ]
+        ] + ((context.bundle.source as? StatusReportingSource)?.statusFields ?? [])
         return fields.map { "\($0.0)=\($0.1)\n" }.joined()
     }
 
