@@ -2,7 +2,9 @@
 """An S3 server on loopback for the tests and benches: moto in server mode
 (pip install 'moto[server]'), with AWS Signature V4 enforced.
 
-Usage: s3-test-server.py PORT
+Usage: s3-test-server.py PORT [--open]
+(--open: authentication stays off, for the benchmark to compare signed and
+unsigned requests against the same server.)
 
 moto checks signatures only once its IAM authentication is on
 (INITIAL_NO_AUTH_ACTION_COUNT, here 0 after set-up): every request must then
@@ -46,8 +48,9 @@ def main():
     iam.create_role(RoleName="reader", AssumeRolePolicyDocument=POLICY)
     iam.put_role_policy(RoleName="reader", PolicyName="all", PolicyDocument=POLICY)
     # From here on every request must be signed with a key moto issued.
-    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
-    ActionAuthenticatorMixin.request_count = 0
+    if "--open" not in sys.argv[2:]:
+        settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+        ActionAuthenticatorMixin.request_count = 0
     user = dict(endpoint_url=endpoint, region_name="us-east-1",
                 aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
     s3 = boto3.client("s3", **user)
@@ -74,7 +77,9 @@ def main():
                     s3.create_bucket(Bucket=bucket)
                     buckets.add(bucket)
                 with open(path, "rb") as f:
-                    s3.put_object(Bucket=bucket, Key=key_name, Body=f.read())
+                    # Open: readable unsigned too (moto checks ACLs then).
+                    extra = {"ACL": "public-read"} if "--open" in sys.argv[2:] else {}
+                    s3.put_object(Bucket=bucket, Key=key_name, Body=f.read(), **extra)
                 reply = {"ok": True}
             elif words[0] == "quit":
                 break

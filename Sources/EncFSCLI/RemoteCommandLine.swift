@@ -176,6 +176,7 @@ enum RemoteCommandLine {
         env.configFile = plain("AWS_CONFIG_FILE")
         env.region = plain("AWS_REGION")
         env.defaultRegion = plain("AWS_DEFAULT_REGION")
+        env.endpoint = plain("AWS_ENDPOINT_URL_S3") ?? plain("AWS_ENDPOINT_URL")
         if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") { env.home = Array(String(cString: home).utf8) }
         // Any other AWS_* variable (AWS_CA_BUNDLE, AWS_ROLE_ARN…) goes too.
         var others: [String] = []
@@ -197,6 +198,7 @@ enum RemoteCommandLine {
     static func resolveS3(_ options: inout RemoteOptions, environment: AWSCredentialChain.Environment,
                           args: ArgumentParser.Result) throws {
         if options.s3.region == nil { options.s3.region = AWSCredentialChain.region(environment) ?? "us-east-1" }
+        if options.s3.endpoint == nil { options.s3.endpoint = environment.endpoint }
         var givenFile = args.value(awsCredentialsFile)
         if let name = args.value(awsCredentialsCredential) { givenFile = try ServiceCredentials.path(of: name) }
         options.s3.credentials = try AWSCredentialChain.credentials(environment, givenFile: try givenFile.map(absolutePath))

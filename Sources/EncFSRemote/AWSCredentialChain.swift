@@ -33,11 +33,15 @@ package enum AWSCredentialChain {
         package var region: [UInt8]?
         package var defaultRegion: [UInt8]?
         package var home: [UInt8]?
+        /// `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL` (the SDKs'
+        /// variables for a custom endpoint: MinIO, Ceph, a test server).
+        package var endpoint: [UInt8]?
         package init() {}
 
         /// Every `AWS_*` variable this chain knows.
         package static let names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                                    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_REGION", "AWS_DEFAULT_REGION"]
+                                    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+                                    "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]
 
         /// The process's environment, read and left as it is (the library).
         package static func current() -> Environment {
@@ -55,6 +59,7 @@ package enum AWSCredentialChain {
             env.region = value("AWS_REGION")
             env.defaultRegion = value("AWS_DEFAULT_REGION")
             env.home = value("HOME")
+            env.endpoint = value("AWS_ENDPOINT_URL_S3") ?? value("AWS_ENDPOINT_URL")
             return env
         }
 

@@ -46,7 +46,8 @@ final class RemoteOrigin: Sendable {
     private let idle: Mutex<[HTTPConnection]>
     private let slots: DispatchSemaphore
 
-    /// Backoff of a failed source: 1 s, doubled per failure, at most 60 s.
+    /// Backoff of a failed source: 1 s (or `--net-timeout` when longer),
+    /// doubled per failure, at most 60 s.
     static let firstBackoff: UInt64 = 1_000_000_000
     static let longestBackoff: UInt64 = 60_000_000_000
 
@@ -94,7 +95,10 @@ final class RemoteOrigin: Sendable {
             default:
                 health.failures += 1
                 health.state = .setAside
-                let backoff = min(Self.longestBackoff, Self.firstBackoff << UInt64(min(health.failures - 1, 6)))
+                // A stalled source costs a read half its deadline: it is
+                // not tried again sooner than one --net-timeout.
+                let first = max(Self.firstBackoff, UInt64(options.netTimeout) * 1_000_000_000)
+                let backoff = min(Self.longestBackoff, first << UInt64(min(health.failures - 1, 6)))
                 health.until = now + backoff
             }
         }

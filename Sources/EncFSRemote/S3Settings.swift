@@ -15,7 +15,8 @@ package struct S3Settings: Sendable, Equatable {
         case virtualHosted
     }
 
-    /// `http(s)://host[:port]` of the service; nil: AWS's regional one.
+    /// `http(s)://host[:port]` of the service; nil: `AWS_ENDPOINT_URL_S3`,
+    /// `AWS_ENDPOINT_URL`, else AWS's regional one.
     package var endpoint: [UInt8]?
     /// The region requests are signed for; nil: `AWS_REGION`,
     /// `AWS_DEFAULT_REGION`, the config file, else `us-east-1`.
@@ -36,7 +37,7 @@ package struct S3Settings: Sendable, Equatable {
     ///   `http(s)://host[:port]`.
     func address(bucket: [UInt8], key: [UInt8], region: String) throws(RemoteError) -> [UInt8] {
         let path = Self.encoded(key)
-        guard let endpoint else {
+        guard let endpoint = endpoint ?? AWSCredentialChain.Environment.current().endpoint else {
             let host = Array("s3.\(region).amazonaws.com".utf8)
             if addressing == .pathStyle || (addressing == .automatic && bucket.contains(UInt8(ascii: "."))) {
                 return Array("https://".utf8) + host + [UInt8(ascii: "/")] + bucket + [UInt8(ascii: "/")] + path
