@@ -1,6 +1,7 @@
 import EncFSCore
 @testable import EncFSRemote
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// A cached unit's file read into the page cache ahead of a sequential

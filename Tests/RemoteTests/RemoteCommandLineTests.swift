@@ -3,6 +3,7 @@ import EncFSCore
 import EncFSMount
 import EncFSRemote
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The pure parts of remote bundles: how an address is shown, header
