@@ -1,5 +1,6 @@
 import Dispatch
 @testable import EncFSCore
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -30,7 +31,7 @@ final class SourcePrefetcherTests: XCTestCase {
 
     override func tearDown() {
         root = nil
-        FileTree.removeTree(directory)
+        TemporaryDirectory.removeTree(directory)
     }
 
     func testPrefetch_EvictedFiles_AreCachedAgain() throws {

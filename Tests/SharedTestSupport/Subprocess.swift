@@ -86,6 +86,18 @@ public enum Subprocess {
                              timedOut: timedOut || ended == nil, stdout: out, stderr: err)
     }
 
+    /// Runs `tool` to completion and requires exit status 0.
+    ///
+    /// - Throws: `SubprocessError` with the command's summary when it
+    ///   fails or cannot be started.
+    @discardableResult
+    public static func check(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
+                             timeout: Double = defaultTimeout) throws -> ProcessResult {
+        let result = try run(tool, arguments, environment: environment, timeout: timeout)
+        guard result.status == 0 else { throw SubprocessError(result.summary) }
+        return result
+    }
+
     /// The environment a child starts with: ours, plus `LC_ALL=C`, `TZ=UTC`,
     /// minus every `ENCFS_*` secret, plus `overrides`.
     public static func environment(_ overrides: [String: String?]) -> [String] {

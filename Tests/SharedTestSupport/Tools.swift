@@ -52,18 +52,14 @@ public enum Tools {
     /// `encfs-rekey` (`encfs-inspect rekey` as a command of its own).
     public static func rekey() throws -> String { try binary("encfs-rekey") }
 
-    /// This package's root directory (found from this file's path), for
-    /// the scripts under `examples/`.
-    public static let repositoryRoot: String = {
-        // #filePath = <root>/Tests/MountTests/Support/Tools.swift
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().path
-    }()
+    /// This package's root directory, for the scripts under `examples/`
+    /// and `Scripts/`.
+    public static var repositoryRoot: String { BuiltBinaries.repositoryRoot }
 
     /// - Throws: `XCTSkip` when the binary is missing or stale, after the
     ///   first test of the process that finds it so has failed with one
     ///   line saying what to run (see ``BuiltBinaries``).
-    private static func binary(_ name: String) throws -> String {
+    public static func binary(_ name: String) throws -> String {
         if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
             // Recorded, not thrown: a caller's `try?` cannot hide it.
             if BuiltBinaries.firstReport() { XCTFail(problem) }
