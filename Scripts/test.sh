@@ -32,8 +32,8 @@ export ENCFS_BIN_DIR
 if [ "$fast" -eq 1 ]; then
   # Each of these takes seconds to tens of seconds in a debug build (big
   # index tables, every mutation of a PEM); the full suite runs them.
-  slow='^(FormatTests\.PagedIndexTests\.testChunkTableAcrossTablePages|FormatTests\.PagedIndexTests\.testPack_Automatic'
-  slow+='|FormatTests\.IndexPageSizeTests\.testLargeTable|CryptCoreTests\.AsymmetricKeysTests\.testPEM_MutatedInputsNeverCrash)'
+  slow='^(FormatTests\.PagedIndexTests/testChunkTableAcrossTablePages|FormatTests\.PagedIndexTests/testPack_Automatic'
+  slow+='|FormatTests\.IndexPageSizeTests/testLargeTable|CryptCoreTests\.AsymmetricKeysTests/testPEM_MutatedInputsNeverCrash)'
   echo "== fast tier: crypto, format, library, CLI, remote and unit tests (no root, no mounts)"
   exec swift test --disable-swift-testing \
     --filter '^(CryptCoreTests|FormatTests|LibraryTests|CLITests|RemoteTests|MountUnitTests)\.' --skip "$slow" "$@"
