@@ -11,7 +11,7 @@ import Glibc
 ///
 /// The address's query string and the `--header-file` lines are secrets:
 /// messages name the bundle by ``RemoteLocation/displayName``, and the
-/// daemon gets them through a pipe (``secretHandOver(_:headers:opened:)``),
+/// daemon gets them through a pipe (``secretHandOver(_:options:opened:)``),
 /// never argv. Its argv carries the display name and the other options.
 enum RemoteCommandLine {
     static let cacheDir = "--cache-dir"
