@@ -30,6 +30,7 @@ enum RemoteCommandLine {
     static let awsCredentialsFile = "--aws-credentials-file"
     static let awsCredentialsCredential = "--aws-credentials-credential"
     static let mirror = "--mirror"
+    static let prefetchList = "--prefetch-list"
     /// `encfs-mount` only (a long-running process with one operand to
     /// replace); see ``addressFileHelp``.
     static let addressFile = "--address-file"
@@ -50,6 +51,7 @@ enum RemoteCommandLine {
         .init([s3Endpoint], takesValue: true), .init([s3Region], takesValue: true), .init([s3PathStyle], takesValue: false),
         .init([s3VirtualHosted], takesValue: false), .init([awsCredentialsFile], takesValue: true),
         .init([awsCredentialsCredential], takesValue: true), .init([mirror], takesValue: true),
+        .init([prefetchList], takesValue: true),
         .init([daemonRemote], takesValue: false),
     ]
 
@@ -86,6 +88,9 @@ enum RemoteCommandLine {
       --mirror URL             another address of the same bundle (repeatable,
                                any scheme BUNDLE may have): reads go to the
                                first healthy one; a failing one is set aside
+      --prefetch-list FILE     fetch these files first, in the background,
+                               once mounted: paths one per line, or what
+                               encfs-ctl MNT access-log --json printed
     s3://BUCKET/KEY bundles (every request signed with AWS Signature V4):
       --s3-endpoint URL        the service (default: AWS's regional endpoint)
       --s3-region REGION       default AWS_REGION, AWS_DEFAULT_REGION, the
@@ -142,6 +147,33 @@ enum RemoteCommandLine {
     static func shown(_ bundle: [UInt8]) -> [UInt8] {
         guard isRemote(bundle) else { return bundle }
         return (try? RemoteLocation(bundle))?.displayName ?? Array("(invalid address)".utf8)
+    }
+
+    /// Largest `--prefetch-list`.
+    static let maximumPrefetchList = 16 << 20
+
+    /// The files of a `--prefetch-list`: the JSON `encfs-ctl MNT access-log
+    /// --json` prints (its `path` and `chunks`), or paths one per line
+    /// (empty lines and `#` comments skipped).
+    ///
+    /// - Throws: `CommandError` naming the file when it cannot be read or
+    ///   a JSON list cannot be parsed.
+    static func readPrefetchList(_ path: [UInt8]) throws -> [PrefetchItem] {
+        let text: [UInt8]
+        do { text = try FileIO.readSecretFile(path, limit: maximumPrefetchList).withUnsafeBytes { Array($0) } } catch {
+            throw CommandError("cannot read \(prefetchList)", path: path)
+        }
+        guard text.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") else {
+            return text.split(separator: 0x0A).compactMap { line in
+                var line = Array(line)
+                if line.last == 0x0D { line.removeLast() }
+                return line.isEmpty || line.first == UInt8(ascii: "#") ? nil : PrefetchItem(path: line, chunks: [])
+            }
+        }
+        guard let items = AccessLogJSON.items(text) else {
+            throw CommandError("\(prefetchList) is not the JSON of encfs-ctl access-log --json", path: path)
+        }
+        return items
     }
 
     /// The S3 settings in `args` (endpoint, region, addressing); the
@@ -222,6 +254,7 @@ enum RemoteCommandLine {
         options.cacheDirectory = args.value(cacheDir) ?? defaultCacheDirectory()
         options.s3 = try s3Settings(from: args)
         options.mirrors = args.values(mirror)
+        if let path = args.value(prefetchList) { options.prefetchList = try readPrefetchList(path) }
         if let text = args.value(cacheSize) {
             guard let size = ReaderOptions.parseSize(text) else { throw UsageError("\(cacheSize) must be a size such as 512M or 4G") }
             options.cacheSize = size
@@ -358,6 +391,7 @@ enum RemoteCommandLine {
             handOver.credentialOrigin = credentials.origin
         }
         handOver.mirrors = options.mirrors
+        handOver.prefetchList = options.prefetchList ?? []
         var payload = handOver.encoded()
         defer { payload.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         var fds: [Int32] = [-1, -1]

@@ -88,6 +88,7 @@ enum RemoteMount {
         var options = options
         options.headers = handOver.headers
         options.mirrors = handOver.mirrors
+        options.prefetchList = handOver.prefetchList
         if let credentials = handOver.credentials {
             let source = AWSCredentialSource(origin: handOver.credentialOrigin, credentials: credentials)
             // The daemon's log, as MountDaemon.serve opens it.

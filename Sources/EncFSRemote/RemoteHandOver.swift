@@ -12,7 +12,8 @@ import CryptCore
 /// none; the file they came from or none; its profile; one byte: 1 for a
 /// config file) and the `--mirror` addresses (a count, then each: a
 /// presigned mirror's query string is as secret as the address's), then
-/// the object's last bytes (pinned for the mirrors).
+/// the object's last bytes (pinned for the mirrors), then the
+/// `--prefetch-list` (a count; each: path, a range count, 8-byte bounds).
 package struct RemoteHandOver: Sendable, Equatable {
     package var url: [UInt8]
     package var headers: [[UInt8]]
@@ -22,6 +23,8 @@ package struct RemoteHandOver: Sendable, Equatable {
     package var credentials: AWSCredentials?
     package var credentialOrigin: AWSCredentialSource.Origin = .fixed
     package var mirrors: [[UInt8]] = []
+    /// `--prefetch-list`, read by the command.
+    package var prefetchList: [PrefetchItem] = []
 
     package init(url: [UInt8], headers: [[UInt8]], pinned: HTTPByteSource.Pinned) {
         self.url = url
@@ -55,6 +58,15 @@ package struct RemoteHandOver: Sendable, Equatable {
         length(UInt32(mirrors.count))
         mirrors.forEach(field)
         field(pinned.tail)
+        length(UInt32(prefetchList.count))
+        for item in prefetchList {
+            field(item.path)
+            length(UInt32(item.chunks.count))
+            for chunks in item.chunks {
+                withUnsafeBytes(of: chunks.lowerBound.bigEndian) { out += $0 }
+                withUnsafeBytes(of: chunks.upperBound.bigEndian) { out += $0 }
+            }
+        }
         return out
     }
 
@@ -100,6 +112,21 @@ package struct RemoteHandOver: Sendable, Equatable {
         guard mirrorCount <= 64 else { throw .setup("malformed hand-over from the mount command") }
         for _ in 0..<mirrorCount { mirrors.append(try field()) }
         pinned.tail = try field()
+        let items = try number(4)
+        guard items <= 1 << 20 else { throw .setup("malformed hand-over from the mount command") }
+        for _ in 0..<items {
+            let path = try field()
+            let ranges = try number(4)
+            guard ranges <= 1 << 20 else { throw .setup("malformed hand-over from the mount command") }
+            var chunks: [Range<UInt64>] = []
+            for _ in 0..<ranges {
+                let lower = try number(8)
+                let upper = try number(8)
+                guard lower <= upper else { throw .setup("malformed hand-over from the mount command") }
+                chunks.append(lower..<upper)
+            }
+            prefetchList.append(PrefetchItem(path: path, chunks: chunks))
+        }
         guard at == bytes.count else { throw .setup("malformed hand-over from the mount command") }
     }
 }

@@ -51,6 +51,9 @@ public struct RemoteOptions: Sendable, Equatable {
     /// Other addresses of the same bundle (`--mirror`, in order), read
     /// from when the ones before them fail.
     package var mirrors: [[UInt8]] = []
+    /// Files (and chunk ranges) fetched first, in the background, once the
+    /// mount is open (`--prefetch-list`).
+    package var prefetchList: [PrefetchItem]?
 
     public init() {}
 

@@ -8,3 +8,17 @@ package protocol StatusReportingSource: AnyObject {
     /// newlines.
     var statusFields: [(String, String)] { get }
 }
+
+/// A byte source that records which of a bundle's files were read and can
+/// fetch a list of them ahead (a remote bundle: `encfs-ctl MNT
+/// access-log`, `--prefetch-list`).
+package protocol AccessRecordingSource: AnyObject {
+    /// The files read since the source was opened, with the chunks read
+    /// of each (ranges of chunk numbers), in index order.
+    func accessLog(with reader: BundleReader) -> [(path: [UInt8], chunks: [Range<UInt64>])]
+
+    /// Once the reader is open: starts fetching, in the background, the
+    /// files of the list the source was given (nothing when none). The
+    /// reader is used only during the call.
+    func startPrefetch(with reader: BundleReader)
+}
