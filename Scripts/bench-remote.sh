@@ -43,7 +43,8 @@
 #                  unsigned cold sequential reads from one nginx, and
 #                  a failover to a --mirror when the first nginx stalls
 #                  (the stall, MiB/s after it, a direct mount of the
-#                  mirror); Scripts/bench/bench_fleet.py; results in
+#                  mirror), time to the first byte of 48 files without
+#                  and with --prefetch-list; Scripts/bench/bench_fleet.py; results in
 #                  DIR/fleet-results.json; --quick: 64 MiB, else 256 MiB
 #   --warm-passes N
 #                  warm sequential reads: every system and latency of the
@@ -101,7 +102,7 @@ finish() {
 }
 trap finish EXIT
 if [ "$fleet" -eq 1 ]; then
-  trap 'remove_bench_artifacts bench-remote.sh "$out" fleet-src fleet-www fleet-key "cache-*" "mnt-*" proxy-fleet.port' EXIT
+  trap 'remove_bench_artifacts bench-remote.sh "$out" fleet-src fleet-www fleet-many fleet-list.txt fleet-key "cache-*" "mnt-*" proxy-fleet.port' EXIT
   /usr/bin/python3 Scripts/bench/bench_fleet.py --bin "$bin" --out "$out" --quick "$quick"
   exit 0
 fi

@@ -8,11 +8,16 @@
             with --mirror nginx B; A stalls after a third of the file: the
             longest gap between two 1 MiB reads (the stall), MiB/s after
             it, and a cold direct mount of B for reference
+  prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
+            every tenth one a start-up file: time from the mount's return
+            to the first 4 KiB of each of those 48 read, in a shuffled
+            order, without and with --prefetch-list naming them
 
 Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1
 """
 import argparse
 import json
+import random
 import os
 import shutil
 import socket
@@ -164,6 +169,40 @@ def main():
                         "after_failover_mibs": round(rest, 1)})
         log(f"failover: {failover:.1f} MiB/s overall, longest gap {longest:.2f} s (--net-timeout {timeout}); "
             f"{rest:.1f} MiB/s after it; direct mount of the mirror {direct:.1f} MiB/s")
+        # Prefetch list: many small start-up files, 20 ms per response.
+        many = os.path.join(out, "fleet-many")
+        os.makedirs(many, exist_ok=True)
+        every = [f"lib{i:03d}.so" for i in range(480)]
+        names = every[::10]
+        random.Random(30).shuffle(names)
+        for name in every:
+            with open(os.path.join(many, name), "wb") as f:
+                f.write(os.urandom(256 << 10))
+        benchlib.run([f"{args.bin}/encfs-pack", many, os.path.join(www, "many.encfs"), "--key-file", key, "--quiet"])
+        listing = os.path.join(out, "fleet-list.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(names) + "\n")
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=pass&latency_ms=20", timeout=10).read()
+        fetch_size = os.environ.get("FLEET_FETCH_SIZE", "4M")
+        results["prefetch_fetch_size"] = fetch_size
+        for name, extra in [("without-list", []), ("with-list", ["--prefetch-list", listing])]:
+            mnt = os.path.join(out, "mnt-" + name)
+            cache = os.path.join(out, "cache-" + name)
+            shutil.rmtree(cache, ignore_errors=True)
+            os.makedirs(cache, mode=0o700)
+            cmd = [f"{args.bin}/encfs-mount", f"http://127.0.0.1:{proxy_port}/many.encfs", mnt, "--key-file", key,
+                   "--cache-dir", cache, "--fetch-size", fetch_size] + extra
+            benchlib.mount(cmd, mnt, os.path.join(mnt, names[0]), os.path.join(out, name + ".log"), name)
+            started = time.monotonic()
+            for file in names:
+                fd = os.open(os.path.join(mnt, file), os.O_RDONLY)
+                os.pread(fd, 4096, 0)
+                os.close(fd)
+            elapsed = time.monotonic() - started
+            benchlib.unmount(mnt, benchlib.daemon_pid(mnt))
+            results[f"first_bytes_{name.replace('-', '_')}_s"] = round(elapsed, 3)
+            log(f"{name}: first 4 KiB of all {len(names)} files {elapsed * 1000:.0f} ms after the mount returned")
     finally:
         for proc in processes:
             proc.kill()

@@ -107,6 +107,8 @@ package final class RemoteBundleSource: ByteSource {
     let accessed: AccessLog
     /// `--prefetch-list`: fetched first once the reader is open.
     let prefetchList: [PrefetchItem]?
+    /// `--connections`: how many list ranges are fetched at once.
+    let connectionCount: Int
     /// Units fetched ahead of a sequential reader.
     static let readAheadUnits = 2
     /// The least rest of a unit worth a request of its own after the
@@ -186,6 +188,7 @@ package final class RemoteBundleSource: ByteSource {
         waitingSlots = DispatchSemaphore(value: max(1, options.maximumWaitingReads))
         accessed = AccessLog(payload: payloadStart..<max(payloadStart, indexStart), granule: chunkStride ?? unitSize)
         prefetchList = options.prefetchList
+        connectionCount = options.connections
         if let root = options.cacheDirectory, options.cacheSize > 0 {
             let version = Array("\(http.size)\n".utf8) + (http.etag ?? [])
             cache = try CiphertextCache(root: root, bundleID: header.bundleID, version: version, limit: options.cacheSize,
@@ -575,11 +578,17 @@ package final class RemoteBundleSource: ByteSource {
     private func prefetchEverything() { prefetch([headEnd..<pinnedStart]) }
 
     /// Fetches the units holding `ranges` into the cache in the background,
-    /// in order, until the cache is full.
+    /// until the cache is full: in order for one range (`--prefetch all`),
+    /// else over as many requests at once as there are connections (a
+    /// start-up list is many small files: one at a time, each would cost a
+    /// round trip).
     func prefetch(_ ranges: [Range<UInt64>]) {
         guard let cache else { return }
+        let workers = max(1, min(connectionCount, ranges.count))
         prefetching.async { [self] in
-            for range in ranges { prefetch(range, cache: cache) }
+            DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                for index in stride(from: worker, to: ranges.count, by: workers) { prefetch(ranges[index], cache: cache) }
+            }
         }
     }
 
