@@ -160,7 +160,7 @@ enum RemoteCommandLine {
     ///   a JSON list cannot be parsed.
     static func readPrefetchList(_ path: [UInt8]) throws -> [PrefetchItem] {
         let text: [UInt8]
-        do { text = try FileIO.readSecretFile(path, limit: maximumPrefetchList).withUnsafeBytes { Array($0) } } catch {
+        do { text = try LocalFiles.readSecretFile(path, limit: maximumPrefetchList).withUnsafeBytes { Array($0) } } catch {
             throw CommandError("cannot read \(prefetchList)", path: path)
         }
         guard text.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") else {

@@ -98,7 +98,7 @@ package enum AWSCredentialChain {
     /// nil.
     package static func region(_ env: Environment) -> String? {
         if let region = env.region ?? env.defaultRegion { return String(decoding: region, as: UTF8.self) }
-        guard let path = env.configPath, let text = try? FileIO.readSecretFile(path, limit: AWSCredentialSource.maximumFile) else { return nil }
+        guard let path = env.configPath, let text = try? LocalFiles.readSecretFile(path, limit: AWSCredentialSource.maximumFile) else { return nil }
         let values = text.withUnsafeBytes {
             AWSProfileFile.values(in: $0, profile: env.profile ?? Array("default".utf8), configFile: true)
         }

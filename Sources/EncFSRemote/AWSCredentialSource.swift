@@ -129,7 +129,7 @@ package final class AWSCredentialSource: Sendable, Equatable {
                              configFile: Bool) throws(RemoteError) -> (AWSCredentials, [Int])? {
         let stamp = Self.stamp(of: path)
         let text: SecureBytes
-        do { text = try FileIO.readSecretFile(path, limit: maximumFile) } catch {
+        do { text = try LocalFiles.readSecretFile(path, limit: maximumFile) } catch {
             throw .credentials("cannot read the credentials file \(String(decoding: path, as: UTF8.self))")
         }
         let parsed = try text.withUnsafeBytes { (bytes) throws(RemoteError) in
