@@ -214,8 +214,9 @@ enum RemoteCommandLine {
         var others: [String] = []
         var entry = environ
         while let variable = entry.pointee {
-            let text = String(cString: variable)
-            if text.hasPrefix("AWS_"), let equals = text.firstIndex(of: "=") { others.append(String(text[..<equals])) }
+            if strncmp(variable, "AWS_", 4) == 0, let equals = strchr(variable, Int32(UInt8(ascii: "="))) {
+                others.append(String(decoding: UnsafeRawBufferPointer(start: variable, count: equals - variable), as: UTF8.self))
+            }
             entry += 1
         }
         others.forEach { _ = take($0) }
