@@ -127,6 +127,26 @@ final class S3MountTests: RemoteTestCase {
         XCTAssertEqual(listing.output, "y.bin\n")
     }
 
+    /// The systemd credential, and the fstab spellings of the options.
+    func testCredentialFromSystemdCredential_AndFstabSpellings() throws {
+        let server = try s3()
+        let published = try publishS3(["a.bin": 50_000])
+        let directory = try scratch.makeDirectory(uniqueName("credentials"))
+        try writeCredentials(try server.session(), to: "\(directory)/aws")
+        var env = cleanEnvironment
+        env["CREDENTIALS_DIRECTORY"] = directory
+        let viaCredential = try mount(published.address, keyArguments: ["--key-file", published.key], environment: env,
+                                      options: ["--s3-endpoint", server.endpoint(), "--aws-credentials-credential", "aws",
+                                                "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))])
+        XCTAssertEqual(try sha256(viaCredential.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        unmount(viaCredential)
+        let viaFstab = try mount(published.address, keyArguments: ["--key-file", published.key], environment: cleanEnvironment,
+                                 options: ["-o", "s3_endpoint=\(server.endpoint()),aws_credentials_file=\(directory)/aws,s3_path_style",
+                                           "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))])
+        XCTAssertEqual(try sha256(viaFstab.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        unmount(viaFstab)
+    }
+
     func testWrongSecret_OneClearLine_Exit1() throws {
         let server = try s3()
         let published = try publishS3(["a.bin": 10_000])
