@@ -99,6 +99,7 @@ package struct RemoteHandOver: Sendable, Equatable {
         defer { secret.withUnsafeBytes { SecureBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
         let tokenLength = try number(4)
         let token = tokenLength == UInt64(UInt32.max) ? nil : Array(try take(Int(tokenLength)))
+        defer { token?.withUnsafeBytes { SecureBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
         if !keyID.isEmpty {
             credentials = AWSCredentials(accessKeyID: keyID, secretAccessKey: SecureBytes(copying: secret),
                                          sessionToken: token.map { SecureBytes(copying: $0) })
