@@ -87,7 +87,8 @@ package final class HTTPByteSource: ByteSource {
         head = pinned.head
         tail = pinned.tail
         identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (pinned.etag ?? []))
-        origins = [RemoteOrigin(location: location, options: options, state: .healthy, etag: pinned.etag, sendsIfMatch: true)]
+        origins = [RemoteOrigin(location: location, options: options, state: .healthy, etag: pinned.etag, sendsIfMatch: true,
+                                hasAlternatives: !options.mirrors.isEmpty)]
             + (try Self.mirrors(options))
     }
 
@@ -135,7 +136,7 @@ package final class HTTPByteSource: ByteSource {
         // sends If-Match from now on like every other.
         guard (try? first.requireMatch(etag)) != nil else { throw .setup("libcurl refused an option") }
         let own = RemoteOrigin(location: location, options: options, state: .healthy, etag: response.etag, sendsIfMatch: true,
-                               connection: first)
+                               connection: first, hasAlternatives: !options.mirrors.isEmpty)
         origins = [own] + (try Self.mirrors(options))
         if origins.count > 1, size > UInt64(head.count) {
             let count = min(Self.tailLength, Int(size - UInt64(head.count)))
@@ -154,7 +155,8 @@ package final class HTTPByteSource: ByteSource {
         for address in options.mirrors {
             let location = try RemoteLocation(address, s3: options.s3)
             let options = try withCredentials(options, for: location)
-            out.append(RemoteOrigin(location: location, options: options, state: .unverified, etag: nil, sendsIfMatch: false))
+            out.append(RemoteOrigin(location: location, options: options, state: .unverified, etag: nil, sendsIfMatch: false,
+                                    hasAlternatives: true))
         }
         return out
     }

@@ -73,7 +73,10 @@ final class HTTPConnection: @unchecked Sendable {
     ///     only), the CA file, the deadline that sets the stall window.
     ///   - ifMatch: the pinned ETag, sent as `If-Match` on every request.
     /// - Throws: `RemoteError.setup` when libcurl refuses.
-    init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?) throws(RemoteError) {
+    ///   - abandon: a flag another thread sets to end the transfer in
+    ///     flight (its source was set aside); nil: never.
+    init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?,
+         abandon: UnsafePointer<Int32>? = nil) throws(RemoteError) {
         let curl = try LibCurl.shared()
         self.curl = curl
         guard let handle = curl.easyInit() else { throw .setup("curl_easy_init failed") }
@@ -82,6 +85,7 @@ final class HTTPConnection: @unchecked Sendable {
         sink.initialize(to: ccurl_sink())
         sink.pointee.headers = .allocate(capacity: Self.headerCapacity)
         sink.pointee.headers_capacity = Self.headerCapacity
+        sink.pointee.abandon = abandon
         var ok = location.url.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_URL, $0) } == CURLE_OK
         ok = ok && ccurl_set_sink(curl.setopt, handle, sink) == CURLE_OK
         // No signals from libcurl in a multithreaded daemon; timeouts are

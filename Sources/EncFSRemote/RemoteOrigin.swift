@@ -8,7 +8,12 @@ import Glibc
 /// `--mirror`. It holds its kept-alive connections, the ETag it pinned, and
 /// its health: what ``HTTPByteSource`` reads to pick a source, and what
 /// `encfs-ctl MNT status` shows.
-final class RemoteOrigin: Sendable {
+///
+/// `@unchecked Sendable`: everything is behind a `Mutex` but the abandon
+/// flag, one aligned word that libcurl's progress callback reads (volatile,
+/// in C) while another thread sets or clears it; a stale read costs one
+/// progress interval, never a wrong byte.
+final class RemoteOrigin: @unchecked Sendable {
     /// What a source is worth now.
     enum State: String, Sendable {
         /// Serving, or not yet failed.
@@ -45,6 +50,12 @@ final class RemoteOrigin: Sendable {
     let health: Mutex<Health>
     private let idle: Mutex<[HTTPConnection]>
     private let slots: DispatchSemaphore
+    /// Nonzero while the source is set aside (one of several): its
+    /// transfers in flight end at once instead of each waiting out its
+    /// share of the deadline. Read by libcurl's progress callback.
+    private let abandon: UnsafeMutablePointer<Int32>
+    /// Whether other sources exist (only then is anything abandoned).
+    let hasAlternatives: Bool
 
     /// Backoff of a failed source: 1 s (or `--net-timeout` when longer),
     /// doubled per failure, at most 60 s.
@@ -52,7 +63,10 @@ final class RemoteOrigin: Sendable {
     static let longestBackoff: UInt64 = 60_000_000_000
 
     init(location: RemoteLocation, options: RemoteOptions, state: State, etag: [UInt8]?, sendsIfMatch: Bool,
-         connection: HTTPConnection? = nil) {
+         connection: HTTPConnection? = nil, hasAlternatives: Bool = false) {
+        abandon = .allocate(capacity: 1)
+        abandon.initialize(to: 0)
+        self.hasAlternatives = hasAlternatives
         self.location = location
         self.options = options
         self.sendsIfMatch = sendsIfMatch
@@ -60,6 +74,8 @@ final class RemoteOrigin: Sendable {
         idle = Mutex(connection.map { [$0] } ?? [])
         slots = DispatchSemaphore(value: max(1, options.connections))
     }
+
+    deinit { abandon.deallocate() }
 
     /// Whether a read may go here now (refused never; set aside only once
     /// its backoff ended, unless `ignoringBackoff`).
@@ -78,6 +94,7 @@ final class RemoteOrigin: Sendable {
             health.bytes += UInt64(bytes)
             health.failures = 0
             if health.state == .setAside || health.state == .unverified { health.state = .healthy }
+            abandon.pointee = 0
         }
     }
 
@@ -101,6 +118,7 @@ final class RemoteOrigin: Sendable {
                 let backoff = min(Self.longestBackoff, first << UInt64(min(health.failures - 1, 6)))
                 health.until = now + backoff
             }
+            if hasAlternatives { abandon.pointee = 1 }
         }
     }
 
@@ -113,6 +131,7 @@ final class RemoteOrigin: Sendable {
                policy: RemoteRetryPolicy) throws(RemoteError) {
         let credentials = location.signingRegion == nil ? nil : options.s3.credentials
         var renewed = false
+        abandon.pointee = 0
         try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
             guard health.withLock({ $0.state }) != .refused else { throw .replaced }
             let connection = try borrowConnection(until: deadline)
@@ -153,7 +172,8 @@ final class RemoteOrigin: Sendable {
         if let connection = idle.withLock({ $0.popLast() }) { return connection }
         do {
             let etag = sendsIfMatch ? health.withLock { $0.etag } : nil
-            return try HTTPConnection(location: location, options: options, ifMatch: etag)
+            return try HTTPConnection(location: location, options: options, ifMatch: etag,
+                                      abandon: hasAlternatives ? UnsafePointer(abandon) : nil)
         } catch {
             slots.signal()
             throw error
