@@ -90,4 +90,51 @@ final class RemoteMirrorTests: RemoteTestCase {
         XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(source)/a.bin"), "cached data no longer served")
         unmount(mounted)
     }
+
+    /// The main address stalls from the first byte at mount time: the
+    /// opening request (header, then index) goes to the mirror, the mount
+    /// succeeds, and status shows the main address set aside.
+    func testMainStalledAtMount_MountsFromMirror() throws {
+        let (primary, mirrors, source, key) = try mirrored(1, ["a.bin": 2 << 20, "b.bin": 300_000])
+        try primary.setFault("stall")
+        let mounted = try mountRemote(primary.url("bundle.encfs"), key: key,
+                                      ["--mirror", mirrors[0].url("bundle.encfs"), "--net-timeout", "6"])
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(source)/a.bin"))
+        XCTAssertEqual(try sha256(mounted.path("b.bin")), try sha256("\(source)/b.bin"))
+        let states = try sources(mounted.mountpoint)
+        XCTAssertEqual(states.map { $0["state"] as? String ?? "" }, ["set-aside", "healthy"], "\(states)")
+        XCTAssertGreaterThan(states.first?["errors"] as? Int ?? 0, 0, "\(states)")
+        try primary.setFault("pass")
+        unmount(mounted)
+    }
+
+    /// The main address is a closed port: the mount comes from the mirror,
+    /// and `encfs-inspect` opens the bundle through it too.
+    func testMainRefusedAtMount_MountsFromMirror() throws {
+        let (_, mirrors, source, key) = try mirrored(1, ["a.bin": 1 << 20])
+        let closed = "http://127.0.0.1:\(try closedPort())/bundle.encfs"
+        let mounted = try mountRemote(closed, key: key, ["--mirror", mirrors[0].url("bundle.encfs"), "--net-timeout", "6"])
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(source)/a.bin"))
+        let states = try sources(mounted.mountpoint)
+        XCTAssertEqual(states.map { $0["state"] as? String ?? "" }, ["set-aside", "healthy"], "\(states)")
+        unmount(mounted)
+        let listed = try check(try Tools.inspect(), ["ls", closed, "--key-file", key, "--mirror", mirrors[0].url("bundle.encfs"),
+                                                          "--net-timeout", "6"])
+        XCTAssertTrue(listed.output.contains("a.bin"), listed.output)
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    private func closedPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw XCTSkip("cannot bind a loopback port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
 }
