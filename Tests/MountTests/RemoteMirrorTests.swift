@@ -123,6 +123,38 @@ final class RemoteMirrorTests: RemoteTestCase {
         XCTAssertTrue(listed.output.contains("a.bin"), listed.output)
     }
 
+    /// The main address stalls at mount time, then comes back serving
+    /// another bundle of the same size: once its backoff ends it is
+    /// checked like a mirror before its first use (header, index tag),
+    /// refused, and the mirror keeps serving.
+    func testMainDownAtMount_ComesBackWithAnotherBundle_Refused() throws {
+        let sizes = ["a.bin": 1 << 20, "b.bin": 1 << 20]
+        let (primary, mirrors, source, key) = try mirrored(1, sizes)
+        let otherSource = try scratch.makeDirectory(uniqueName("other-src"))
+        // Random bytes: chunks of one repeated byte would be stored once.
+        for (name, size) in sizes {
+            try Data((0..<size).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: "\(otherSource)/\(name)"))
+        }
+        let other = "\(scratch.path)/\(uniqueName("other")).encfs"
+        try packOrThrow(otherSource, other, keyFile: key, ["--chunk-size", "64K"])
+        let attributes = { (path: String) in try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int }
+        XCTAssertEqual(try attributes(other), try attributes("\(primary.root)/bundle.encfs"), "not the same size: the size check alone would refuse it")
+        try primary.setFault("stall")
+        // --net-timeout 2 (mountRemote's): the main address's backoff is 2 s.
+        let mounted = try mountRemote(primary.url("bundle.encfs"), key: key, ["--mirror", mirrors[0].url("bundle.encfs")])
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(source)/a.bin"))
+        try FileManager.default.removeItem(atPath: "\(primary.root)/bundle.encfs")
+        try FileManager.default.copyItem(atPath: other, toPath: "\(primary.root)/bundle.encfs")
+        try primary.setFault("pass")
+        // Past the backoff: the next read tries the main address first.
+        usleep(2_500_000)
+        XCTAssertEqual(try sha256(mounted.path("b.bin")), try sha256("\(source)/b.bin"))
+        let states = try sources(mounted.mountpoint)
+        XCTAssertEqual(states.map { $0["state"] as? String ?? "" }, ["refused", "healthy"], "\(states)")
+        XCTAssertTrue((states[0]["last_error"] as? String ?? "").contains("not the bundle"), "\(states)")
+        unmount(mounted)
+    }
+
     /// A loopback port nothing listens on (bound, then closed).
     private func closedPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
