@@ -51,24 +51,33 @@ let package = Package(
         .target(name: "CryptCore", dependencies: ["COpenSSL", "CIPSecMB"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore", "CZstd"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
-        .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse", "CUring"]),
+        // System calls Swift cannot make (variadic prctl and syscall,
+        // SO_PEERCRED's struct): kernel and libc headers only, no library.
+        .systemLibrary(name: "CProcess"),
+        // What the mount and encfs-serve share, FUSE-free: the access
+        // policy's rules and caller checks, error codes, process hardening.
+        .target(name: "EncFSService", dependencies: ["EncFSCore", "CProcess"]),
+        .target(name: "EncFSMount", dependencies: ["EncFSCore", "EncFSService", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
         .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),
         // BuildInfo: the git commit for --version, generated at build time.
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        // FUSE-free, so that encfs-serve can use it without linking libfuse.
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSService", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        // The commands that need the FUSE file system: encfs-mount, encfs-ctl.
+        .target(name: "EncFSMountCLI", dependencies: ["EncFSCLI", "EncFSCore", "EncFSService", "EncFSMount", "EncFSRemote", "CryptCore"]),
         .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         // The Swift runtime linked in: the mount starts two processes (the
         // command, then the daemon), each paying the dynamic loader for a
         // dozen Swift libraries otherwise (docs/PERFORMANCE.md, mount start).
-        .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"],
+        .executableTarget(name: "encfs-mount", dependencies: ["EncFSMountCLI"],
                           linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-keygen", dependencies: ["EncFSCLI"]),
         // `encfs-inspect rekey` as a command of its own: the one that writes a bundle.
         .executableTarget(name: "encfs-rekey", dependencies: ["EncFSCLI"]),
-        .executableTarget(name: "encfs-ctl", dependencies: ["EncFSCLI"]),
+        .executableTarget(name: "encfs-ctl", dependencies: ["EncFSMountCLI"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
@@ -77,7 +86,7 @@ let package = Package(
         .target(name: "SharedTestSupport", path: "Tests/SharedTestSupport"),
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore", "SharedTestSupport"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),
+        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "SharedTestSupport"]),
         // The public API as an application sees it: EncFS only, no FUSE.
         .testTarget(name: "LibraryTests", dependencies: ["EncFS", "SharedTestSupport"]),
         // A program that embeds the library through its public API only;
@@ -86,6 +95,6 @@ let package = Package(
                           exclude: ["README.md"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI", "SharedTestSupport"]),
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "EncFSRemote", "EncFSCLI", "EncFSMountCLI", "SharedTestSupport"]),
     ]
 )

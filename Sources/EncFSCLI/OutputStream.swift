@@ -5,26 +5,26 @@ import Glibc
 
 /// Buffered raw-byte output to a file descriptor (stdout by default), so
 /// listings of non-UTF-8 names come out exactly as stored.
-final class OutputStream {
+package final class OutputStream {
     private let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(fd: Int32 = 1) {
+    package init(fd: Int32 = 1) {
         self.fd = fd
         buffer.reserveCapacity(1 << 16)
     }
 
     deinit { flush() }
 
-    func write(_ text: String) { buffer += Array(text.utf8); flushIfFull() }
-    func write(_ bytes: [UInt8]) { buffer += bytes; flushIfFull() }
-    func write(_ bytes: UnsafeRawBufferPointer) { buffer += bytes; flushIfFull() }
-    func line(_ text: String) { write(text); buffer.append(0x0A); flushIfFull() }
+    package func write(_ text: String) { buffer += Array(text.utf8); flushIfFull() }
+    package func write(_ bytes: [UInt8]) { buffer += bytes; flushIfFull() }
+    package func write(_ bytes: UnsafeRawBufferPointer) { buffer += bytes; flushIfFull() }
+    package func line(_ text: String) { write(text); buffer.append(0x0A); flushIfFull() }
 
     private func flushIfFull() { if buffer.count >= 1 << 16 { flush() } }
 
     /// Writes everything buffered; a closed pipe ends the process as usual (SIGPIPE).
-    func flush() {
+    package func flush() {
         buffer.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count, let base = raw.baseAddress {
@@ -38,7 +38,7 @@ final class OutputStream {
 
     /// Writes `bytes` directly, bypassing the buffer (for streamed plaintext
     /// that should not linger in a growing array).
-    func writeDirect(_ bytes: UnsafeRawBufferPointer) throws {
+    package func writeDirect(_ bytes: UnsafeRawBufferPointer) throws {
         flush()
         try FileIO.writeAll(fd, bytes, path: Array("stdout".utf8))
     }

@@ -13,20 +13,20 @@ import Glibc
 /// messages name the bundle by ``RemoteLocation/displayName``, and the
 /// daemon gets them through a pipe (``secretHandOver(_:headers:opened:)``),
 /// never argv. Its argv carries the display name and the other options.
-enum RemoteCommandLine {
-    static let cacheDir = "--cache-dir"
-    static let cacheSize = "--cache-size"
-    static let fetchSize = "--fetch-size"
-    static let connections = "--connections"
-    static let prefetch = "--prefetch"
-    static let headerFile = "--header-file"
-    static let netTimeout = "--net-timeout"
-    static let retries = "--retries"
-    static let caFile = "--ca-file"
+package enum RemoteCommandLine {
+    package static let cacheDir = "--cache-dir"
+    package static let cacheSize = "--cache-size"
+    package static let fetchSize = "--fetch-size"
+    package static let connections = "--connections"
+    package static let prefetch = "--prefetch"
+    package static let headerFile = "--header-file"
+    package static let netTimeout = "--net-timeout"
+    package static let retries = "--retries"
+    package static let caFile = "--ca-file"
     /// `encfs-mount` only (a long-running process with one operand to
     /// replace); see ``addressFileHelp``.
-    static let addressFile = "--address-file"
-    static let addressFileHelp = """
+    package static let addressFile = "--address-file"
+    package static let addressFileHelp = """
       --address-file FILE      read the address from FILE (- for standard
                                input; its first line) instead of BUNDLE, so
                                that it never appears in argv
@@ -34,9 +34,9 @@ enum RemoteCommandLine {
                                BUNDLE is hidden from argv at start
     """
     /// In the daemon's argv: its bundle is remote, secrets on fd 5.
-    static let daemonRemote = "--internal-remote"
+    package static let daemonRemote = "--internal-remote"
 
-    static let parserOptions: [ArgumentParser.Option] = [
+    package static let parserOptions: [ArgumentParser.Option] = [
         .init([cacheDir], takesValue: true), .init([cacheSize], takesValue: true), .init([fetchSize], takesValue: true),
         .init([connections], takesValue: true), .init([prefetch], takesValue: true), .init([headerFile], takesValue: true),
         .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
@@ -44,12 +44,12 @@ enum RemoteCommandLine {
     ]
 
     /// Largest `--address-file`.
-    static let maximumAddressFile = 16 << 10
+    package static let maximumAddressFile = 16 << 10
 
     /// Largest `--header-file`.
-    static let maximumHeaderFile = 32 << 10
+    package static let maximumHeaderFile = 32 << 10
 
-    static let help = """
+    package static let help = """
     remote bundles (BUNDLE is an http:// or https:// address; a presigned
     URL with its query string works as it is, and is never shown or logged):
       --cache-dir DIR          ciphertext cache (default $XDG_CACHE_HOME/encfs
@@ -79,7 +79,7 @@ enum RemoteCommandLine {
     ///
     /// - Throws: `CommandError` naming the file (never its contents) when
     ///   it cannot be read or holds no address.
-    static func address(from args: ArgumentParser.Result) throws -> [UInt8]? {
+    package static func address(from args: ArgumentParser.Result) throws -> [UInt8]? {
         guard let path = args.value(addressFile) else { return nil }
         let text: SecureBytes
         do {
@@ -108,10 +108,10 @@ enum RemoteCommandLine {
     }
 
     /// Whether `bundle` is an address rather than a path.
-    static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }
+    package static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }
 
     /// `bundle` as messages may show it: an address without its secrets.
-    static func shown(_ bundle: [UInt8]) -> [UInt8] {
+    package static func shown(_ bundle: [UInt8]) -> [UInt8] {
         guard isRemote(bundle) else { return bundle }
         return (try? RemoteLocation(bundle))?.displayName ?? Array("(invalid address)".utf8)
     }
@@ -120,7 +120,7 @@ enum RemoteCommandLine {
     ///
     /// - Throws: `UsageError` for a value out of range; `CommandError` for a
     ///   header file that cannot be read or parsed (never its contents).
-    static func options(from args: ArgumentParser.Result) throws -> RemoteOptions {
+    package static func options(from args: ArgumentParser.Result) throws -> RemoteOptions {
         var options = RemoteOptions()
         options.cacheDirectory = args.value(cacheDir) ?? defaultCacheDirectory()
         if let text = args.value(cacheSize) {
@@ -161,7 +161,7 @@ enum RemoteCommandLine {
     }
 
     /// Largest `--ca-file`.
-    static let maximumCAFile = 4 << 20
+    package static let maximumCAFile = 4 << 20
 
     /// Refuses a `--ca-file` that cannot be read or holds no PEM
     /// certificate here, with the option's name, rather than as a TLS
@@ -192,7 +192,7 @@ enum RemoteCommandLine {
 
     /// `$XDG_CACHE_HOME/encfs`, else `$HOME/.cache/encfs`; for root
     /// `/var/cache/encfs`; nil when none can be found (no cache).
-    static func defaultCacheDirectory() -> [UInt8]? {
+    package static func defaultCacheDirectory() -> [UInt8]? {
         if getuid() == 0 { return Array("/var/cache/encfs".utf8) }
         if let xdg = getenv("XDG_CACHE_HOME"), xdg.pointee == UInt8(ascii: "/") {
             return Array(String(cString: xdg).utf8) + Array("/encfs".utf8)
@@ -206,7 +206,7 @@ enum RemoteCommandLine {
     /// Opens `bundle`: a local file, or a remote bundle with `options`.
     /// A tool that only reads (inspect) uses the cache when it is free and
     /// goes without it when a mount holds it.
-    static func source(for bundle: [UInt8], options: RemoteOptions?) throws -> any ByteSource {
+    package static func source(for bundle: [UInt8], options: RemoteOptions?) throws -> any ByteSource {
         guard isRemote(bundle), let options else { return try FileByteSource(path: bundle) }
         let location = try RemoteLocation(bundle)
         do {
@@ -222,7 +222,7 @@ enum RemoteCommandLine {
 
     /// The daemon's argv for the non-secret remote settings; the address
     /// and the headers go through the hand-over pipe.
-    static func daemonArguments(_ options: RemoteOptions) -> [[UInt8]] {
+    package static func daemonArguments(_ options: RemoteOptions) -> [[UInt8]] {
         var out: [[UInt8]] = [Array(daemonRemote.utf8)]
         func add(_ name: String, _ value: String) { out += [Array(name.utf8), Array(value.utf8)] }
         if let dir = options.cacheDirectory { out += [Array(cacheDir.utf8), dir] }
@@ -241,7 +241,7 @@ enum RemoteCommandLine {
     /// daemon makes no request of its own before fetching the index.
     ///
     /// - Throws: `CommandError` when the pipe cannot be made or filled.
-    static func secretHandOver(_ location: RemoteLocation, headers: [[UInt8]], opened: HTTPByteSource) throws -> FileDescriptor {
+    package static func secretHandOver(_ location: RemoteLocation, headers: [[UInt8]], opened: HTTPByteSource) throws -> FileDescriptor {
         let payload = RemoteHandOver(url: location.url, headers: headers, pinned: opened.pinned).encoded()
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw CommandError("cannot create pipe for the mount daemon") }

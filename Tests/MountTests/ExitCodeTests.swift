@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import EncFSService
 
 /// docs/CLI.md's exit codes are a contract: the table lists exactly the
 /// codes each tool uses, and a representative case of each row returns it.

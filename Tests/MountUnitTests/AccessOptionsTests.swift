@@ -1,9 +1,11 @@
 @testable import EncFSCLI
+@testable import EncFSMountCLI
 @testable import EncFSMount
 import Foundation
 import XCTest
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// The access-policy options parse into ``AccessRules``, reach the daemon

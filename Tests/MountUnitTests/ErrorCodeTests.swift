@@ -4,6 +4,7 @@ import EncFSMount
 import XCTest
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Error meaning crosses the daemon's verdict pipe and the control socket

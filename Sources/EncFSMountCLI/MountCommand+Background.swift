@@ -1,5 +1,6 @@
 import EncFSCore
 import EncFSMount
+import EncFSCLI
 
 extension MountCommand {
     /// The background mount of a local bundle with a key: the daemon is
