@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "encfs-keygen", targets: ["encfs-keygen"]),
         .executable(name: "encfs-rekey", targets: ["encfs-rekey"]),
         .executable(name: "encfs-ctl", targets: ["encfs-ctl"]),
+        .executable(name: "encfs-serve", targets: ["encfs-serve"]),
         .library(name: "EncFS", targets: ["EncFS"]),
     ],
     targets: [
@@ -78,6 +79,12 @@ let package = Package(
         // `encfs-inspect rekey` as a command of its own: the one that writes a bundle.
         .executableTarget(name: "encfs-rekey", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-ctl", dependencies: ["EncFSMountCLI"]),
+        // encfs-serve: a bundle over loopback HTTP or a unix socket, without
+        // FUSE (issue 28); libmicrohttpd only in EncFSServe/HTTPEndpoint.swift.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .target(name: "EncFSServe", dependencies: ["EncFSCLI", "EncFSCore", "EncFSService", "EncFSRemote", "CryptCore",
+                                                   "CProcess", "CMicroHTTPD"]),
+        .executableTarget(name: "encfs-serve", dependencies: ["EncFSServe"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
