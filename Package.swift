@@ -102,6 +102,8 @@ let package = Package(
                           exclude: ["README.md"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
+        // encfs-serve through the real binary with curl, python and wrk (issue 28).
+        .testTarget(name: "ServeTests", dependencies: ["SharedTestSupport"]),
         .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "EncFSRemote", "EncFSCLI", "EncFSMountCLI", "SharedTestSupport"]),
     ]
 )
