@@ -87,7 +87,7 @@ let package = Package(
         .executableTarget(name: "encfs-serve", dependencies: ["EncFSServe"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
-        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
+        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore", "EncFSServe"]),
         // What several test targets share (the seeded generator); test
         // tooling, so not a product, and it depends on nothing of ours.
         .target(name: "SharedTestSupport", path: "Tests/SharedTestSupport"),

@@ -43,11 +43,15 @@ struct ServePlan {
         if !acceptsAnyHost, let open = addresses.first(where: { !$0.isLoopback }) {
             throw UsageError("--listen \(Self.describe(open)) is not a loopback address; add --listen-any to serve other machines")
         }
+        // Sockets systemd passes replace --listen; what they are is checked
+        // when they are taken (ServeServer.open).
+        let passedBySystemd = getenv("LISTEN_PID").map { pid_t(String(cString: $0)) == getpid() } ?? false
+        let listensOnUnixOnly = passedBySystemd || addresses.allSatisfy(\.isUnix)
         requiresToken = !args.has("--no-token")
         tokenFile = args.value("--token-file")
         if !requiresToken {
             guard tokenFile == nil else { throw UsageError("--no-token and --token-file exclude each other") }
-            guard !acceptsAnyHost, addresses.allSatisfy(\.isUnix) else {
+            guard !acceptsAnyHost, listensOnUnixOnly else {
                 throw UsageError("--no-token needs every --listen to be a unix socket (unix:PATH)")
             }
         }
@@ -91,7 +95,7 @@ struct ServePlan {
             limits.timeoutSeconds = n
         }
         rules = try AccessOptions.rules(from: args)
-        if rules.restrictsCallers, !addresses.allSatisfy(\.isUnix) {
+        if rules.restrictsCallers, !listensOnUnixOnly {
             throw UsageError("--allow-uid, --allow-gid, --allow-exe and --allow-cgroup need every --listen to be a unix socket: the peer of a TCP connection cannot be identified")
         }
     }
