@@ -62,7 +62,12 @@ final class ServeServer {
     /// - Returns: 0 once stopped.
     func run(diagnostics: Diagnostics) throws -> Int32 {
         // Blocked before libmicrohttpd's threads start, so they inherit
-        // the mask and only sigwait below sees the signals.
+        // the mask and only sigwait below sees the signals. Their
+        // disposition is reset first: one ignored by whoever started us
+        // (systemd-socket-activate ignores SIGTERM) is discarded on
+        // arrival and would never reach sigwait.
+        signal(SIGTERM, SIG_DFL)
+        signal(SIGINT, SIG_DFL)
         var signals = sigset_t()
         sigemptyset(&signals)
         sigaddset(&signals, SIGTERM)

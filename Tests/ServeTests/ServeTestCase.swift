@@ -149,9 +149,10 @@ class ServeTestCase: XCTestCase {
     }
 
     /// Starts encfs-serve and waits (20 s at most) for its first line.
-    func serve(_ arguments: [String], environment: [String: String]? = nil, waitForURL: Bool = true) throws -> Server {
+    func serve(_ arguments: [String], environment: [String: String]? = nil, waitForURL: Bool = true,
+               executable: String? = nil) throws -> Server {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool("encfs-serve"))
+        process.executableURL = URL(fileURLWithPath: executable ?? tool("encfs-serve"))
         process.arguments = arguments
         if let environment { process.environment = environment }
         let out = scratch + "/.serve-out-\(servers.count)"
