@@ -108,10 +108,10 @@ final class HTTPEndpoint: @unchecked Sendable {
         let response: OpaquePointer?
         switch reply.body {
         case .empty:
-            response = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode(rawValue: 0)!)
+            response = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
         case .bytes(let page):
             response = page.withUnsafeBytes {
-                MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), MHD_ResponseMemoryMode(rawValue: 2)!)
+                MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .file(let entry, let start, let length):
             guard let key = try? handler.reader.fileKey(for: entry) else { return queue(Reply(500), on: connection) }
