@@ -14,7 +14,7 @@ extension ReaderOptions {
     static let daemonVerifyKey = "--internal-verify-key"
 
     /// The parser entries of the origin options.
-    static let originParserOptions: [ArgumentParser.Option] = [
+    package static let originParserOptions: [ArgumentParser.Option] = [
         .init([verifyKey], takesValue: true),
         .init([expectBundleID], takesValue: true),
         .init([daemonVerifyKey], takesValue: true),
@@ -26,7 +26,7 @@ extension ReaderOptions {
     /// - Throws: `UsageError` for a bundle id or daemon key that is not
     ///   hex of the right length; `KeyInputError` for a key file that
     ///   cannot be read or holds no Ed25519 public key.
-    static func origin(from args: ArgumentParser.Result) throws -> OriginPolicy {
+    package static func origin(from args: ArgumentParser.Result) throws -> OriginPolicy {
         var policy = OriginPolicy()
         if let text = args.value(expectBundleID) {
             guard let id = parseHex(text), id.count == BundleFormat.idSize else {

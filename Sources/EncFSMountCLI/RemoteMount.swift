@@ -56,10 +56,8 @@ enum RemoteMount {
             let http = try HTTPByteSource(location: location, options: options)
             let keys = try BundleReader.unlock(source: http, materials: materials, options: openOptions)
             let handOver = try RemoteCommandLine.secretHandOver(location, headers: options.headers, opened: http)
-            var arguments = MountCommand.daemonArguments(configuration)
-            // Before "--", BUNDLE, MOUNTPOINT.
-            arguments.insert(contentsOf: RemoteCommandLine.daemonArguments(options), at: max(0, arguments.count - 3))
-            try MountDaemon.start(bundle: handOver, contentKey: keys.contentKey, arguments: arguments,
+            try MountDaemon.start(bundle: handOver, contentKey: keys.contentKey,
+                                  arguments: MountDaemonCommandLine.arguments(for: configuration, remote: options),
                                   mountpoint: configuration.mountpoint)
             return ExitCode.success
         } catch {
@@ -76,7 +74,7 @@ enum RemoteMount {
     static func receive(from descriptor: FileDescriptor, options: RemoteOptions) throws -> any ByteSource {
         var bytes = [UInt8](repeating: 0, count: 512 << 10)
         defer { bytes.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        let n = try bytes.withUnsafeMutableBytes { try FileIO.readFull(descriptor.rawValue, into: $0, path: []) }
+        let n = try bytes.withUnsafeMutableBytes { try descriptor.read(into: $0) }
         let handOver = try RemoteHandOver(decoding: Array(bytes.prefix(n)))
         var options = options
         options.headers = handOver.headers

@@ -7,17 +7,22 @@ import Glibc
 /// `--log-file`. No URL, no token, no name: a damaged chunk is named by
 /// inode and chunk as the mount names it (`FailurePolicy`).
 final class ServeLog: Sendable {
-    private let fd: Int32
+    private let output: FileDescriptor.Borrowed
+    /// The `--log-file`, held open for as long as the log (nil: stderr).
+    private let file: FileDescriptor?
 
-    /// Logs to `fd` (2 for stderr), which stays open for the process.
-    init(fd: Int32 = 2) { self.fd = fd }
+    /// Logs to stderr, or to `file` when given.
+    init(file: FileDescriptor? = nil) {
+        self.file = file
+        output = file.map { FileDescriptor.Borrowed($0.rawValue, path: $0.path) } ?? FileDescriptor.Borrowed(2, path: Array("stderr".utf8))
+    }
 
     /// Writes `encfs-serve: LEVEL: MESSAGE` as one `write`, so lines from
     /// several threads never interleave.
     func log(_ level: String, _ message: String) {
         let line = Array("encfs-serve: \(level): \(message)\n".utf8)
         line.withUnsafeBytes { bytes in
-            _ = try? FileIO.writeAll(fd, bytes, path: [])
+            _ = try? output.writeAll(bytes)
         }
     }
 }

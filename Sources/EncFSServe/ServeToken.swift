@@ -25,7 +25,7 @@ enum ServeToken {
             return bytes.withUnsafeBytes { Array(Hex.encode($0).utf8) }
         }
         let text: SecureBytes
-        do { text = try FileIO.readSecretFile(file, limit: maximumLength + 1) } catch {
+        do { text = try LocalFiles.readSecretFile(file, limit: maximumLength + 1) } catch {
             throw CommandError("cannot read --token-file", path: file)
         }
         let token: [UInt8] = text.withUnsafeBytes { bytes in
@@ -46,8 +46,9 @@ enum ServeToken {
     /// The log: stderr, or `file` opened for appending (created 0600).
     static func log(file: [UInt8]?) throws -> ServeLog {
         guard let file else { return ServeLog() }
-        let fd = file.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
-        guard fd >= 0 else { throw CommandError("cannot open --log-file", path: file) }
-        return ServeLog(fd: fd)
+        guard let fd = try? FileDescriptor.open(file, flags: O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, mode: 0o600) else {
+            throw CommandError("cannot open --log-file", path: file)
+        }
+        return ServeLog(file: fd)
     }
 }

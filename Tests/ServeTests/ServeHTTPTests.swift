@@ -15,7 +15,7 @@ final class ServeHTTPTests: ServeTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        source = scratch + "/src"
+        source = work + "/src"
         try FileManager.default.createDirectory(atPath: source + "/css", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: source + "/sub", withIntermediateDirectories: true)
         try "<html><link rel=stylesheet href=\"css/site.css\"><body>hi</body></html>\n"
@@ -190,7 +190,7 @@ final class ServeHTTPTests: ServeTestCase {
         XCTAssertEqual(try curl(server.url + "bad%zz").status, 400)
         XCTAssertEqual(try curl(server.url + "bad%4").status, 400)
         XCTAssertEqual(try curl(server.url + "nul%00.txt").status, 400)
-        let headerFile = scratch + "/big-header"
+        let headerFile = work + "/big-header"
         try ("X-Big: " + String(repeating: "x", count: 200_000) + "\n").write(toFile: headerFile, atomically: true, encoding: .utf8)
         let big = try curl(server.url, ["-H", "@\(headerFile)"])
         XCTAssertTrue([400, 413, 414, 431].contains(big.status) || big.curlStatus != 0, "oversized header: \(big.status)")
@@ -213,7 +213,7 @@ final class ServeHTTPTests: ServeTestCase {
             print(reply.split(b"\\r\\n")[0].decode("latin-1"))
         """
         let port = String(server.origin.split(separator: ":").last!)
-        let result = try run("/usr/bin/python3", ["-c", script, port])
+        let result = try execute("/usr/bin/python3", ["-c", script, port])
         for line in result.text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
             let code = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             XCTAssertTrue(line.isEmpty || (400..<500).contains(code) || (500..<506).contains(code), "\(line)")

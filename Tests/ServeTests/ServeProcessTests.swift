@@ -15,7 +15,7 @@ final class ServeProcessTests: ServeTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        source = scratch + "/src"
+        source = work + "/src"
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
         try "<html><body>hi</body></html>\n".write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
         big = (0..<400_000).map { _ in UInt8.random(in: 0...255) }
@@ -25,16 +25,16 @@ final class ServeProcessTests: ServeTestCase {
     }
 
     func testBinary_LinksLibmicrohttpdAndNoLibfuse() throws {
-        let needed = try run("/usr/bin/readelf", ["-d", tool("encfs-serve")]).text
+        let needed = try execute("/usr/bin/readelf", ["-d", tool("encfs-serve")]).text
         XCTAssertTrue(needed.contains("libmicrohttpd"), needed)
         XCTAssertFalse(needed.contains("libfuse"), needed)
     }
 
     func testUnixSocket_ModeStaleReplacedRemovedAtExit() throws {
-        chmod(scratch, 0o755)
-        let path = scratch + "/serve.sock"
+        chmod(work, 0o755)
+        let path = work + "/serve.sock"
         // A stale socket: bound, then its owner gone.
-        try run("/usr/bin/python3", ["-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])", path])
+        try execute("/usr/bin/python3", ["-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])", path])
         let server = try serve([bundle, "--key-file", key, "--listen", "unix:\(path)", "--no-token"])
         XCTAssertEqual(server.url, "http://localhost/")
         var st = stat()
@@ -46,7 +46,7 @@ final class ServeProcessTests: ServeTestCase {
         XCTAssertEqual(Array(try curl("http://localhost/big.bin", ["--unix-socket", path]).body), big)
         XCTAssertEqual(try curl("http://evil.example/index.html", ["--unix-socket", path]).status, 421)
 
-        let second = try run(tool("encfs-serve"), [bundle, "--key-file", key, "--listen", "unix:\(path)", "--no-token"])
+        let second = try execute(tool("encfs-serve"), [bundle, "--key-file", key, "--listen", "unix:\(path)", "--no-token"])
         XCTAssertEqual(second.status, 1, "a live socket is not replaced")
         XCTAssertEqual(second.errorLines.count, 1, second.errorText)
         XCTAssertEqual(server.stop(), 0)
@@ -65,12 +65,12 @@ final class ServeProcessTests: ServeTestCase {
 
     func testUnixSocket_PeersPassTheAccessPolicy() throws {
         guard getuid() == 0 else { throw XCTSkip("setpriv needs root") }
-        chmod(scratch, 0o755)
-        let path = scratch + "/peers.sock"
+        chmod(work, 0o755)
+        let path = work + "/peers.sock"
         let server = try serve([bundle, "--key-file", key, "--listen", "unix:\(path)", "--no-token",
                                 "--socket-mode", "666", "--allow-uid", "65534"])
         XCTAssertEqual(try curl("http://localhost/index.html", ["--unix-socket", path]).status, 403, "root is not uid 65534")
-        let nobody = try run("/usr/bin/setpriv", ["--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/curl", "-s",
+        let nobody = try execute("/usr/bin/setpriv", ["--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/curl", "-s",
                                                  "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", path,
                                                  "http://localhost/index.html"])
         XCTAssertEqual(nobody.text, "200", nobody.errorText)
@@ -86,7 +86,7 @@ final class ServeProcessTests: ServeTestCase {
                 self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(sys.argv[1])
         c = C("localhost"); c.request("GET", "/index.html"); print(c.getresponse().status)
         """
-        XCTAssertEqual(try run("/usr/bin/python3", ["-c", python, path]).text, "403\n", "python is not the allowed program")
+        XCTAssertEqual(try execute("/usr/bin/python3", ["-c", python, path]).text, "403\n", "python is not the allowed program")
         byProgram.stop()
     }
 
@@ -98,10 +98,10 @@ final class ServeProcessTests: ServeTestCase {
             (["--listen", "0.0.0.0:0"], "is not a loopback address; add --listen-any"),
             (["--listen", "example.com:80"], "host names are not resolved"),
             (["--listen", "127.0.0.1:99999"], "port must be a number"),
-            (["--listen", "unix:\(scratch)/x.sock", "--listen", "127.0.0.1:0", "--no-token"], "--no-token needs every --listen"),
+            (["--listen", "unix:\(work)/x.sock", "--listen", "127.0.0.1:0", "--no-token"], "--no-token needs every --listen"),
         ]
         for (extra, message) in cases {
-            let result = try run(tool("encfs-serve"), [bundle, "--key-file", key] + extra)
+            let result = try execute(tool("encfs-serve"), [bundle, "--key-file", key] + extra)
             XCTAssertEqual(result.status, 2, "\(extra)")
             XCTAssertTrue(result.output.isEmpty, "\(extra)")
             XCTAssertTrue(result.errorLines.first?.hasPrefix("encfs-serve: error: ") ?? false, "\(extra): \(result.errorText)")
@@ -110,12 +110,12 @@ final class ServeProcessTests: ServeTestCase {
     }
 
     func testBadBundle_OneLineAndExit1() throws {
-        let garbage = scratch + "/garbage.encfs"
+        let garbage = work + "/garbage.encfs"
         FileManager.default.createFile(atPath: garbage, contents: Data(repeating: 0x41, count: 5000))
-        let otherKey = scratch + "/other.key"
+        let otherKey = work + "/other.key"
         try String(repeating: "ab", count: 32).write(toFile: otherKey, atomically: true, encoding: .utf8)
-        for (bundle, key) in [(scratch + "/missing.encfs", key), (garbage, key), (bundle, otherKey)] {
-            let result = try run(tool("encfs-serve"), [bundle, "--key-file", key])
+        for (bundle, key) in [(work + "/missing.encfs", key), (garbage, key), (bundle, otherKey)] {
+            let result = try execute(tool("encfs-serve"), [bundle, "--key-file", key])
             XCTAssertEqual(result.status, 1, bundle)
             XCTAssertTrue(result.output.isEmpty, "nothing on stdout")
             XCTAssertTrue(result.errorLines.first?.hasPrefix("encfs-serve: error: ") ?? false, result.errorText)
@@ -132,7 +132,7 @@ final class ServeProcessTests: ServeTestCase {
         try handle.seek(toOffset: size / 2)
         handle.write(Data([byte ^ 0x01]))
         try handle.close()
-        let verify = try run(tool("encfs-inspect"), ["verify", bundle, "--key-file", key, "--quiet"])
+        let verify = try execute(tool("encfs-inspect"), ["verify", bundle, "--key-file", key, "--quiet"])
         XCTAssertEqual(verify.status, 1, "the flipped byte must be in a chunk")
 
         let server = try serve([bundle, "--key-file", key])
@@ -150,8 +150,8 @@ final class ServeProcessTests: ServeTestCase {
 
     func testSecrets_OnlyTheTokenLeavesAndOnlyWhereAsked() throws {
         let hexKey = try String(contentsOfFile: key, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let urlFile = scratch + "/url"
-        let logFile = scratch + "/serve.log"
+        let urlFile = work + "/url"
+        let logFile = work + "/serve.log"
         var environment = ProcessInfo.processInfo.environment
         environment["ENCFS_KEY"] = hexKey
         let server = try serve([bundle, "--url-file", urlFile, "--log-file", logFile], environment: environment)
@@ -175,17 +175,17 @@ final class ServeProcessTests: ServeTestCase {
 
     func testPlaintext_NotOnDiskAfterServing() throws {
         let marker = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-        let marked = scratch + "/marked"
+        let marked = work + "/marked"
         try FileManager.default.createDirectory(atPath: marked, withIntermediateDirectories: true)
         try String(repeating: "\(marker)\n", count: 5000).write(toFile: marked + "/m.txt", atomically: true, encoding: .utf8)
         let markedBundle = try pack(marked, key: key, name: "marked.encfs")
         let server = try serve([markedBundle, "--key-file", key])
-        let fetched = try run("/bin/sh", ["-c", "curl -s \"$1\" | grep -c \"$2\"", "sh", server.url + "m.txt", marker])
+        let fetched = try execute("/bin/sh", ["-c", "curl -s \"$1\" | grep -c \"$2\"", "sh", server.url + "m.txt", marker])
         XCTAssertEqual(fetched.text, "5000\n")
         let search = #"find "$1" -xdev -type f -size -64M ! -path "$2/*" -print0 2>/dev/null | xargs -0 -r grep -a -l -F -e "$3" 2>/dev/null; exit 0"#
         var hits: [String] = []
-        for place in [markedBundle, scratch, "/tmp", FileManager.default.currentDirectoryPath] {
-            hits += try run("/bin/sh", ["-c", search, "sh", place, marked, marker], timeout: 240).text
+        for place in [markedBundle, work, "/tmp", FileManager.default.currentDirectoryPath] {
+            hits += try execute("/bin/sh", ["-c", search, "sh", place, marked, marker], timeout: 240).text
                 .split(separator: "\n").map(String.init)
         }
         XCTAssertEqual(server.stop(), 0)
@@ -217,8 +217,8 @@ final class ServeProcessTests: ServeTestCase {
                 closed += 1
         print(status, closed)
         """
-        XCTAssertEqual(try run("/usr/bin/python3", ["-c", script, port, server.url + "big.bin", "12"], timeout: 120).text.split(separator: " ").first, "200")
-        let saturated = try run("/usr/bin/python3", ["-c", script, port, server.url + "big.bin", "16"], timeout: 120).text
+        XCTAssertEqual(try execute("/usr/bin/python3", ["-c", script, port, server.url + "big.bin", "12"], timeout: 120).text.split(separator: " ").first, "200")
+        let saturated = try execute("/usr/bin/python3", ["-c", script, port, server.url + "big.bin", "16"], timeout: 120).text
         let fields = saturated.split(separator: " ")
         XCTAssertEqual(fields.first, "200", "served once the idle ones were cut off: \(saturated)")
         XCTAssertEqual(fields.last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }, "16", "every slow client was cut off")
@@ -228,7 +228,7 @@ final class ServeProcessTests: ServeTestCase {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/wrk") else { throw XCTSkip("wrk is not installed") }
         let server = try serve([bundle, "--key-file", key])
         for target in ["index.html", "big.bin"] {
-            let load = try run("/usr/bin/wrk", ["-t", "2", "-c", "8", "-d", "3s", server.url + target], timeout: 60)
+            let load = try execute("/usr/bin/wrk", ["-t", "2", "-c", "8", "-d", "3s", server.url + target], timeout: 60)
             XCTAssertEqual(load.status, 0, load.errorText)
             XCTAssertFalse(load.text.contains("Non-2xx"), load.text)
             XCTAssertFalse(load.text.contains("Socket errors"), load.text)

@@ -10,9 +10,9 @@ final class ServeRenderingTests: ServeTestCase {
 
     /// A screenshot of `url`, 800×900, in a fresh profile (nothing cached).
     func screenshot(_ url: String, _ name: String) throws -> Data {
-        let png = scratch + "/\(name).png"
-        let result = try run(Self.chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                             "--user-data-dir=\(scratch)/profile-\(name)", "--window-size=800,900",
+        let png = work + "/\(name).png"
+        let result = try execute(Self.chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                             "--user-data-dir=\(work)/profile-\(name)", "--window-size=800,900",
                                              "--screenshot=\(png)", url], timeout: 120)
         guard let data = FileManager.default.contents(atPath: png), !data.isEmpty else {
             throw XCTSkip("chromium cannot start here (status \(result.status)): \(result.errorLines.suffix(3))")
@@ -32,7 +32,7 @@ final class ServeRenderingTests: ServeTestCase {
 
         // The comparison sees a missing stylesheet and image: the same page
         // without them renders differently.
-        let bare = scratch + "/bare"
+        let bare = work + "/bare"
         try FileManager.default.createDirectory(atPath: bare, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: site + "/index.html", toPath: bare + "/index.html")
         let bareServer = try serve([try pack(bare, key: key, name: "bare.encfs"), "--key-file", key])

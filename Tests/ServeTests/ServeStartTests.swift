@@ -14,7 +14,7 @@ final class ServeStartTests: ServeTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        let source = scratch + "/src"
+        let source = work + "/src"
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
         try "hello\n".write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
         key = try makeKey()
@@ -22,7 +22,7 @@ final class ServeStartTests: ServeTestCase {
     }
 
     func testReadiness_SentOnNotifySocketOnceServing() throws {
-        let notify = scratch + "/notify"
+        let notify = work + "/notify"
         // Listens for the datagrams, prints them, until READY=1 came.
         let listener = """
         import socket, sys
@@ -55,7 +55,7 @@ final class ServeStartTests: ServeTestCase {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-socket-activate") else {
             throw XCTSkip("systemd-socket-activate is not installed")
         }
-        let path = scratch + "/activated.sock"
+        let path = work + "/activated.sock"
         // systemd-socket-activate listens, and execs encfs-serve with
         // LISTEN_FDS at the first connection (the same pid: the server is
         // stopped by SIGTERM like any other).
@@ -81,41 +81,10 @@ final class ServeStartTests: ServeTestCase {
     }
 
     func testRemoteBundle_ServedFromNginx() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx") else { throw XCTSkip("nginx is not installed") }
-        let www = scratch + "/www"
-        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: bundle, toPath: www + "/b.encfs")
-        guard let port = LoopbackPort.free() else { throw XCTSkip("no free port") }
-        let prefix = scratch + "/nginx"
-        try FileManager.default.createDirectory(atPath: prefix, withIntermediateDirectories: true)
-        let config = """
-        worker_processes 1;
-        daemon off;
-        master_process off;
-        error_log \(prefix)/error.log;
-        pid \(prefix)/nginx.pid;
-        events { worker_connections 64; }
-        http {
-          access_log off;
-          client_body_temp_path \(prefix)/body;
-          proxy_temp_path \(prefix)/proxy;
-          fastcgi_temp_path \(prefix)/fastcgi;
-          uwsgi_temp_path \(prefix)/uwsgi;
-          scgi_temp_path \(prefix)/scgi;
-          server { listen 127.0.0.1:\(port); root \(www); }
-        }
-        """
-        try config.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
-        let nginx = Process()
-        nginx.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
-        nginx.arguments = ["-p", prefix, "-c", prefix + "/nginx.conf"]
-        try nginx.run()
-        defer {
-            nginx.terminate()
-            nginx.waitUntilExit()
-        }
-        for _ in 0..<500 where !LoopbackPort.accepts(port) { usleep(10000) }
-        let server = try serve(["http://127.0.0.1:\(port)/b.encfs", "--key-file", key, "--cache-dir", scratch + "/cache"])
+        let nginx = try RemoteServer(test: self, withProxy: false)
+        defer { nginx.stop() }
+        try FileManager.default.copyItem(atPath: bundle, toPath: nginx.root + "/b.encfs")
+        let server = try serve([nginx.url("b.encfs"), "--key-file", key, "--cache-dir", work + "/cache"])
         let page = try curl(server.url)
         XCTAssertEqual(page.status, 200)
         XCTAssertEqual(String(decoding: page.body, as: UTF8.self), "hello\n")

@@ -5,20 +5,17 @@ import XCTest
 import Glibc
 #endif
 
-/// What every encfs-serve test needs: the built binaries, a scratch
-/// directory, processes run to completion, a server started and stopped,
-/// and curl. Self-contained until the shared test support target gains
-/// its process and server runners.
-class ServeTestCase: XCTestCase {
+/// What every encfs-serve test needs beside the shared ToolTestCase (the
+/// scratch directory, removed after the test): processes run to completion
+/// with their output as bytes, a server started and stopped, and curl.
+class ServeTestCase: ToolTestCase {
     /// The directory of the built `encfs-*` binaries.
-    static var binDirectory: String? {
-        if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"] { return dir }
-        let release = BuiltBinaries.repositoryRoot + "/.build/release"
-        return FileManager.default.fileExists(atPath: release) ? release : nil
-    }
+    static var binDirectory: String? { Tools.binaryDirectory }
 
-    var scratch = ""
-    /// Servers started by this test, stopped in tearDown whatever happened.
+    /// This test's scratch directory (ToolTestCase's).
+    var work: String { scratch.path }
+    /// Servers started by this test, stopped whatever happened (registered
+    /// after the scratch directory, so stopped before it is removed).
     private var servers: [Server] = []
 
     override func setUpWithError() throws {
@@ -26,12 +23,8 @@ class ServeTestCase: XCTestCase {
             if BuiltBinaries.firstReport() { XCTFail(problem) }
             throw XCTSkip(problem)
         }
-        scratch = try TemporaryDirectory.make(prefix: "encfs-serve-tests")
-    }
-
-    override func tearDownWithError() throws {
-        for server in servers { _ = server.stop() }
-        if !scratch.isEmpty { try? FileManager.default.removeItem(atPath: scratch) }
+        try super.setUpWithError()
+        addTeardownBlock { [self] in for server in servers { _ = server.stop() } }
     }
 
     func tool(_ name: String) -> String { "\(Self.binDirectory ?? "")/\(name)" }
@@ -49,14 +42,14 @@ class ServeTestCase: XCTestCase {
 
     /// Runs `executable` to its end (killed after `timeout` seconds).
     @discardableResult
-    func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    func execute(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
              timeout: Double = 60) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
-        let out = scratch + "/.out-\(UUID().uuidString)"
-        let err = scratch + "/.err-\(UUID().uuidString)"
+        let out = work + "/.out-\(UUID().uuidString)"
+        let err = work + "/.err-\(UUID().uuidString)"
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)
         defer {
@@ -82,17 +75,17 @@ class ServeTestCase: XCTestCase {
 
     /// A fresh raw key file.
     func makeKey() throws -> String {
-        let path = scratch + "/key"
+        let path = work + "/key"
         var bytes = [UInt8](repeating: 0, count: 32)
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
         try (bytes.map { String(format: "%02x", $0) }.joined() + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
-    /// Packs `source` into a bundle under the scratch directory.
+    /// Packs `source` into a bundle under the work directory.
     func pack(_ source: String, key: String, name: String = "b.encfs", extra: [String] = []) throws -> String {
-        let bundle = scratch + "/" + name
-        let result = try run(tool("encfs-pack"), [source, bundle, "--key-file", key, "--quiet"] + extra)
+        let bundle = work + "/" + name
+        let result = try execute(tool("encfs-pack"), [source, bundle, "--key-file", key, "--quiet"] + extra)
         XCTAssertEqual(result.status, 0, result.errorText)
         return bundle
     }
@@ -155,8 +148,8 @@ class ServeTestCase: XCTestCase {
         process.executableURL = URL(fileURLWithPath: executable ?? tool("encfs-serve"))
         process.arguments = arguments
         if let environment { process.environment = environment }
-        let out = scratch + "/.serve-out-\(servers.count)"
-        let err = scratch + "/.serve-err-\(servers.count)"
+        let out = work + "/.serve-out-\(servers.count)"
+        let err = work + "/.serve-err-\(servers.count)"
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
@@ -190,13 +183,13 @@ class ServeTestCase: XCTestCase {
 
     /// One request with curl; headers keyed in lower case.
     func curl(_ url: String, _ extra: [String] = []) throws -> Response {
-        let headers = scratch + "/.h-\(UUID().uuidString)"
-        let body = scratch + "/.b-\(UUID().uuidString)"
+        let headers = work + "/.h-\(UUID().uuidString)"
+        let body = work + "/.b-\(UUID().uuidString)"
         defer {
             try? FileManager.default.removeItem(atPath: headers)
             try? FileManager.default.removeItem(atPath: body)
         }
-        let result = try run("/usr/bin/curl", ["-sS", "--max-time", "30", "-D", headers, "-o", body, "-w", "%{http_code}"] + extra + [url])
+        let result = try execute("/usr/bin/curl", ["-sS", "--max-time", "30", "-D", headers, "-o", body, "-w", "%{http_code}"] + extra + [url])
         var fields: [String: String] = [:]
         let text = (try? String(contentsOfFile: headers, encoding: .isoLatin1)) ?? ""
         // The last response's headers (after a 1xx, only the final one).
