@@ -67,6 +67,21 @@ final class ServeHTTPTests: ServeTestCase {
         XCTAssertEqual(server.stop(), 0)
     }
 
+    func testListeners_IPv6AndLocalhost_EachServesItsURL() throws {
+        let server = try serve([bundle, "--key-file", key, "--listen", "[::1]:0", "--listen", "localhost:0", "--json"])
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(server.output.utf8)) as? [String: Any])
+        let urls = try XCTUnwrap(json["urls"] as? [String])
+        XCTAssertEqual(urls.count, 2)
+        XCTAssertTrue(urls[0].hasPrefix("http://[::1]:"), "\(urls)")
+        XCTAssertTrue(urls[1].hasPrefix("http://localhost:"), "\(urls)")
+        XCTAssertEqual(json["url"] as? String, urls[0])
+        for url in urls {
+            XCTAssertEqual(try curl(url + "css/site.css").status, 200, url)
+            XCTAssertEqual(try curl(url + "css/site.css", ["-H", "Host: attacker.example"]).status, 421, url)
+        }
+        XCTAssertEqual(server.stop(), 0)
+    }
+
     func testRanges_FirstLastSuffixPastEndAndSeveral() throws {
         let server = try serve([bundle, "--key-file", key])
         let url = server.url + "big.bin"
