@@ -169,6 +169,24 @@ final class ServeHTTPTests: ServeTestCase {
         XCTAssertEqual(bare.header("Location"), "/\(server.token)/")
     }
 
+    func testTokenFile_FixedTokenAndShortOnesRefused() throws {
+        let tokenFile = work + "/token"
+        let token = "Supervisor-Chosen_Token.0123456789~abc"
+        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let server = try serve([bundle, "--key-file", key, "--token-file", tokenFile])
+        XCTAssertTrue(server.url.hasSuffix("/\(token)/"), server.url)
+        XCTAssertEqual(try curl(server.url + "css/site.css").status, 200)
+        XCTAssertEqual(try curl(server.origin + "/css/site.css").status, 404)
+        for bad in ["short-token", "has a space in it somewhere long", String(repeating: "é", count: 30)] {
+            try (bad + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            let refused = try execute(tool("encfs-serve"), [bundle, "--key-file", key, "--token-file", tokenFile])
+            XCTAssertEqual(refused.status, 1, bad)
+            XCTAssertTrue(refused.output.isEmpty)
+            XCTAssertEqual(refused.errorLines.count, 1, refused.errorText)
+            XCTAssertFalse(refused.errorText.contains(bad), "the token file's contents are not shown")
+        }
+    }
+
     func testDirectories_IndexRedirectAndListing() throws {
         let server = try serve([bundle, "--key-file", key])
         let redirect = try curl(server.url + "sub")
