@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "EncFSService", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
-        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),
+        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CryptCore", "CCurl"]),
         // BuildInfo: the git commit for --version, generated at build time.
         // FUSE-free, so that encfs-serve can use it without linking libfuse.
         .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSService", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),

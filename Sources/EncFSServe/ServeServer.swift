@@ -26,7 +26,7 @@ final class ServeServer {
     static func open(_ plan: ServePlan, args: ArgumentParser.Result) throws -> ServeServer {
         let options = try ReaderOptions.openOptions(from: args)
         let source: any ByteSource = RemoteCommandLine.isRemote(plan.bundle)
-            ? try RemoteCommandLine.source(for: plan.bundle, options: try RemoteCommandLine.options(from: args))
+            ? try RemoteCommandLine.source(for: plan.bundle, options: try RemoteCommandLine.options(from: args), args: args)
             : try FileByteSource(path: plan.bundle)
         let materials = try KeyOptions.gather(from: args, confirm: false)
         let reader = try BundleReader.open(source: source, materials: materials, options: options)
