@@ -46,7 +46,17 @@ final class ServeServer {
                 }
                 listeners = passed
             } else {
-                listeners = try plan.addresses.map { try Listener.bind($0, socketMode: plan.socketMode, acceptsAnyHost: plan.acceptsAnyHost) }
+                var bound: [Listener] = []
+                do {
+                    for address in plan.addresses {
+                        bound.append(try Listener.bind(address, socketMode: plan.socketMode, acceptsAnyHost: plan.acceptsAnyHost))
+                    }
+                } catch {
+                    // Sockets made before the one that failed are not left behind.
+                    bound.forEach { $0.removeSocketFile() }
+                    throw error
+                }
+                listeners = bound
             }
         } catch let error as ListenAddress.Invalid {
             throw UsageError(error.reason)

@@ -52,6 +52,15 @@ final class ServeProcessTests: ServeTestCase {
         XCTAssertEqual(server.stop(), 0)
         XCTAssertNotEqual(lstat(path, &st), 0, "the socket is removed at exit")
 
+        // A listener that cannot be bound: the socket made before it goes too.
+        let tcp = try serve([bundle, "--key-file", key])
+        let busy = String(tcp.origin.dropFirst("http://".count))
+        let failed = try execute(tool("encfs-serve"), [bundle, "--key-file", key, "--listen", "unix:\(path)", "--listen", busy])
+        XCTAssertEqual(failed.status, 1, failed.errorText)
+        XCTAssertEqual(failed.errorLines.count, 1, failed.errorText)
+        XCTAssertNotEqual(lstat(path, &st), 0, "the unix socket made before the failure is left behind")
+        tcp.stop()
+
         let shared = try serve([bundle, "--key-file", key, "--listen", "unix:\(path)", "--socket-mode", "660", "--json"])
         XCTAssertEqual(lstat(path, &st), 0)
         XCTAssertEqual(st.st_mode & 0o777, 0o660)
