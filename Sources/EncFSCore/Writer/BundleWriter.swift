@@ -33,6 +33,11 @@ package struct PackOptions: Sendable {
     package var progress: WorkProgress?
     /// Flat or paged index (`.automatic`: paged for large or version 2 bundles).
     package var indexLayout = IndexLayout.automatic
+    /// With compression, files of 1 byte up to (not including) this size
+    /// go into shared fragments (``FragmentPacker``; capped at the chunk
+    /// size); nil: ``FragmentPacker/defaultThreshold(chunkSize:)``, 0: none.
+    /// A flat ``indexLayout`` has none (fragments need a paged index).
+    package var fragmentThreshold: Int?
 
     package init() {}
 }
@@ -52,6 +57,10 @@ package struct PackSummary: Sendable {
     package var sharedFiles = 0
     /// Their bytes, not stored again.
     package var sharedBytes: UInt64 = 0
+    /// Files stored as slices of fragments (deduplicated ones included).
+    package var fragmentFiles = 0
+    /// Fragments written.
+    package var fragments = 0
     /// The format version written.
     package var formatVersion = BundleFormat.version
     /// The signer's fingerprint, when the bundle was signed.
@@ -135,15 +144,30 @@ package enum BundleWriter {
                                  hashing: options.signingKey != nil)
         let pipeline = options.compression == .zstd
             ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
+        // Small files go into fragments, after every other body; fragments
+        // live in a paged index, so a flat one asked for has none.
+        var fragments = FragmentPacker(threshold: options.compression == .none || options.indexLayout == .flat ? 0
+                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: layout.chunkSize),
+                                       chunkSize: layout.chunkSize)
+        let fragmentOrder = fragments.order(tree.nodes)
         // Files in the order they are read; the prefetcher keeps the disk
         // busy ahead of them.
-        let files = tree.nodes.filter { $0.kind == .file }.map { SourcePrefetcher.File(relativePath: $0.relativePath, size: $0.size) }
+        let readOrder = tree.nodes.indices.filter { tree.nodes[$0].kind == .file && !fragments.takes(size: tree.nodes[$0].size) }
+            + fragmentOrder
+        var sequences = [Int: Int](minimumCapacity: readOrder.count)
+        for (sequence, position) in readOrder.enumerated() { sequences[position] = sequence }
+        let files = readOrder.map { SourcePrefetcher.File(relativePath: tree.nodes[$0].relativePath, size: tree.nodes[$0].size) }
         let prefetcher = SourcePrefetcher(root: root, files: files)
         defer { prefetcher.stop() }
         let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress,
                                           prefetcher: prefetcher)
-        var deduplicator = Deduplicator(tree.nodes)
-        var sequence = 0
+        var deduplicator = Deduplicator(tree.nodes.filter { !fragments.takes(size: $0.size) })
+        func fileSource(_ position: Int) -> FileEncryptor.Source {
+            FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
+                                 displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
+                                 identity: (tree.nodes[position].device, tree.nodes[position].inode),
+                                 sequence: sequences[position] ?? 0)
+        }
         options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
                                 bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
         for position in tree.nodes.indices {
@@ -153,12 +177,8 @@ package enum BundleWriter {
             case .symlink:
                 summary.symlinks += 1
             case .file:
-                let source = FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
-                                                  displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
-                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode),
-                                                  sequence: sequence)
-                sequence += 1
-                let (snapshot, body, shared) = try deduplicator.store(source, size: tree.nodes[position].size,
+                if fragments.takes(size: tree.nodes[position].size) { continue }
+                let (snapshot, body, shared) = try deduplicator.store(fileSource(position), size: tree.nodes[position].size,
                                                                       encryptor: encryptor, sink: sink)
                 bodies[position] = body
                 tree.nodes[position].size = snapshot.size
@@ -174,11 +194,35 @@ package enum BundleWriter {
                 options.progress?.finishFile()
             }
         }
+        let snapshots = try fragments.pack(fragmentOrder.map { ($0, fileSource($0), tree.nodes[$0].size) }, encryptor: encryptor,
+                                           chunkSize: Int(layout.chunkSize))
+        var sliceOffsets: [Int: UInt64] = [:]
+        for position in fragmentOrder {
+            guard let snapshot = snapshots[position] else { preconditionFailure("internal error: a small file not packed") }
+            tree.nodes[position].size = snapshot.size
+            tree.nodes[position].mode = snapshot.mode
+            tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
+            tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
+            if let placement = fragments.placements[position] {
+                bodies[position] = placement.body
+                sliceOffsets[position] = placement.offset
+                summary.fragmentFiles += 1
+            } else {
+                // Emptied since the walk: an empty file, no slice.
+                bodies[position] = FileBody(first: sink.dataLength, fileID: try randomBytes(BundleFormat.idSize))
+            }
+            summary.files += 1
+            summary.plaintextBytes += snapshot.size
+        }
+        summary.sharedFiles += fragments.sharedFiles
+        summary.sharedBytes += fragments.sharedBytes
+        summary.fragments = fragments.fragmentCount
         // Every chunk in the sink, every body complete.
         try encryptor.finish()
         prefetcher.stop()
-        let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
+        var features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
+        if fragments.fragmentCount > 0 { features = features.withFragments() }
         summary.formatVersion = features.formatVersion
         summary.directories -= 1 // the root is not counted
         summary.skipped = tree.skipped
@@ -190,9 +234,10 @@ package enum BundleWriter {
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
         // Plaintext, then (sealed in place below) ciphertext.
-        var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
+        var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, sliceOffsets: sliceOffsets, creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        if options.indexLayout.isPaged(features: features, entryCount: tree.nodes.count) {
+        // Fragments live in the table stream of a paged index.
+        if features.hasFragments || options.indexLayout.isPaged(features: features, entryCount: tree.nodes.count) {
             summary.formatVersion = BundleFormat.version2
             let sealed = try PagedIndexWriter.write(flat: index, layout: layout, features: features, keys: keys, slots: slots,
                                                     indexOffset: indexOffset, chunkDigest: chunkDigest,

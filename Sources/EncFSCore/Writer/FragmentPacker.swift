@@ -21,6 +21,11 @@ struct FragmentPacker {
         let offset: UInt64
     }
 
+    /// The threshold `--compress zstd` packs with: files below a quarter
+    /// of the chunk size (docs/PERFORMANCE.md, "Fragments": measured on
+    /// real trees).
+    static func defaultThreshold(chunkSize: UInt64) -> Int { Int(chunkSize / 4) }
+
     /// Files below this size go into fragments (at most the chunk size).
     let threshold: UInt64
     /// Placements by node position.
