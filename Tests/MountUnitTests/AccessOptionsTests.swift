@@ -24,8 +24,8 @@ final class AccessOptionsTests: XCTestCase {
         configuration.access.cgroups = [Array("/system.slice/nginx.service".utf8), Array("/".utf8)]
         configuration.access.enforcesReads = true
         configuration.fuseOptions = ["allow_other"]
-        let argv = [Array(MountDaemon.flag.utf8)] + MountCommand.daemonArguments(configuration)
-        XCTAssertEqual(try MountCommand.configuration(from: MountCommand.parser.parse(argv)), configuration)
+        let argv = [Array(MountDaemon.flag.utf8)] + MountDaemonCommandLine.arguments(for: configuration)
+        XCTAssertEqual(try MountDaemonCommandLine.settings(from: argv).configuration, configuration)
     }
 
     func testRepeatedAndListedValues_Accumulate() throws {

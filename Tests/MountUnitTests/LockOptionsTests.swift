@@ -45,8 +45,8 @@ final class LockOptionsTests: XCTestCase {
         configuration.lock.idleLockSeconds = 5400
         configuration.lock.startsLocked = true
         configuration.lock.controlDirectory = Array("/run/user/1000/encfs".utf8)
-        let argv = [Array(MountDaemon.flag.utf8)] + MountCommand.daemonArguments(configuration)
-        XCTAssertEqual(try MountCommand.configuration(from: try MountCommand.parser.parse(argv)), configuration)
+        let argv = [Array(MountDaemon.flag.utf8)] + MountDaemonCommandLine.arguments(for: configuration)
+        XCTAssertEqual(try MountDaemonCommandLine.settings(from: argv).configuration, configuration)
     }
 
     func testUnlockRateLimit_FiveFailuresAMinute() {

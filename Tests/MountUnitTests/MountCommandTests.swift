@@ -8,10 +8,11 @@ import XCTest
 /// parsed, written by `daemonArguments`, parses back to the same thing.
 final class MountCommandTests: XCTestCase {
     private func roundTrip(_ configuration: MountConfiguration) throws -> MountConfiguration {
-        let argv = [Array(MountDaemon.flag.utf8)] + MountCommand.daemonArguments(configuration)
-        let args = try MountCommand.parser.parse(argv)
-        XCTAssertTrue(args.has(MountDaemon.flag))
-        return try MountCommand.configuration(from: args)
+        let argv = [Array(MountDaemon.flag.utf8)] + MountDaemonCommandLine.arguments(for: configuration)
+        XCTAssertTrue(MountDaemonCommandLine.isDaemon(argv))
+        let settings = try MountDaemonCommandLine.settings(from: argv)
+        XCTAssertNil(settings.remote)
+        return settings.configuration
     }
 
     func testDaemonArguments_RoundTripEverySetting() throws {
@@ -54,17 +55,47 @@ final class MountCommandTests: XCTestCase {
                                                indexCacheKB: 4096, threads: 4)
         configuration.origin = OriginPolicy(signers: [try SigningKey.generate().publicKey, try SigningKey.generate().publicKey],
                                             bundleID: Array(0..<16))
-        let argv = [Array(MountDaemon.flag.utf8)] + MountCommand.daemonArguments(configuration)
+        let argv = [Array(MountDaemon.flag.utf8)] + MountDaemonCommandLine.arguments(for: configuration)
         XCTAssertFalse(argv.contains(Array(ReaderOptions.verifyKey.utf8)))
-        let args = try MountCommand.parser.parse(argv)
-        XCTAssertEqual(try ReaderOptions.origin(from: args), configuration.origin)
-        XCTAssertEqual(try MountCommand.configuration(from: args).mountpoint, configuration.mountpoint)
+        let settings = try MountDaemonCommandLine.settings(from: argv)
+        XCTAssertEqual(settings.configuration.origin, configuration.origin)
+        XCTAssertEqual(settings.configuration.mountpoint, configuration.mountpoint)
     }
 
     func testDaemonArguments_NeverCarryAKeyOption() {
         let configuration = MountConfiguration(bundlePath: Array("/b".utf8), mountpoint: Array("/m".utf8),
                                                indexCacheKB: 4096, threads: 4)
-        let argv = MountCommand.daemonArguments(configuration).map { String(decoding: $0, as: UTF8.self) }
+        let argv = MountDaemonCommandLine.arguments(for: configuration).map { String(decoding: $0, as: UTF8.self) }
         for option in ["--key-file", "--passphrase-file", "--identity"] { XCTAssertFalse(argv.contains(option)) }
+    }
+
+    /// A remote bundle's daemon reads back the whole configuration the
+    /// command resolved (display name, threads, network waits) and the
+    /// non-secret remote settings, as the command would have them.
+    func testDaemonArguments_RoundTripARemoteBundle() throws {
+        let parsed = try MountMode(arguments: ["https://h/b?sig=s3cr3t", "/m", "--cache-dir", "/var/cache/x",
+                                               "--connections", "9", "--prefetch", "all"].map { Array($0.utf8) })
+        guard case .remote(let request, _, let options) = parsed else { return XCTFail("not remote: \(parsed)") }
+        let argv = [Array(MountDaemon.flag.utf8)] + MountDaemonCommandLine.arguments(for: request.configuration, remote: options)
+        XCTAssertFalse(argv.contains { String(decoding: $0, as: UTF8.self).contains("s3cr3t") })
+        let settings = try MountDaemonCommandLine.settings(from: argv)
+        XCTAssertEqual(settings.configuration, request.configuration)
+        XCTAssertTrue(settings.configuration.waitsOnNetwork)
+        XCTAssertEqual(settings.remote, options)
+    }
+
+    /// The command's arguments resolve to the mode that serves them; the
+    /// daemon's flag is no option of the command's.
+    func testMountMode_OneCasePerWayOfMounting() throws {
+        func mode(_ arguments: String...) throws -> MountMode { try MountMode(arguments: arguments.map { Array($0.utf8) }) }
+        guard case .help = try mode("--help") else { return XCTFail("--help") }
+        guard case .version = try mode("--version") else { return XCTFail("--version") }
+        guard case .background = try mode("/b", "/m") else { return XCTFail("background") }
+        guard case .foreground = try mode("/b", "/m", "-f") else { return XCTFail("-f") }
+        guard case .foreground = try mode("/b", "/m", "-o", "foreground") else { return XCTFail("-o foreground") }
+        guard case .remote = try mode("http://h/b", "/m", "-f") else { return XCTFail("remote") }
+        XCTAssertFalse(MountDaemonCommandLine.isDaemon(["/b", "/m", MountDaemon.flag].map { Array($0.utf8) }))
+        XCTAssertThrowsError(try mode("/b", "/m", MountDaemon.flag)) { XCTAssertTrue($0 is UsageError) }
+        XCTAssertThrowsError(try mode("/b")) { XCTAssertEqual(($0 as? UsageError)?.message, "missing BUNDLE or MOUNTPOINT") }
     }
 }

@@ -72,10 +72,9 @@ final class RemoteCommandLineTests: XCTestCase {
         options.headers = [Array("Authorization: Bearer s3cr3t".utf8)]
         let configuration = MountConfiguration(bundlePath: try RemoteLocation(Array("https://h/b?sig=s3cr3t".utf8)).displayName,
                                                mountpoint: Array("/m".utf8), indexCacheKB: 4096, threads: 16)
-        var argv = MountCommand.daemonArguments(configuration)
-        argv.insert(contentsOf: RemoteCommandLine.daemonArguments(options), at: argv.count - 3)
+        let argv = MountDaemonCommandLine.arguments(for: configuration, remote: options)
         XCTAssertFalse(argv.contains { String(decoding: $0, as: UTF8.self).contains("s3cr3t") })
-        let args = try MountCommand.parser.parse([Array(MountDaemon.flag.utf8)] + argv)
+        let args = try MountDaemonCommandLine.parser.parse([Array(MountDaemon.flag.utf8)] + argv)
         XCTAssertTrue(args.has(RemoteCommandLine.daemonRemote))
         var parsed = try RemoteCommandLine.options(from: args)
         parsed.headers = options.headers
