@@ -69,6 +69,7 @@ struct FragmentPacker {
     ///   fragment or changed while read, `.io`, `.crypto`.
     mutating func pack(_ sources: [(position: Int, source: FileEncryptor.Source, size: UInt64)], encryptor: FileEncryptor,
                        chunkSize: Int) throws -> [Int: FileEncryptor.Snapshot] {
+        guard !sources.isEmpty else { return [:] }
         guard let pipeline = encryptor.pipeline else { preconditionFailure("internal error: fragments without compression") }
         var snapshots: [Int: FileEncryptor.Snapshot] = [:]
         var known: [[UInt8]: Placement] = [:]
