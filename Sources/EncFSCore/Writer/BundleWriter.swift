@@ -92,99 +92,72 @@ package enum BundleWriter {
     ///   `options.refusesExternalSymlinks` (before anything is written).
     package static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
-        guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.noKeyGiven }
-        guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
-            throw BundleError.invalidChunkSize(log2: Int(options.chunkSizeLog2))
-        }
-        guard options.compression == .none || CompressionMethod.zstdLevels.contains(options.compressionLevel) else {
-            throw BundleError.invalidCompressionLevel(options.compressionLevel)
-        }
-        // Said first, so it is seen even when packing fails later.
-        let scryptMemory = KeySlot.scryptMemory(of: options.scrypt)
-        if options.keys.contains(where: { if case .passphrase = $0 { true } else { false } }),
-           scryptMemory > OpenOptions.defaultScryptMemoryLimit {
-            warn("passphrase slots need \(BundleError.sizeText(scryptMemory)) of scrypt memory, more than readers allow by default "
-                 + "(\(BundleError.sizeText(OpenOptions.defaultScryptMemoryLimit))): opening with the passphrase needs a higher limit",
-                 destination)
-        }
-        let root: FileDescriptor
-        do { root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory") } catch {
-            throw BundleError.sourceUnreadable(errno: error.errno, path: source)
-        }
-        let rootFD = root.rawValue
-        var tree = try SourceTree(root: source, rootFD: rootFD, excludes: options.excludes, warn: warn)
-        let externalSymlinks = try checkSymlinks(of: tree, source: source, refusing: options.refusesExternalSymlinks, warn: warn)
-
-        let layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)
-        let bundleID = try randomBytes(BundleFormat.idSize)
-        let contentKey: SymmetricKey
-        do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }
-        let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
-        // Before any scrypt run: readers refuse more passphrase work than this.
-        try KeySlot.checkTotalScryptWork(options.keys.compactMap {
-            if case .passphrase = $0 { KeySlot.work(of: options.scrypt) } else { nil }
-        })
-        var slots = try options.keys.map {
-            try KeySlot.make(for: $0, wrapping: contentKey, bundleID: bundleID, scrypt: options.scrypt)
-        }
-        slots += try options.recipients.map { try KeySlot.recipient(wrapping: contentKey, to: $0, bundleID: bundleID) }
-        // The signature takes one of the header's slots; it is made last,
-        // so a placeholder of its size holds the header's length until then.
-        if options.signingKey != nil { slots.append(BundleSignature.placeholderSlot) }
-        guard slots.count <= BundleFormat.maximumSlots else {
-            throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots\(options.signingKey != nil ? " with the signature" : "")")
-        }
-        let headerLength = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: 0,
-                                        indexOffset: 0, indexLength: 0).headerLength
-
+        var plan = try PackPlan(source: source, destination: destination, options: options, warn: warn)
         let output = try AtomicFile(destination: destination)
-        var summary = PackSummary()
-        var bodies = [FileBody?](repeating: nil, count: tree.nodes.count)
-        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination,
+        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(plan.headerLength), path: destination,
                                  hashing: options.signingKey != nil)
+        let (bodies, sliceOffsets, summary) = try writeBodies(&plan, into: sink)
+        return try seal(plan, bodies: bodies, sliceOffsets: sliceOffsets, summary: summary, sink: sink, output: output)
+    }
+
+    /// Encrypts every file of the plan's tree into `sink`, in index order,
+    /// then the small files into fragments (``FragmentPacker``), and
+    /// records in the tree what each file was when it was read.
+    ///
+    /// - Returns: each file's body (nil for directories and symlinks), each
+    ///   fragment slice's offset in its fragment, and the counts so far.
+    /// - Throws: `BundleError` for a source file that cannot be read or
+    ///   changed while read, `.io` for the bundle.
+    private static func writeBodies(_ plan: inout PackPlan, into sink: ChunkSink) throws
+        -> (bodies: [FileBody?], sliceOffsets: [Int: UInt64], summary: PackSummary) {
+        let options = plan.options
+        var summary = PackSummary()
+        var bodies = [FileBody?](repeating: nil, count: plan.tree.nodes.count)
         let pipeline = options.compression == .zstd
-            ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
+            ? try ChunkPipeline(chunkSize: Int(plan.layout.chunkSize), level: options.compressionLevel, bundleID: plan.bundleID,
+                                sink: sink) : nil
         // Small files go into fragments, after every other body; fragments
         // live in a paged index, so a flat one asked for has none.
         var fragments = FragmentPacker(threshold: options.compression == .none || options.indexLayout == .flat ? 0
-                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: layout.chunkSize),
-                                       chunkSize: layout.chunkSize)
-        let fragmentOrder = fragments.order(tree.nodes)
+                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: plan.layout.chunkSize),
+                                       chunkSize: plan.layout.chunkSize)
+        let fragmentOrder = fragments.order(plan.tree.nodes)
         // Files in the order they are read; the prefetcher keeps the disk
         // busy ahead of them.
-        let readOrder = tree.nodes.indices.filter { tree.nodes[$0].kind == .file && !fragments.takes(size: tree.nodes[$0].size) }
-            + fragmentOrder
+        let nodes = plan.tree.nodes
+        let readOrder = nodes.indices.filter { nodes[$0].kind == .file && !fragments.takes(size: nodes[$0].size) } + fragmentOrder
         var sequences = [Int: Int](minimumCapacity: readOrder.count)
         for (sequence, position) in readOrder.enumerated() { sequences[position] = sequence }
-        let files = readOrder.map { SourcePrefetcher.File(relativePath: tree.nodes[$0].relativePath, size: tree.nodes[$0].size) }
-        let prefetcher = SourcePrefetcher(root: root, files: files)
+        let files = readOrder.map { SourcePrefetcher.File(relativePath: nodes[$0].relativePath, size: nodes[$0].size) }
+        let prefetcher = SourcePrefetcher(root: plan.root, files: files)
         defer { prefetcher.stop() }
-        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress,
+        let encryptor = try FileEncryptor(layout: plan.layout, keys: plan.keys, pipeline: pipeline, progress: options.progress,
                                           prefetcher: prefetcher)
-        var deduplicator = Deduplicator(tree.nodes.filter { !fragments.takes(size: $0.size) })
-        func fileSource(_ position: Int) -> FileEncryptor.Source {
-            FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
-                                 displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
-                                 identity: (tree.nodes[position].device, tree.nodes[position].inode),
-                                 sequence: sequences[position] ?? 0)
+        var deduplicator = Deduplicator(nodes.filter { !fragments.takes(size: $0.size) })
+        let (rootFD, sourcePath) = (plan.root.rawValue, plan.source)
+        let source = { (position: Int) in
+            FileEncryptor.Source(relativePath: nodes[position].relativePath, rootFD: rootFD,
+                                 displayPath: SourceTree.join(sourcePath, nodes[position].relativePath),
+                                 identity: (nodes[position].device, nodes[position].inode), sequence: sequences[position] ?? 0)
         }
-        options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
-                                bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
-        for position in tree.nodes.indices {
-            switch tree.nodes[position].kind {
+        options.progress?.begin(files: plan.tree.nodes.count { $0.kind == .file },
+                                bytes: plan.tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
+        for position in plan.tree.nodes.indices {
+            switch plan.tree.nodes[position].kind {
             case .directory:
                 summary.directories += 1
             case .symlink:
                 summary.symlinks += 1
             case .file:
-                if fragments.takes(size: tree.nodes[position].size) { continue }
-                let (snapshot, body, shared) = try deduplicator.store(fileSource(position), size: tree.nodes[position].size,
-                                                                      encryptor: encryptor, sink: sink)
+                let node = plan.tree.nodes[position]
+                if fragments.takes(size: node.size) { continue }
+                let (snapshot, body, shared) = try deduplicator.store(source(position), size: node.size, encryptor: encryptor,
+                                                                      sink: sink)
                 bodies[position] = body
-                tree.nodes[position].size = snapshot.size
-                tree.nodes[position].mode = snapshot.mode
-                tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
-                tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
+                plan.tree.nodes[position].size = snapshot.size
+                plan.tree.nodes[position].mode = snapshot.mode
+                plan.tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
+                plan.tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
                 summary.files += 1
                 summary.plaintextBytes += snapshot.size
                 if shared {
@@ -194,15 +167,35 @@ package enum BundleWriter {
                 options.progress?.finishFile()
             }
         }
-        let snapshots = try fragments.pack(fragmentOrder.map { ($0, fileSource($0), tree.nodes[$0].size) }, encryptor: encryptor,
-                                           chunkSize: Int(layout.chunkSize))
+        let sliceOffsets = try writeFragments(&fragments, order: fragmentOrder, source: source, plan: &plan, bodies: &bodies,
+                                              summary: &summary, encryptor: encryptor, sink: sink)
+        // Every chunk in the sink, every body complete.
+        try encryptor.finish()
+        prefetcher.stop()
+        summary.directories -= 1 // the root is not counted
+        summary.skipped = plan.tree.skipped
+        summary.excluded = plan.tree.excluded
+        summary.externalSymlinks = plan.externalSymlinks
+        return (bodies, sliceOffsets, summary)
+    }
+
+    /// Packs the small files (positions `order`, in that order) into
+    /// fragments after every other body, and records each one's body,
+    /// slice and snapshot.
+    ///
+    /// - Returns: each slice's offset in its fragment, by node position.
+    private static func writeFragments(_ fragments: inout FragmentPacker, order: [Int], source: (Int) -> FileEncryptor.Source,
+                                       plan: inout PackPlan, bodies: inout [FileBody?], summary: inout PackSummary,
+                                       encryptor: FileEncryptor, sink: ChunkSink) throws -> [Int: UInt64] {
+        let snapshots = try fragments.pack(order.map { ($0, source($0), plan.tree.nodes[$0].size) }, encryptor: encryptor,
+                                           chunkSize: Int(plan.layout.chunkSize))
         var sliceOffsets: [Int: UInt64] = [:]
-        for position in fragmentOrder {
+        for position in order {
             guard let snapshot = snapshots[position] else { preconditionFailure("internal error: a small file not packed") }
-            tree.nodes[position].size = snapshot.size
-            tree.nodes[position].mode = snapshot.mode
-            tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
-            tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
+            plan.tree.nodes[position].size = snapshot.size
+            plan.tree.nodes[position].mode = snapshot.mode
+            plan.tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
+            plan.tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
             if let placement = fragments.placements[position] {
                 bodies[position] = placement.body
                 sliceOffsets[position] = placement.offset
@@ -217,53 +210,60 @@ package enum BundleWriter {
         summary.sharedFiles += fragments.sharedFiles
         summary.sharedBytes += fragments.sharedBytes
         summary.fragments = fragments.fragmentCount
-        // Every chunk in the sink, every body complete.
-        try encryptor.finish()
-        prefetcher.stop()
+        return sliceOffsets
+    }
+
+    /// Seals the index after the chunk data (flat, or paged), signs the
+    /// bundle when asked, writes the header and links the bundle into place.
+    ///
+    /// - Returns: `summary` with the format version, the signer and the
+    ///   bundle's size.
+    /// - Throws: `BundleError.crypto`, `.io`.
+    private static func seal(_ plan: PackPlan, bodies: [FileBody?], sliceOffsets: [Int: UInt64], summary: PackSummary,
+                             sink: ChunkSink, output: AtomicFile) throws -> PackSummary {
+        let options = plan.options
+        var summary = summary
         var features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
-        if fragments.fragmentCount > 0 { features = features.withFragments() }
+        if summary.fragments > 0 { features = features.withFragments() }
         summary.formatVersion = features.formatVersion
-        summary.directories -= 1 // the root is not counted
-        summary.skipped = tree.skipped
-        summary.excluded = tree.excluded
-        summary.externalSymlinks = externalSymlinks
-
         // Everything written so far is chunk data, in index order.
         let chunkDigest = try sink.dataDigest()
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
         // Plaintext, then (sealed in place below) ciphertext.
-        var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, sliceOffsets: sliceOffsets, creationTime: Int64(time(nil)))
+        var index = try IndexBuilder.serialize(plan.tree.nodes, bodies: bodies, sliceOffsets: sliceOffsets,
+                                               creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         // Fragments live in the table stream of a paged index.
-        if features.hasFragments || options.indexLayout.isPaged(features: features, entryCount: tree.nodes.count) {
+        if features.hasFragments || options.indexLayout.isPaged(features: features, entryCount: plan.tree.nodes.count) {
             summary.formatVersion = BundleFormat.version2
-            let sealed = try PagedIndexWriter.write(flat: index, layout: layout, features: features, keys: keys, slots: slots,
-                                                    indexOffset: indexOffset, chunkDigest: chunkDigest,
+            let sealed = try PagedIndexWriter.write(flat: index, layout: plan.layout, features: features, keys: plan.keys,
+                                                    slots: plan.slots, indexOffset: indexOffset, chunkDigest: chunkDigest,
                                                     signingKey: options.signingKey, into: sink)
             summary.signerFingerprint = sealed.signerFingerprint
-            return try finish(sealed.header, headerLength: headerLength, keys: keys, sink: sink, output: output, summary: summary)
+            return try finish(sealed.header, headerLength: plan.headerLength, keys: plan.keys, sink: sink, output: output,
+                              summary: summary)
         }
         let indexLength = UInt64(index.count + AESGCM.tagByteCount)
         let payloadLength = indexOffset + indexLength
-        var header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
+        var header = BundleHeader(bundleID: plan.bundleID, layout: plan.layout, slots: plan.slots, payloadLength: payloadLength,
                                   indexOffset: indexOffset, indexLength: indexLength, features: features)
         // Encrypted in place: a second buffer would double the index's share
         // of peak memory, which grows with the number of entries.
-        let tag = try sealIndexInPlace(&index, keys: keys, aad: IndexBuilder.associatedData(header))
+        let tag = try sealIndexInPlace(&index, keys: plan.keys, aad: IndexBuilder.associatedData(header))
         if let signingKey = options.signingKey, let chunkDigest {
             let hasher = SHA256.Hasher()
             index.withUnsafeBytes { hasher.update($0) }
             tag.withUnsafeBytes { hasher.update($0) }
-            let signature = try BundleSignature.sign(header: header, indexDigest: hasher.finalize(), keys: keys,
+            let signature = try BundleSignature.sign(header: header, indexDigest: hasher.finalize(), keys: plan.keys,
                                                      chunkDigest: chunkDigest, with: signingKey)
             header = header.replacingSignature(with: signature.slot)
             summary.signerFingerprint = signature.signerFingerprint
         }
         try sink.append(index)
         try sink.append(tag)
-        return try finish(header, headerLength: headerLength, keys: keys, sink: sink, output: output, summary: summary)
+        return try finish(header, headerLength: plan.headerLength, keys: plan.keys, sink: sink, output: output, summary: summary)
     }
 
     /// Flushes the payload, writes the header and renames the bundle into place.
@@ -277,25 +277,6 @@ package enum BundleWriter {
         summary.bundleBytes = UInt64(headerLength) + header.payloadLength
         try output.commit()
         return summary
-    }
-
-    /// Warns about (or refuses) every symlink that leads outside the bundle:
-    /// a mount would serve it as stored, reading the host's files.
-    ///
-    /// - Returns: how many were warned about.
-    /// - Throws: `BundleError.externalSymlink` for the first one when `refusing`.
-    private static func checkSymlinks(of tree: SourceTree, source: [UInt8], refusing: Bool,
-                                      warn: (String, [UInt8]) -> Void) throws -> Int {
-        var count = 0
-        for position in tree.nodes.indices where tree.nodes[position].kind == .symlink {
-            guard try SymlinkContainment.isExternal(position, in: tree) else { continue }
-            let refusal = BundleError.externalSymlink(path: SourceTree.join(source, tree.nodes[position].relativePath),
-                                                      target: tree.nodes[position].symlinkTarget)
-            if refusing { throw refusal }
-            warn(refusal.message, refusal.path ?? source)
-            count += 1
-        }
-        return count
     }
 
     /// Encrypts the index plaintext in place and returns its tag.

@@ -1,6 +1,7 @@
 @testable import EncFSCLI
 @testable import EncFSMount
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -6,7 +7,7 @@ import Glibc
 /// Progress lines on stderr: drawn on a terminal (a pty here), never into
 /// a pipe unless `--progress` forces it, never with `--quiet`; for
 /// encfs-pack, encfs-inspect verify and rekey.
-final class ProgressTests: MountTestCase {
+final class ProgressTests: ToolTestCase {
     /// argv: `pty` or `pipe`, then the command. Runs it with stderr on a
     /// fresh pty (or a pipe) and stdout on a pipe; prints the exit status,
     /// then stderr and stdout as hex, one per line.

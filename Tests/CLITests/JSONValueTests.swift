@@ -1,4 +1,5 @@
 @testable import EncFSCLI
+import SharedTestSupport
 import XCTest
 
 /// The JSON writer of the command layer: exact output for every value

@@ -1,9 +1,10 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The units in examples/systemd pass `systemd-analyze verify`, with the
 /// binary they name pointing at the build under test.
-final class SystemdUnitTests: MountTestCase {
+final class SystemdUnitTests: ToolTestCase {
     static let units = ["encfs-assets.service", "srv-assets.mount", "srv-assets.automount"]
 
     func testExampleUnits_PassSystemdAnalyzeVerify() throws {

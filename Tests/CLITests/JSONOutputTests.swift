@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,7 @@ import Glibc
 /// document on stdout that Python's json module parses, numbers as
 /// numbers, names that are not UTF-8 as a display string plus base64 of
 /// the raw bytes, errors on stderr.
-final class JSONOutputTests: MountTestCase {
+final class JSONOutputTests: ToolTestCase {
     private var source = ""
     private var bundle = ""
     private var key = ""

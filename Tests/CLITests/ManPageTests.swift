@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// Every tool has a man page (docs/man/TOOL.1, rendered from TOOL.1.scd by
@@ -6,7 +7,7 @@ import XCTest
 /// names every option the tool's `--help` lists. Tools and options are
 /// discovered, not listed here: a new executable or option fails this
 /// test until its page says something about it.
-final class ManPageTests: MountTestCase {
+final class ManPageTests: ToolTestCase {
     private var manDirectory: String { "\(Tools.repositoryRoot)/docs/man" }
 
     /// The encfs-* executables of the build (test tooling excluded).

@@ -1,4 +1,5 @@
 import EncFSCore
+import SharedTestSupport
 import XCTest
 
 /// Every command accepts `--version`: `TOOL VERSION` on stdout, then the

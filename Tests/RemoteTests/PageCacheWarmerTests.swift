@@ -1,6 +1,7 @@
 import EncFSCore
 @testable import EncFSRemote
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// A cached unit's file read into the page cache ahead of a sequential
@@ -13,19 +14,13 @@ import XCTest
 /// `POSIX_FADV_DONTNEED`.
 final class PageCacheWarmerTests: XCTestCase {
     private let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-    private var directory = ""
+    private var scratch: TemporaryDirectory?
+    private var directory: String { scratch?.pathString ?? "" }
 
-    override func setUpWithError() throws {
-        var template = Array("/var/tmp/encfs-warmer-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress.flatMap { mkdtemp($0) }.map { String(cString: $0) }
-        }
-        directory = try XCTUnwrap(made, "mkdtemp")
-    }
+    // /var/tmp, not $TMPDIR: a tmpfs cannot evict.
+    override func setUpWithError() throws { scratch = try TemporaryDirectory(prefix: "encfs-warmer", under: "/var/tmp") }
 
-    override func tearDownWithError() throws {
-        try FileManager.default.removeItem(atPath: directory)
-    }
+    override func tearDown() { scratch = nil }
 
     func testWarm_EveryPageOfTheUnitIsCached() throws {
         let size = (5 << 20) + 12_345

@@ -2,6 +2,7 @@ import CryptCore
 import EncFSCore
 @testable import EncFSCLI
 import EncFSMount
+import SharedTestSupport
 import XCTest
 
 /// The daemon's argv carries every serving setting: what the command

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// Readers do not check that file ids are unique (security review, finding
@@ -8,7 +9,7 @@ import XCTest
 /// this check verify called it intact. The two files have the same size and
 /// other contents: identical files share one body and one id by design
 /// (deduplication, CompressionMountTests), which verify accepts.
-final class FileIDVerifyTests: MountTestCase {
+final class FileIDVerifyTests: ToolTestCase {
     func testVerify_TwoFilesShareAFileID_ReportedAsDamage() throws {
         let source = try scratch.makeDirectory("src")
         let contents = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) }

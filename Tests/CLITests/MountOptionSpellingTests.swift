@@ -1,4 +1,5 @@
 @testable import EncFSCLI
+import SharedTestSupport
 import XCTest
 
 /// `-o name=value`: every long option of encfs-mount has an fstab spelling,

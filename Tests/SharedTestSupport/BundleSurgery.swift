@@ -7,17 +7,17 @@ import Glibc
 
 /// Damages bundles on purpose, at places found through the EncFS library
 /// (the same code the binaries use to read them).
-enum BundleSurgery {
+package enum BundleSurgery {
     /// Where a bundle's parts are, from its (unauthenticated) header.
-    struct Layout {
-        let headerLength: UInt64
-        let indexStart: UInt64
-        let indexLength: UInt64
-        let bundleLength: UInt64
+    package struct Layout {
+        package let headerLength: UInt64
+        package let indexStart: UInt64
+        package let indexLength: UInt64
+        package let bundleLength: UInt64
     }
 
     /// Reads the header of `bundle` without a key.
-    static func layout(of bundle: String) throws -> Layout {
+    package static func layout(of bundle: String) throws -> Layout {
         let (header, size) = try BundleReader.readHeader(path: Array(bundle.utf8))
         return Layout(headerLength: UInt64(header.headerLength),
                       indexStart: UInt64(header.headerLength) + header.indexOffset,
@@ -30,14 +30,14 @@ enum BundleSurgery {
     /// - Parameters:
     ///   - path: the file's path inside the bundle, e.g. `dir/big`.
     ///   - keyFile: a key file that opens the bundle.
-    static func offset(ofChunk chunk: UInt64, byte: UInt64, ofFile path: String, in bundle: String,
+    package static func offset(ofChunk chunk: UInt64, byte: UInt64, ofFile path: String, in bundle: String,
                        keyFile: String) throws -> UInt64 {
         try offset(ofChunk: chunk, byte: byte, ofRawPath: Array(path.utf8), in: bundle, keyFile: keyFile)
     }
 
     /// ``offset(ofChunk:byte:ofFile:in:keyFile:)`` for a path given as bytes
     /// (names that are not UTF-8).
-    static func offset(ofChunk chunk: UInt64, byte: UInt64, ofRawPath path: [UInt8], in bundle: String,
+    package static func offset(ofChunk chunk: UInt64, byte: UInt64, ofRawPath path: [UInt8], in bundle: String,
                        keyFile: String) throws -> UInt64 {
         let materials: [KeyMaterial] = [.rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8)))]
         // Any bundle a test made, links leading outside it included.
@@ -51,16 +51,16 @@ enum BundleSurgery {
 
     /// Where a key slot's body is: the slot kind (1 raw key, 2 passphrase,
     /// 3 X25519, 4 RSA) and the absolute offset and length of its body.
-    struct SlotBody {
-        let kind: UInt8
-        let offset: UInt64
-        let length: Int
+    package struct SlotBody {
+        package let kind: UInt8
+        package let offset: UInt64
+        package let length: Int
     }
 
     /// The key slots of `bundle`, read without a key. Slots follow the
     /// 64-byte fixed header, each `kind (1) ‖ reserved (1) ‖ length (2) ‖ body`
     /// (docs/FORMAT.md, "Key slots").
-    static func slots(of bundle: String) throws -> [SlotBody] {
+    package static func slots(of bundle: String) throws -> [SlotBody] {
         let (header, _) = try BundleReader.readHeader(path: Array(bundle.utf8))
         var offset: UInt64 = 64
         return header.slots.map { slot in
@@ -70,7 +70,7 @@ enum BundleSurgery {
     }
 
     /// XORs the byte at `offset` of `path` with `mask`.
-    static func flipByte(at offset: UInt64, in path: String, mask: UInt8 = 0x01) throws {
+    package static func flipByte(at offset: UInt64, in path: String, mask: UInt8 = 0x01) throws {
         let fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw SubprocessError("open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -81,14 +81,14 @@ enum BundleSurgery {
     }
 
     /// Sets the length of `path` to `length`.
-    static func truncate(_ path: String, to length: UInt64) throws {
+    package static func truncate(_ path: String, to length: UInt64) throws {
         guard Glibc.truncate(path, off_t(length)) == 0 else {
             throw SubprocessError("truncate \(path): \(String(cString: strerror(errno)))")
         }
     }
 
     /// The size of `path` in bytes.
-    static func size(of path: String) throws -> UInt64 {
+    package static func size(of path: String) throws -> UInt64 {
         var st = stat()
         guard stat(path, &st) == 0 else { throw SubprocessError("stat \(path): \(String(cString: strerror(errno)))") }
         return UInt64(st.st_size)
@@ -103,7 +103,7 @@ extension BundleSurgery {
     /// duplicate's index record, and seals the index again (docs/FORMAT.md:
     /// zero nonce, associated data bundle id ‖ chunk size log2 ‖ payload
     /// length ‖ index offset). Everything still authenticates.
-    static func shareFileID(of original: String, with duplicate: String, in bundle: String, keyFile: String) throws {
+    package static func shareFileID(of original: String, with duplicate: String, in bundle: String, keyFile: String) throws {
         let materials: [KeyMaterial] = [.rawKey(try KeyFiles.readKeyFile(Array(keyFile.utf8)))]
         // Any bundle a test made, links leading outside it included.
         let reader = try BundleReader.open(path: Array(bundle.utf8), materials: materials,

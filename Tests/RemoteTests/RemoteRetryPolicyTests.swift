@@ -1,5 +1,6 @@
 import Dispatch
 @testable import EncFSRemote
+import SharedTestSupport
 import XCTest
 
 /// How transient failures are retried: within the retry budget and the

@@ -1,5 +1,4 @@
 import Foundation
-import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -9,24 +8,24 @@ import Glibc
 /// CDNs do), run as a foreground child with a scratch prefix and config,
 /// and optionally the fault proxy (Scripts/fault-proxy.py) in front of it.
 /// Both are stopped by the owning test's teardown, also on failure.
-final class RemoteServer: Sendable {
+public final class RemoteServer: Sendable {
     /// The directory served.
-    let root: String
+    public let root: String
     /// nginx's port.
-    let port: Int
+    public let port: Int
     private let nginx: SpawnedProcess
     private let proxy: SpawnedProcess?
     /// The proxy's port, when started with one.
-    let proxyPort: Int?
+    public let proxyPort: Int?
     /// With `tls`: the certificate of the authority that signed nginx's
     /// (PEM), made for this server alone, which clients must be told to
     /// trust (`--ca-file`).
-    let certificate: String?
+    public let certificate: String?
     /// nginx's access log: one ``AccessLogLine`` per request.
-    let accessLogPath: String
+    public let accessLogPath: String
 
     /// How nginx serves.
-    enum Transport {
+    public enum Transport {
         case http
         /// TLS with a certificate signed by a scratch authority.
         case https
@@ -39,11 +38,11 @@ final class RemoteServer: Sendable {
     ///
     /// - Throws: `SubprocessError` when nginx is missing or does not start
     ///   within 10 s.
-    convenience init(test: MountTestCase, withProxy: Bool, tls: Bool = false) throws {
+    public convenience init(test: ToolTestCase, withProxy: Bool, tls: Bool = false) throws {
         try self.init(test: test, withProxy: withProxy, transport: tls ? .https : .http)
     }
 
-    init(test: MountTestCase, withProxy: Bool, transport: Transport) throws {
+    public init(test: ToolTestCase, withProxy: Bool, transport: Transport) throws {
         let scratch = test.scratch
         root = try scratch.makeDirectory(test.uniqueName("www"))
         let prefix = try scratch.makeDirectory(test.uniqueName("nginx"))
@@ -134,17 +133,17 @@ final class RemoteServer: Sendable {
 
     /// The address of `name` in the served directory, through the proxy
     /// when there is one.
-    func url(_ name: String, query: String = "", direct: Bool = false) -> String {
+    public func url(_ name: String, query: String = "", direct: Bool = false) -> String {
         "\(certificate == nil ? "http" : "https")://127.0.0.1:\(direct ? port : (proxyPort ?? port))/\(name)\(query)"
     }
 
     /// Stops nginx (the proxy keeps running and answers 502).
-    func stopNginx() {
+    public func stopNginx() {
         nginx.signal(SIGKILL)
         _ = nginx.wait(deadline: Deadline(seconds: 10))
     }
 
-    func stop() {
+    public func stop() {
         for process in [nginx, proxy].compactMap({ $0 }) {
             process.signal(SIGKILL)
             _ = process.wait(deadline: Deadline(seconds: 10))
@@ -155,27 +154,27 @@ final class RemoteServer: Sendable {
 
     /// The proxy's counters: requests and response body bytes since the
     /// last ``resetProxy()``.
-    func proxyStats() throws -> (requests: Int, bytes: Int, authSeen: Int) {
+    public func proxyStats() throws -> (requests: Int, bytes: Int, authSeen: Int) {
         let json = try control("stats")
         return (json["requests"] as? Int ?? -1, json["bytes"] as? Int ?? -1, json["auth_seen"] as? Int ?? -1)
     }
 
     /// Client connections that carried a request since the last
     /// ``resetProxy()``.
-    func proxyConnectionsUsed() throws -> Int {
+    public func proxyConnectionsUsed() throws -> Int {
         try control("stats")["connections"] as? Int ?? -1
     }
 
     /// Sets the proxy's fault (`mode` with its parameters) for the next
     /// `count` requests, or until changed.
-    func setFault(_ mode: String, count: Int? = nil, _ parameters: [String: String] = [:]) throws {
+    public func setFault(_ mode: String, count: Int? = nil, _ parameters: [String: String] = [:]) throws {
         var query = ["mode": mode].merging(parameters) { a, _ in a }
         if let count { query["count"] = String(count) }
         _ = try control("set?" + query.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
             .joined(separator: "&"))
     }
 
-    func resetProxy() throws { _ = try control("reset") }
+    public func resetProxy() throws { _ = try control("reset") }
 
     private func control(_ path: String) throws -> [String: Any] {
         guard let proxyPort else { throw SubprocessError("no proxy") }
@@ -193,7 +192,7 @@ final class RemoteServer: Sendable {
 
     /// A certificate authority made with openssl for one test (P-256,
     /// valid one day): its certificate and key in scratch.
-    static func makeAuthority(test: MountTestCase, name: String) throws -> (certificate: String, key: String) {
+    public static func makeAuthority(test: ToolTestCase, name: String) throws -> (certificate: String, key: String) {
         let key = test.scratch.url(test.uniqueName("ca.key"))
         let certificate = test.scratch.url(test.uniqueName("ca.pem"))
         let made = try Subprocess.run("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
@@ -205,20 +204,28 @@ final class RemoteServer: Sendable {
     }
 
     /// One request as nginx logged it.
-    struct AccessLogLine: Equatable {
+    public struct AccessLogLine: Equatable {
         /// `HTTP/1.1` or `HTTP/2.0`.
-        var protocolName: String
-        var status: Int
+        public var protocolName: String
+        public var status: Int
         /// The `Range` header sent ("-" for none).
-        var range: String
+        public var range: String
         /// The `If-Match` header sent ("-" for none).
-        var ifMatch: String
-        var bodyBytes: Int
+        public var ifMatch: String
+        public var bodyBytes: Int
+
+        public init(protocolName: String, status: Int, range: String, ifMatch: String, bodyBytes: Int) {
+            self.protocolName = protocolName
+            self.status = status
+            self.range = range
+            self.ifMatch = ifMatch
+            self.bodyBytes = bodyBytes
+        }
     }
 
     /// The requests nginx has logged so far (it writes each line when the
     /// response is done).
-    func accessLog() throws -> [AccessLogLine] {
+    public func accessLog() throws -> [AccessLogLine] {
         let text = (try? String(contentsOfFile: accessLogPath, encoding: .utf8)) ?? ""
         return try text.split(separator: "\n").map { line in
             // PROTOCOL STATUS "RANGE" "IF-MATCH" BYTES; an ETag is quoted
@@ -237,7 +244,7 @@ final class RemoteServer: Sendable {
 
     // MARK: - Ports
 
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         guard let port = LoopbackPort.free() else { throw SubprocessError("no free port on 127.0.0.1") }
         return port
     }

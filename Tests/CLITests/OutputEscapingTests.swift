@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +10,7 @@ import Glibc
 /// the terminal through `encfs-inspect ls`. Every human-readable output now
 /// shows control bytes and bytes that are not UTF-8 as `\xNN` (a backslash
 /// as `\\`): `ls`, `verify` lists, pack warnings, error lines.
-final class OutputEscapingTests: MountTestCase {
+final class OutputEscapingTests: ToolTestCase {
     /// The raw name: a newline, then ESC [31m.
     static let evilName: [UInt8] = Array("evil\n\u{1B}[31mname".utf8)
     /// How every tool shows it.

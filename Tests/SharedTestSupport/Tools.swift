@@ -1,16 +1,15 @@
 import Foundation
-import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Where the binaries under test and the helper programs are.
-enum Tools {
+public enum Tools {
     /// Directory holding the `encfs-*` executables: `$ENCFS_BIN_DIR`,
     /// else `.build/release`, else `.build/debug` of this package (found
     /// from this file's path).
-    static let binaryDirectory: String? = {
+    public static let binaryDirectory: String? = {
         if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return dir }
         let root = repositoryRoot
         for configuration in ["release", "debug"] {
@@ -21,14 +20,14 @@ enum Tools {
     }()
 
     /// `encfs-pack`.
-    static func pack() throws -> String { try binary("encfs-pack") }
+    public static func pack() throws -> String { try binary("encfs-pack") }
     /// `encfs-mount`.
-    static func mount() throws -> String { try binary("encfs-mount") }
+    public static func mount() throws -> String { try binary("encfs-mount") }
 
     /// `$ENCFS_TEST_TRANSPORT` (`uring` or `classic`): the transport every
     /// `encfs-mount` the tests run uses, so that Scripts/test.sh runs the
     /// mount tests once per transport; nil leaves encfs-mount's default.
-    static let testTransport: String? = {
+    public static let testTransport: String? = {
         guard let value = ProcessInfo.processInfo.environment["ENCFS_TEST_TRANSPORT"], !value.isEmpty else { return nil }
         return value
     }()
@@ -37,7 +36,7 @@ enum Tools {
     /// ``testTransport`` in front, unless they choose one themselves or
     /// ask for auto_unmount or mount a remote bundle (both served classic,
     /// and refused with uring).
-    static func withTestTransport(_ arguments: [String]) -> [String] {
+    public static func withTestTransport(_ arguments: [String]) -> [String] {
         guard let transport = testTransport,
               !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") || $0.contains("auto_unmount")
                                           || $0.hasPrefix("http://") || $0.hasPrefix("https://") || $0 == "--address-file" })
@@ -45,26 +44,22 @@ enum Tools {
         return ["--transport", transport] + arguments
     }
     /// `encfs-keygen`.
-    static func keygen() throws -> String { try binary("encfs-keygen") }
+    public static func keygen() throws -> String { try binary("encfs-keygen") }
     /// `encfs-inspect`.
-    static func inspect() throws -> String { try binary("encfs-inspect") }
+    public static func inspect() throws -> String { try binary("encfs-inspect") }
     /// `encfs-ctl`.
-    static func ctl() throws -> String { try binary("encfs-ctl") }
+    public static func ctl() throws -> String { try binary("encfs-ctl") }
     /// `encfs-rekey` (`encfs-inspect rekey` as a command of its own).
-    static func rekey() throws -> String { try binary("encfs-rekey") }
+    public static func rekey() throws -> String { try binary("encfs-rekey") }
 
-    /// This package's root directory (found from this file's path), for
-    /// the scripts under `examples/`.
-    static let repositoryRoot: String = {
-        // #filePath = <root>/Tests/MountTests/Support/Tools.swift
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().path
-    }()
+    /// This package's root directory, for the scripts under `examples/`
+    /// and `Scripts/`.
+    public static var repositoryRoot: String { BuiltBinaries.repositoryRoot }
 
     /// - Throws: `XCTSkip` when the binary is missing or stale, after the
     ///   first test of the process that finds it so has failed with one
     ///   line saying what to run (see ``BuiltBinaries``).
-    private static func binary(_ name: String) throws -> String {
+    public static func binary(_ name: String) throws -> String {
         if let problem = BuiltBinaries.problem(with: name, in: binaryDirectory) {
             // Recorded, not thrown: a caller's `try?` cannot hide it.
             if BuiltBinaries.firstReport() { XCTFail(problem) }
@@ -74,8 +69,8 @@ enum Tools {
     }
 
     /// The system Python (starts faster than a pyenv shim), else `python3` in PATH.
-    static let python: String = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"
+    public static let python: String = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"
 
     /// `fusermount3`.
-    static let fusermount = "fusermount3"
+    public static let fusermount = "fusermount3"
 }

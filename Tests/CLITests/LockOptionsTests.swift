@@ -2,6 +2,7 @@ import CryptCore
 import EncFSCore
 @testable import EncFSCLI
 @testable import EncFSMount
+import SharedTestSupport
 import XCTest
 
 /// The lock options of `encfs-mount`, the daemon's copy of them, the

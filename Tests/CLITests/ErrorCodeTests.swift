@@ -1,6 +1,7 @@
 import EncFSCore
 @testable import EncFSCLI
 import EncFSMount
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

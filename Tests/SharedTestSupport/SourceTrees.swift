@@ -1,10 +1,10 @@
 /// Python programs that build source trees. They run with `python3 -c`
 /// (never saved as files) and take the target directory as `argv[1]`.
-enum SourceTrees {
+public enum SourceTrees {
     /// The trees' sizes sit around multiples of 64 KiB, which are chunk
     /// boundaries for every chunk size up to 64 KiB, the default (4 KiB)
     /// included.
-    static let chunkSize = 65536
+    public static let chunkSize = 65536
 
     /// A tree with every kind of entry the format stores: files of 0 bytes,
     /// one byte, around one chunk (cs−1, cs, cs+1), three chunks exactly,
@@ -15,7 +15,7 @@ enum SourceTrees {
     /// permission bits; and distinct mtimes with nanoseconds (including one
     /// before 1970 and one after 2100) on files, directories, symlinks and
     /// the root. Contents are seeded random bytes.
-    static let mixed = #"""
+    public static let mixed = #"""
 import os, random, sys
 root = os.fsencode(sys.argv[1])
 CS = 65536
@@ -71,7 +71,7 @@ touch(root)
     /// marker in `argv[4]` repeated, under a few directories, plus one file
     /// whose name contains the marker in `argv[5]`. The markers come in
     /// through argv, so they are never written anywhere but the tree.
-    static let marked = #"""
+    public static let marked = #"""
 import os, sys
 root, count, size, marker, name_marker = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 body = (marker.encode() * (size // len(marker) + 1))[:size]
@@ -87,7 +87,7 @@ os.symlink("target-" + name_marker, os.path.join(root, "link"))
 
     /// `argv[2]` directories × `argv[3]` files, each holding its own path
     /// (a few bytes), so a spot check needs no source tree.
-    static let wide = #"""
+    public static let wide = #"""
 import os, sys
 root, dirs, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for d in range(dirs):

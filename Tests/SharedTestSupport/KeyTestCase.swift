@@ -12,17 +12,17 @@ import Glibc
 /// Every secret a test makes (key hex, passphrase, private-key PEM body) is
 /// registered, and every command the test runs has its stderr kept; at
 /// teardown the test fails if any secret appears in any stderr.
-class KeyTestCase: MountTestCase {
+open class KeyTestCase: ToolTestCase {
     private var secrets: [(label: String, bytes: [UInt8])] = []
     private var standardErrors: [(command: String, bytes: [UInt8])] = []
 
-    override func setUpWithError() throws {
+    open override func setUpWithError() throws {
         try super.setUpWithError()
         secrets = []
         standardErrors = []
     }
 
-    override func tearDownWithError() throws {
+    open override func tearDownWithError() throws {
         for (label, secret) in secrets {
             for (command, stderr) in standardErrors where contains(stderr, secret) {
                 XCTFail("\(label) appears in the stderr of `\(command)`")
@@ -33,7 +33,7 @@ class KeyTestCase: MountTestCase {
 
     /// Runs `tool` and keeps its stderr for the teardown check.
     @discardableResult
-    override func run(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
+    open override func run(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
                       timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
         let result = try super.run(tool, arguments, environment: environment, timeout: timeout)
         standardErrors.append((result.command.joined(separator: " "), result.stderr))
@@ -51,13 +51,13 @@ class KeyTestCase: MountTestCase {
     // MARK: - Secrets
 
     /// Registers `text` as a secret that no stderr may contain.
-    func registerSecret(_ text: String, _ label: String) {
+    open func registerSecret(_ text: String, _ label: String) {
         secrets.append((label, Array(text.utf8)))
     }
 
     /// Registers the secret in the file at `path`: each base64 line of a PEM
     /// block, or else the trimmed contents (a hex key also in upper case).
-    func registerSecretFile(_ path: String) throws {
+    open func registerSecretFile(_ path: String) throws {
         guard let data = FileManager.default.contents(atPath: path) else { throw SubprocessError("cannot read \(path)") }
         let text = String(decoding: data, as: UTF8.self)
         if text.contains("-----BEGIN") {
@@ -72,14 +72,14 @@ class KeyTestCase: MountTestCase {
     }
 
     /// A fresh random key file (64 hex digits), registered as a secret.
-    func makeRawKey(_ name: String = "raw.key") throws -> String {
+    open func makeRawKey(_ name: String = "raw.key") throws -> String {
         let path = try makeKeyFile(name)
         try registerSecretFile(path)
         return path
     }
 
     /// A passphrase file holding `passphrase` and a newline, registered as a secret.
-    func makePassphraseFile(_ name: String = "passphrase", _ passphrase: String = "tr0ub4dor & 3 ✓ \(UInt32.random(in: 0...UInt32.max))")
+    open func makePassphraseFile(_ name: String = "passphrase", _ passphrase: String = "tr0ub4dor & 3 ✓ \(UInt32.random(in: 0...UInt32.max))")
         throws -> String {
         let path = try scratch.write(name, Array("\(passphrase)\n".utf8), mode: 0o600)
         registerSecret(passphrase, "the passphrase in \(name)")
@@ -90,7 +90,7 @@ class KeyTestCase: MountTestCase {
 
     /// `encfs-keygen -o NAME`: the identity, its `.pub`, and the fingerprint
     /// `encfs-keygen` printed (checked against OpenSSL's).
-    func keygenIdentity(_ name: String) throws -> Identity {
+    open func keygenIdentity(_ name: String) throws -> Identity {
         let key = scratch.url(name)
         let result = try check(try Tools.keygen(), ["-o", key])
         try registerSecretFile(key)
@@ -108,13 +108,13 @@ class KeyTestCase: MountTestCase {
     }
 
     /// `openssl genpkey -algorithm X25519` and `openssl pkey -pubout`.
-    func opensslX25519(_ name: String) throws -> Identity {
+    open func opensslX25519(_ name: String) throws -> Identity {
         try opensslIdentity(name, ["-algorithm", "X25519"])
     }
 
     /// An RSA key pair of `bits` bits made by `openssl genpkey`, generated
     /// once per test process for each `variant` and written to `name`.
-    func opensslRSA(_ name: String, bits: Int = 2048, variant: String = "a") throws -> Identity {
+    open func opensslRSA(_ name: String, bits: Int = 2048, variant: String = "a") throws -> Identity {
         let cacheKey = "rsa-\(bits)-\(variant)"
         let pem = try OpenSSLKeyCache.privateKey(cacheKey) {
             let path = scratch.url("\(cacheKey).generated")
@@ -129,7 +129,7 @@ class KeyTestCase: MountTestCase {
 
     /// `openssl genpkey GENPKEY_ARGUMENTS -out NAME` and `openssl pkey
     /// -pubout -out NAME.pub`.
-    func opensslIdentity(_ name: String, _ genpkeyArguments: [String]) throws -> Identity {
+    open func opensslIdentity(_ name: String, _ genpkeyArguments: [String]) throws -> Identity {
         let key = scratch.url(name)
         try check("openssl", ["genpkey"] + genpkeyArguments + ["-out", key])
         return try finishOpenSSLIdentity(key)
@@ -144,7 +144,7 @@ class KeyTestCase: MountTestCase {
 
     /// The first 8 bytes of SHA-256 over the DER SubjectPublicKeyInfo of
     /// the PEM public key at `path`, computed with `openssl` and `sha256sum`.
-    func fingerprint(ofPublicKey path: String) throws -> String {
+    open func fingerprint(ofPublicKey path: String) throws -> String {
         let result = try sh(#"openssl pkey -pubin -in "$1" -outform DER | sha256sum"#, [path])
         guard result.status == 0, result.output.count >= 16 else { throw SubprocessError(result.summary) }
         return String(result.output.prefix(16))
@@ -154,18 +154,18 @@ class KeyTestCase: MountTestCase {
 
     /// Runs `encfs-inspect ARGUMENTS`.
     @discardableResult
-    func inspect(_ arguments: [String], environment: [String: String?] = [:]) throws -> ProcessResult {
+    open func inspect(_ arguments: [String], environment: [String: String?] = [:]) throws -> ProcessResult {
         try run(try Tools.inspect(), arguments, environment: environment)
     }
 
     /// Runs `encfs-keygen ARGUMENTS`.
     @discardableResult
-    func keygen(_ arguments: [String], environment: [String: String?] = [:]) throws -> ProcessResult {
+    open func keygen(_ arguments: [String], environment: [String: String?] = [:]) throws -> ProcessResult {
         try run(try Tools.keygen(), arguments, environment: environment)
     }
 
     /// `encfs-inspect info BUNDLE --json [KEY_ARGUMENTS]`, decoded.
-    func info(_ bundle: String, _ keyArguments: [String] = []) throws -> [String: Any] {
+    open func info(_ bundle: String, _ keyArguments: [String] = []) throws -> [String: Any] {
         let result = try check(try Tools.inspect(), ["info", bundle, "--json"] + keyArguments)
         guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [String: Any] else {
             throw SubprocessError("info --json is not an object: \(result.output)")
@@ -175,27 +175,32 @@ class KeyTestCase: MountTestCase {
 
     /// The key slots of `bundle` as `(kind, fingerprint)`, from `info --json`
     /// without a key.
-    func slots(_ bundle: String) throws -> [Slot] {
+    open func slots(_ bundle: String) throws -> [Slot] {
         guard let list = try info(bundle)["slots"] as? [[String: Any]] else { throw SubprocessError("no slots in info --json") }
         return list.map { Slot(kind: $0["kind"] as? String ?? "?", fingerprint: $0["fingerprint"] as? String ?? "?") }
     }
 
     /// A key slot as `encfs-inspect info` lists it.
-    struct Slot: Equatable, CustomStringConvertible {
-        let kind: String
-        let fingerprint: String
-        var description: String { "\(kind) \(fingerprint)" }
+    public struct Slot: Equatable, CustomStringConvertible {
+        public let kind: String
+        public let fingerprint: String
+        public var description: String { "\(kind) \(fingerprint)" }
+
+        public init(kind: String, fingerprint: String) {
+            self.kind = kind
+            self.fingerprint = fingerprint
+        }
     }
 
     /// Asserts that `diff -r` finds no difference between two trees.
-    func assertSameTree(_ expected: String, _ actual: String, _ message: String = "",
+    open func assertSameTree(_ expected: String, _ actual: String, _ message: String = "",
                         file: StaticString = #filePath, line: UInt = #line) throws {
         let diff = try run("diff", ["-r", expected, actual])
         XCTAssertEqual(diff.status, 0, "\(message) \(diff.output) \(diff.summary)", file: file, line: line)
     }
 
     /// `sha256sum` of a file, 64 hex digits.
-    func sha256(_ path: String) throws -> String {
+    open func sha256(_ path: String) throws -> String {
         String(try check("sha256sum", [path]).output.prefix(64))
     }
 
@@ -204,7 +209,7 @@ class KeyTestCase: MountTestCase {
     /// Every entry below `root` (not following symlinks) with its type,
     /// mode, size, mtime in nanoseconds and the SHA-256 of its contents, one
     /// line each; names byte-exact (Python `repr` of the bytes).
-    func snapshot(_ root: String) throws -> [String] {
+    open func snapshot(_ root: String) throws -> [String] {
         let script = #"""
 import hashlib, os, stat, sys
 root = os.fsencode(sys.argv[1])
@@ -230,7 +235,7 @@ print("\n".join(sorted(out)))
     }
 
     /// Asserts that two snapshots are equal, naming the entries that differ.
-    func assertUnchanged(_ before: [String], _ after: [String], _ message: String,
+    open func assertUnchanged(_ before: [String], _ after: [String], _ message: String,
                          file: StaticString = #filePath, line: UInt = #line) {
         guard before != after else { return }
         let gone = Set(before).subtracting(after).sorted()

@@ -3,6 +3,7 @@ import EncFSCore
 import EncFSMount
 import EncFSRemote
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The pure parts of remote bundles: how an address is shown, header
@@ -83,10 +84,9 @@ final class RemoteCommandLineTests: XCTestCase {
 
     /// A file in a fresh temporary directory, removed by the teardown.
     private func temporaryFile(_ contents: String) throws -> String {
-        let directory = NSTemporaryDirectory() + "encfs-remote-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/file"
+        let directory = try TemporaryDirectory(prefix: "encfs-remote")
+        addTeardownBlock { directory.remove() }
+        let path = directory.pathString + "/file"
         try contents.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }

@@ -1,5 +1,4 @@
 import Foundation
-import SharedTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,15 +8,15 @@ import Glibc
 /// Removal uses `rm -rf --one-file-system`, so a mount that somehow
 /// survived its unmount is never descended into; the unmount teardown runs
 /// first because teardown blocks run last-registered first.
-final class ScratchDirectory: Sendable {
+public final class ScratchDirectory: Sendable {
     /// Absolute, symlink-free path.
-    let path: String
+    public let path: String
 
     /// Creates `$TMPDIR/encfs-mount-tests.XXXXXX` (or under /tmp).
     ///
     /// - Throws: `TemporaryDirectory.Failure` when mkdtemp fails,
     ///   `SubprocessError` when the path does not resolve.
-    init() throws {
+    public init() throws {
         let raw = try TemporaryDirectory.make(prefix: "encfs-mount-tests")
         guard let resolved = realpath(raw, nil) else { throw SubprocessError("realpath \(raw)") }
         path = String(cString: resolved)
@@ -25,11 +24,11 @@ final class ScratchDirectory: Sendable {
     }
 
     /// `path/name`.
-    func url(_ name: String) -> String { "\(path)/\(name)" }
+    public func url(_ name: String) -> String { "\(path)/\(name)" }
 
     /// Creates `path/name` (and parents) and returns its path.
     @discardableResult
-    func makeDirectory(_ name: String) throws -> String {
+    public func makeDirectory(_ name: String) throws -> String {
         let p = url(name)
         try FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
         return p
@@ -37,7 +36,7 @@ final class ScratchDirectory: Sendable {
 
     /// Writes `bytes` to `path/name` with `mode`.
     @discardableResult
-    func write(_ name: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws -> String {
+    public func write(_ name: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws -> String {
         let p = url(name)
         let fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw SubprocessError("create \(p): \(String(cString: strerror(errno)))") }
@@ -52,7 +51,7 @@ final class ScratchDirectory: Sendable {
     }
 
     /// Removes the directory and everything below it on the same file system.
-    func remove() {
+    public func remove() {
         // Restore write permission first (a test tree may hold 0500 dirs).
         _ = try? Subprocess.run("chmod", ["-R", "u+rwX", path], timeout: 60)
         _ = try? Subprocess.run("rm", ["-rf", "--one-file-system", path], timeout: 120)

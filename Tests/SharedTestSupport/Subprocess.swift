@@ -5,29 +5,29 @@ import Glibc
 #endif
 
 /// What a finished child process left behind.
-struct ProcessResult: Sendable {
+public struct ProcessResult: Sendable {
     /// The command line, for failure messages.
-    let command: [String]
+    public let command: [String]
     /// Exit code, or `128 + signal` when a signal ended the process.
-    let status: Int32
+    public let status: Int32
     /// The signal that ended the process, if one did.
-    let signal: Int32?
+    public let signal: Int32?
     /// Whether the deadline passed and the process was killed.
-    let timedOut: Bool
-    let stdout: [UInt8]
-    let stderr: [UInt8]
+    public let timedOut: Bool
+    public let stdout: [UInt8]
+    public let stderr: [UInt8]
 
     /// stdout decoded as UTF-8 (invalid bytes become U+FFFD).
-    var output: String { String(decoding: stdout, as: UTF8.self) }
+    public var output: String { String(decoding: stdout, as: UTF8.self) }
     /// stderr decoded as UTF-8.
-    var errorOutput: String { String(decoding: stderr, as: UTF8.self) }
+    public var errorOutput: String { String(decoding: stderr, as: UTF8.self) }
     /// Non-empty stderr lines.
-    var errorLines: [String] { errorOutput.split(separator: "\n").map(String.init) }
+    public var errorLines: [String] { errorOutput.split(separator: "\n").map(String.init) }
     /// stdout split into lines of raw bytes, without the newlines.
-    var outputLines: [[UInt8]] { stdout.split(separator: 0x0A, omittingEmptySubsequences: false).map(Array.init).dropLastIfEmpty() }
+    public var outputLines: [[UInt8]] { stdout.split(separator: 0x0A, omittingEmptySubsequences: false).map(Array.init).dropLastIfEmpty() }
 
     /// One line for assertion messages: the command, its status and stderr.
-    var summary: String {
+    public var summary: String {
         var text = "`\(command.joined(separator: " "))` exited \(status)"
         if timedOut { text += " (killed at its deadline)" }
         let err = errorOutput.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -44,9 +44,9 @@ extension Array where Element == [UInt8] {
 }
 
 /// A failure to start a process, or a helper's precondition that did not hold.
-struct SubprocessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct SubprocessError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// Starts programs with `posix_spawnp` and collects their output in memory.
@@ -56,9 +56,9 @@ struct SubprocessError: Error, CustomStringConvertible {
 /// to disk. Every child gets stdin from /dev/null unless told otherwise,
 /// `LC_ALL=C` and `TZ=UTC` (stable `ls`, `stat`, `sort` output), and no file
 /// descriptor of the test process other than 0, 1, 2.
-enum Subprocess {
+public enum Subprocess {
     /// Deadline for one tool run unless a test asks for another.
-    static let defaultTimeout: Double = 120
+    public static let defaultTimeout: Double = 120
 
     /// Runs `tool` to completion.
     ///
@@ -70,7 +70,7 @@ enum Subprocess {
     ///   - timeout: seconds until the child is killed with SIGKILL.
     /// - Returns: status and output.
     /// - Throws: `SubprocessError` when the program cannot be started.
-    static func run(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
+    public static func run(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
                     timeout: Double = defaultTimeout) throws -> ProcessResult {
         let process = try SpawnedProcess(tool, arguments, environment: environment, captureStandardError: true)
         let deadline = Deadline(seconds: timeout)
@@ -86,9 +86,21 @@ enum Subprocess {
                              timedOut: timedOut || ended == nil, stdout: out, stderr: err)
     }
 
+    /// Runs `tool` to completion and requires exit status 0.
+    ///
+    /// - Throws: `SubprocessError` with the command's summary when it
+    ///   fails or cannot be started.
+    @discardableResult
+    public static func check(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
+                             timeout: Double = defaultTimeout) throws -> ProcessResult {
+        let result = try run(tool, arguments, environment: environment, timeout: timeout)
+        guard result.status == 0 else { throw SubprocessError(result.summary) }
+        return result
+    }
+
     /// The environment a child starts with: ours, plus `LC_ALL=C`, `TZ=UTC`,
     /// minus every `ENCFS_*` secret, plus `overrides`.
-    static func environment(_ overrides: [String: String?]) -> [String] {
+    public static func environment(_ overrides: [String: String?]) -> [String] {
         var variables: [String: String] = [:]
         for (name, value) in ProcessInfo.processInfo.environment where !name.hasPrefix("ENCFS_") || name == "ENCFS_BIN_DIR" {
             variables[name] = value
@@ -101,15 +113,15 @@ enum Subprocess {
 }
 
 /// A point in time on the monotonic clock.
-struct Deadline: Sendable {
-    let instant: ContinuousClock.Instant
+public struct Deadline: Sendable {
+    public let instant: ContinuousClock.Instant
 
-    init(seconds: Double) { instant = .now + .milliseconds(Int(seconds * 1000)) }
+    public init(seconds: Double) { instant = .now + .milliseconds(Int(seconds * 1000)) }
 
-    var hasPassed: Bool { ContinuousClock.now >= instant }
+    public var hasPassed: Bool { ContinuousClock.now >= instant }
 
     /// Milliseconds left, at least 0, at most `cap`.
-    func remainingMilliseconds(cap: Int = 1000) -> Int32 {
+    public func remainingMilliseconds(cap: Int = 1000) -> Int32 {
         let left = instant - .now
         let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
         return Int32(max(0, min(Int64(cap), ms)))
@@ -119,7 +131,7 @@ struct Deadline: Sendable {
     /// deadline passes.
     ///
     /// - Returns: whether the condition held.
-    static func poll(seconds: Double, interval: Double = 0.02, _ condition: () -> Bool) -> Bool {
+    public static func poll(seconds: Double, interval: Double = 0.02, _ condition: () -> Bool) -> Bool {
         let deadline = Deadline(seconds: seconds)
         while true {
             if condition() { return true }
@@ -130,11 +142,16 @@ struct Deadline: Sendable {
 }
 
 /// How a process ended.
-struct ExitStatus: Sendable, Equatable {
+public struct ExitStatus: Sendable, Equatable {
     /// Exit code, or `128 + signal`.
-    let code: Int32
+    public let code: Int32
     /// The terminating signal, if any.
-    let signal: Int32?
+    public let signal: Int32?
+
+    public init(code: Int32, signal: Int32?) {
+        self.code = code
+        self.signal = signal
+    }
 }
 
 /// A child process that keeps running while the test talks to it.
@@ -143,9 +160,9 @@ struct ExitStatus: Sendable, Equatable {
 /// stderr goes to a pipe too when `captureStandardError`, else to
 /// `standardErrorFile` (or /dev/null). stdin is a pipe the test can write to
 /// (``write(_:)``) when `feedStandardInput`, else /dev/null.
-final class SpawnedProcess: Sendable {
-    let pid: pid_t
-    let command: [String]
+public final class SpawnedProcess: Sendable {
+    public let pid: pid_t
+    public let command: [String]
     private let stdoutFD: Int32
     private let stderrFD: Int32?
     private let stdinFD = Mutex<Int32?>(nil)
@@ -155,7 +172,7 @@ final class SpawnedProcess: Sendable {
     /// Starts `tool`.
     ///
     /// - Throws: `SubprocessError` when a pipe or the spawn fails.
-    init(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
+    public init(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
          captureStandardError: Bool = false, standardErrorFile: String? = nil, feedStandardInput: Bool = false) throws {
         command = [tool] + arguments
         let out = try Self.makePipe()
@@ -247,7 +264,7 @@ final class SpawnedProcess: Sendable {
     /// Reads stdout and stderr to EOF or to the deadline.
     ///
     /// - Returns: both outputs, and whether the deadline passed first.
-    func drain(deadline: Deadline) -> (stdout: [UInt8], stderr: [UInt8], timedOut: Bool) {
+    public func drain(deadline: Deadline) -> (stdout: [UInt8], stderr: [UInt8], timedOut: Bool) {
         var out = pendingOutput.withLock { buffer in
             defer { buffer = [] }
             return buffer
@@ -278,7 +295,7 @@ final class SpawnedProcess: Sendable {
 
     /// Reads one line of stdout (without its newline), or `nil` at EOF or
     /// when the deadline passes.
-    func readLine(deadline: Deadline) -> String? {
+    public func readLine(deadline: Deadline) -> String? {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             let line: [UInt8]? = pendingOutput.withLock { buffer in
@@ -300,27 +317,27 @@ final class SpawnedProcess: Sendable {
     }
 
     /// Writes `text` to the child's stdin (a pipe when `feedStandardInput`).
-    func write(_ text: String) {
+    public func write(_ text: String) {
         guard let fd = stdinFD.withLock({ $0 }) else { return }
         let bytes = Array(text.utf8)
         _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 
     /// Closes the child's stdin.
-    func closeStandardInput() {
+    public func closeStandardInput() {
         if let fd = stdinFD.withLock({ value -> Int32? in defer { value = nil }; return value }) { close(fd) }
     }
 
     /// Sends `signal` unless the process has been reaped already.
-    func signal(_ signal: Int32) {
+    public func signal(_ signal: Int32) {
         if exitStatus.withLock({ $0 }) == nil { kill(pid, signal) }
     }
 
     /// Whether the process has not been reaped yet and is still running.
-    var isRunning: Bool { reap() == nil }
+    public var isRunning: Bool { reap() == nil }
 
     /// Reaps the process if it has ended.
-    func reap() -> ExitStatus? {
+    public func reap() -> ExitStatus? {
         exitStatus.withLock { state in
             if let state { return state }
             var status: Int32 = 0
@@ -334,7 +351,7 @@ final class SpawnedProcess: Sendable {
     /// Waits for the process to end.
     ///
     /// - Returns: how it ended, or `nil` if it still runs at the deadline.
-    func wait(deadline: Deadline) -> ExitStatus? {
+    public func wait(deadline: Deadline) -> ExitStatus? {
         while true {
             if let status = reap() { return status }
             if deadline.hasPassed { return nil }

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The bash completion (completions/bash/encfs-tools) sourced in a real
@@ -6,7 +7,7 @@ import XCTest
 /// options (read from its --help, so every offered option is one the tool
 /// accepts), values as file names where the help says FILE, encfs-inspect's
 /// commands, and -o spellings for encfs-mount.
-final class CompletionTests: MountTestCase {
+final class CompletionTests: ToolTestCase {
     private var script: String { "\(Tools.repositoryRoot)/completions/bash/encfs-tools" }
 
     /// The completions bash offers for `words` (the last one being completed).
