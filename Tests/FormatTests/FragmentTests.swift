@@ -13,7 +13,7 @@ final class FragmentTests: XCTestCase {
     private var tmp: TemporaryDirectory!
     private let key = TestSecrets.key(31)
 
-    override func setUpWithError() throws { tmp = try TemporaryDirectory() }
+    override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
     /// Text that zstd shrinks well, `n` bytes.
