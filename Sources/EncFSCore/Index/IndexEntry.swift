@@ -50,6 +50,10 @@ package struct IndexEntry: Sendable, Equatable {
     /// `BundleIndex.body(of:)`, never by its own payload offset.
     package var isFragmentSlice: Bool { flags & Self.fragmentSliceFlag != 0 }
 
+    /// A fragment slice's descriptor offset in the table stream, which
+    /// names its fragment (nil for others): tools count fragments by it.
+    package var fragmentDescriptor: UInt32? { isFragmentSlice ? chunkTableOffset : nil }
+
     /// A fragment slice's offset in its fragment's plaintext (0 for others).
     var sliceOffset: UInt64 { isFragmentSlice ? storedFirst : 0 }
 
