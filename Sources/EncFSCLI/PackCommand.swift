@@ -36,7 +36,7 @@ package enum PackCommand {
 
     options:
       --compress METHOD        none (default: a format version 1 bundle) or
-                               zstd[:LEVEL] (LEVEL 1 … 19, default 3): each
+                               zstd[:LEVEL] (LEVEL 1 … 19, default 9): each
                                chunk is compressed on its own before it is
                                sealed (format version 2; a chunk's stored
                                length shows how well it compressed: see
@@ -46,8 +46,8 @@ package enum PackCommand {
                                with --compress zstd)
       --fragment-size SIZE     with --compress: files smaller than SIZE are
                                packed together into shared chunks
-                               (fragments; 0 … the chunk size, default a
-                               quarter of the chunk size; 0: none)
+                               (fragments; 0 … the chunk size, default half
+                               the chunk size; 0: none)
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree

@@ -21,10 +21,10 @@ struct FragmentPacker {
         let offset: UInt64
     }
 
-    /// The threshold `--compress zstd` packs with: files below a quarter
-    /// of the chunk size (docs/PERFORMANCE.md, "Fragments": measured on
-    /// real trees).
-    static func defaultThreshold(chunkSize: UInt64) -> Int { Int(chunkSize / 4) }
+    /// The threshold `--compress zstd` packs with: files below half the
+    /// chunk size (docs/PERFORMANCE.md, "Levels, chunk and fragment sizes":
+    /// a quarter and the whole chunk were measured too).
+    static func defaultThreshold(chunkSize: UInt64) -> Int { Int(chunkSize / 2) }
 
     /// Files below this size go into fragments (at most the chunk size).
     let threshold: UInt64
