@@ -94,8 +94,7 @@ package enum BundleWriter {
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
         var plan = try PackPlan(source: source, destination: destination, options: options, warn: warn)
         let output = try AtomicFile(destination: destination)
-        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(plan.headerLength), path: destination,
-                                 hashing: options.signingKey != nil)
+        let sink = try ChunkSink(file: output.file, startOffset: UInt64(plan.headerLength), hashing: options.signingKey != nil)
         let (bodies, sliceOffsets, summary) = try writeBodies(&plan, into: sink)
         return try seal(plan, bodies: bodies, sliceOffsets: sliceOffsets, summary: summary, sink: sink, output: output)
     }
@@ -134,9 +133,9 @@ package enum BundleWriter {
         let encryptor = try FileEncryptor(layout: plan.layout, keys: plan.keys, pipeline: pipeline, progress: options.progress,
                                           prefetcher: prefetcher)
         var deduplicator = Deduplicator(nodes.filter { !fragments.takes(size: $0.size) })
-        let (rootFD, sourcePath) = (plan.root.rawValue, plan.source)
+        let (root, sourcePath) = (plan.root, plan.source)
         let source = { (position: Int) in
-            FileEncryptor.Source(relativePath: nodes[position].relativePath, rootFD: rootFD,
+            FileEncryptor.Source(relativePath: nodes[position].relativePath, root: root,
                                  displayPath: SourceTree.join(sourcePath, nodes[position].relativePath),
                                  identity: (nodes[position].device, nodes[position].inode), sequence: sequences[position] ?? 0)
         }
