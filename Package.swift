@@ -66,6 +66,11 @@ let package = Package(
         // toolchain is installed.
         .target(name: "EncFSC", dependencies: ["EncFS", "EncFSCore"], exclude: ["encfs.map"],
                 linkerSettings: [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xlinker", "-soname=libencfs.so.0",
+                                               // -static-stdlib links FoundationEssentials but
+                                               // not the two libraries it is built on; -z defs
+                                               // makes any symbol left undefined fail the link.
+                                               "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims",
+                                               "-Xlinker", "-z", "-Xlinker", "defs",
                                                "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/EncFSC/encfs.map"])]),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         // The Swift runtime linked in: the mount starts two processes (the

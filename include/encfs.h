@@ -110,15 +110,16 @@ typedef enum encfs_status {
     ENCFS_ERR_NO_MEMORY = 19
 } encfs_status;
 
-/** Kinds of item (encfs_stat.kind). */
+/** Kinds of item (struct encfs_stat's kind). */
 enum {
     ENCFS_KIND_FILE = 1,
     ENCFS_KIND_DIRECTORY = 2,
     ENCFS_KIND_SYMLINK = 3
 };
 
-/** The attributes of one item, as encfs_stat fills them. */
-typedef struct encfs_stat {
+/** The attributes of one item, as encfs_stat fills them (as with POSIX
+ *  `struct stat`, the struct and the function share a name). */
+struct encfs_stat {
     /** ENCFS_KIND_FILE, ENCFS_KIND_DIRECTORY or ENCFS_KIND_SYMLINK. */
     int kind;
     /** The permission bits (at most 07777), such as 0644. */
@@ -134,7 +135,7 @@ typedef struct encfs_stat {
      *  encfs_free. */
     char *target;
     size_t target_length;
-} encfs_stat;
+};
 
 /* ---- Version and errors ------------------------------------------------ */
 
@@ -167,7 +168,7 @@ uint64_t encfs_last_error_chunk(void);
 /** The errno of the last ENCFS_ERR_IO on this thread; 0 otherwise. */
 int encfs_last_error_errno(void);
 
-/** Frees memory the library handed to the caller (encfs_stat.target).
+/** Frees memory the library handed to the caller (struct encfs_stat's target).
  *  NULL does nothing. */
 void encfs_free(void *pointer);
 
@@ -263,7 +264,7 @@ void encfs_list_free(encfs_list *list);
 /** Fills *st with the attributes of the item at `path`; a symlink at
  *  `path` itself is described, not followed (as lstat). On success the
  *  caller frees st->target with encfs_free. */
-int encfs_stat(const encfs_bundle *bundle, const char *path, encfs_stat *st);
+int encfs_stat(const encfs_bundle *bundle, const char *path, struct encfs_stat *st);
 
 /* ---- Files ------------------------------------------------------------- */
 
@@ -276,12 +277,19 @@ int encfs_file_open(const encfs_bundle *bundle, const char *path, encfs_file **f
 uint64_t encfs_file_size(const encfs_file *file);
 
 /** Reads up to `count` bytes at `offset` into `buffer` (which the caller
- *  owns and which has room for `count` bytes), allocating nothing. On
+ *  owns and which has room for `count` bytes; NULL only when `count` is
+ *  0), allocating nothing. On
  *  success *nread is `count`, or less only where the file ends (0 at or
  *  past its end). Each chunk read is authenticated before any of its
  *  bytes is copied: on ENCFS_ERR_DAMAGED_CHUNK the buffer holds no
  *  plaintext of the failed read. Any offset and count are accepted. */
 int encfs_file_pread(const encfs_file *file, void *buffer, size_t count, uint64_t offset, size_t *nread);
+
+/** Reads the whole file at `path` (or a symlink to one) if it holds at
+ *  most `limit` bytes (ENCFS_ERR_TOO_LARGE otherwise). On success *data is
+ *  a new buffer of *length bytes, which the caller frees with encfs_free
+ *  (a buffer is returned, non-NULL, even for an empty file). */
+int encfs_read_file(const encfs_bundle *bundle, const char *path, uint64_t limit, void **data, size_t *length);
 
 /** Closes a file handle. NULL does nothing. */
 void encfs_file_close(encfs_file *file);

@@ -56,3 +56,30 @@ public func encfs_file_close(_ handle: OpaquePointer?) {
     guard let handle else { return }
     Unmanaged<FileBox>.fromOpaque(UnsafeRawPointer(handle)).release()
 }
+
+@_cdecl("encfs_read_file")
+public func encfs_read_file(_ bundleHandle: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ limit: UInt64,
+                            _ data: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ length: UnsafeMutablePointer<Int>?) -> Int32 {
+    exported { () throws(Failure) in
+        let b = try bundle(bundleHandle, "encfs_read_file")
+        let p = try bytes(of: path, "encfs_read_file", "path")
+        guard let data, let length else { throw Failure.invalid("encfs_read_file", "data or length is NULL") }
+        let file = try api { () throws(EncryptedBundleError) in try b.openFile(atBytePath: p) }
+        guard file.size <= limit else {
+            throw Failure(.tooLarge(path: p, size: file.size, limit: Int(clamping: limit)))
+        }
+        // size ≤ limit was checked, but a limit above what memory can hold
+        // must still fail cleanly rather than trap.
+        guard file.size < UInt64(Int.max), let buffer = malloc(max(Int(file.size), 1)) else {
+            throw Failure(status: .noMemory, message: "encfs_read_file: out of memory")
+        }
+        do throws(EncryptedBundleError) {
+            let got = try file.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: Int(file.size)), atOffset: 0)
+            data.pointee = buffer
+            length.pointee = got
+        } catch {
+            free(buffer)
+            throw Failure(error)
+        }
+    }
+}
