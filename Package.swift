@@ -98,6 +98,11 @@ let package = Package(
         // LibraryTests runs it and checks that it links no libfuse.
         .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",
                           exclude: ["README.md"]),
+        // libencfs through its C ABI and the Python package over it: C
+        // programs compiled by the tests (plain, ASan, Valgrind) and the
+        // pytest suite of bindings/python, against a local and an nginx-served
+        // bundle.
+        .testTarget(name: "EmbedTests", dependencies: ["SharedTestSupport"], exclude: ["C", "Fixture"]),
         // The mount layer's pure parts (directory cursor, option and log
         // formatting, the daemon's argv): no FUSE mount, no binaries.
         .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI", "SharedTestSupport"]),

@@ -19,6 +19,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The layout libencfs writes (Sources/EncFSC/BundleCalls.swift, StatLayout). */
+_Static_assert(offsetof(struct encfs_stat, kind) == 0, "kind");
+_Static_assert(offsetof(struct encfs_stat, mode) == 4, "mode");
+_Static_assert(offsetof(struct encfs_stat, size) == 8, "size");
+_Static_assert(offsetof(struct encfs_stat, mtime_sec) == 16, "mtime_sec");
+_Static_assert(offsetof(struct encfs_stat, mtime_nsec) == 24, "mtime_nsec");
+_Static_assert(offsetof(struct encfs_stat, target) == 32, "target");
+_Static_assert(offsetof(struct encfs_stat, target_length) == 40, "target_length");
+_Static_assert(sizeof(struct encfs_stat) == 48, "size of struct encfs_stat");
+
 static int passed, failed;
 static const char *dir;
 
