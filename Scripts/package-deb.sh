@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds dist/encfs-tools_VERSION_amd64.deb: the encfs-* executables linked
 # with --static-swift-stdlib (the target machine needs no Swift), man pages,
-# bash completion, the systemd examples. Depends: are computed by
+# bash completion, the systemd examples, and libencfs for C and other
+# languages (the library, include/encfs.h, encfs.pc, examples/c). Depends: are computed by
 # dpkg-shlibdeps from the binaries (libc6, libfuse3-3, libssl3, libipsec-mb1, …), plus
 # fuse3 for fusermount3 and mount.fuse3.
 #
@@ -58,6 +59,18 @@ install -m 0644 completions/bash/encfs-tools "$pkg/usr/share/bash-completion/com
 for name in "${tools[@]:1}"; do ln -s "${tools[0]}" "$pkg/usr/share/bash-completion/completions/$name"; done
 install -m 0644 examples/systemd/* "$pkg/usr/share/doc/encfs-tools/examples/systemd/"
 install -m 0644 packaging/debian/copyright "$pkg/usr/share/doc/encfs-tools/copyright"
+# libencfs: the runtime file by its SONAME, the link name for -lencfs, the
+# header and the pkg-config file (Scripts/make-pkgconfig.sh), the C example.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+install -d "$pkg/usr/lib/$multiarch/pkgconfig" "$pkg/usr/include" "$pkg/usr/share/doc/encfs-tools/examples/c"
+install -m 0644 "$bin/libencfs.so" "$pkg/usr/lib/$multiarch/libencfs.so.0"
+strip --strip-unneeded --remove-section=.comment "$pkg/usr/lib/$multiarch/libencfs.so.0"
+ln -s libencfs.so.0 "$pkg/usr/lib/$multiarch/libencfs.so"
+install -m 0644 include/encfs.h "$pkg/usr/include/encfs.h"
+Scripts/make-pkgconfig.sh --prefix /usr --libdir "/usr/lib/$multiarch" -o "$pkg/usr/lib/$multiarch/pkgconfig/encfs.pc"
+install -m 0644 examples/c/encfs-cat.c examples/c/README.md "$pkg/usr/share/doc/encfs-tools/examples/c/"
+# The loader's cache learns of the new library (Debian policy 8.1.1).
+printf 'activate-noawait ldconfig\n' > "$pkg/DEBIAN/triggers"
 {
   echo "encfs-tools ($version) unstable; urgency=medium"
   echo
@@ -70,7 +83,7 @@ install -m 0644 packaging/debian/copyright "$pkg/usr/share/doc/encfs-tools/copyr
 # Depends from the binaries themselves.
 mkdir -p "$stage/src/debian"
 printf 'Source: encfs-tools\n\nPackage: encfs-tools\nArchitecture: any\n' > "$stage/src/debian/control"
-shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "${tools[@]/#/$pkg/usr/bin/}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "${tools[@]/#/$pkg/usr/bin/}" "$pkg/usr/lib/$multiarch/libencfs.so.0" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$shlibs" ] || { echo "package-deb.sh: error: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 installed=$(du -sk "$pkg/usr" | cut -f1)
 cat > "$pkg/DEBIAN/control" <<CONTROL

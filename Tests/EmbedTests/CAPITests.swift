@@ -93,6 +93,20 @@ final class CAPITests: XCTestCase {
         XCTAssertFalse(run.output.contains("Invalid write"), run.output)
     }
 
+    /// The read path allocates nothing: alloc-test counts every malloc of
+    /// the process (libencfs and its Swift runtime included) over 2000
+    /// preads of all shapes after a warm-up pass.
+    func testPread_AllocatesNothingOnceWarm() throws {
+        let fixture = try EmbedFixture.shared()
+        let program = fixture.path("alloc-test")
+        try compile([EmbedFixture.root + "/Tests/EmbedTests/C/alloc-test.c"], program)
+        let run = try Run(program, [fixture.path("app.bundle"), fixture.path("app.key"), "big.bin"], environment: runtime(fixture))
+        XCTAssertEqual(run.status, 0, run.output)
+        XCTAssertTrue(run.output.contains("pass 1: 0 allocations in 2000 preads"), run.output)
+        // The counter counts: the first pass, which fills the reader's pool, allocates.
+        XCTAssertFalse(run.output.contains("pass 0: 0 allocations"), run.output)
+    }
+
     func testLibrary_SONAMEAndOnlyEncfsSymbolsExported() throws {
         let fixture = try EmbedFixture.shared()
         let library = fixture.binDirectory + "/libencfs.so"
