@@ -8,6 +8,7 @@ from ._lib import Stat, lib
 from .errors import Error, check
 
 KIND_NAMES = {1: "file", 2: "directory", 3: "symlink"}
+_pread = lib.encfs_file_pread
 _UNLIMITED = (1 << 64) - 1
 
 
@@ -263,6 +264,7 @@ class EncryptedFile(io.RawIOBase):
         self._size = lib.encfs_file_size(self._handle)
         self._position = 0
         self._got = ctypes.c_size_t()
+        self._got_pointer = ctypes.byref(self._got)
         self.name = os.fsdecode(_encode(path))
 
     @property
@@ -276,15 +278,20 @@ class EncryptedFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer):
-        if self._handle is None:
+        handle = self._handle
+        if handle is None:
             raise ValueError("I/O operation on closed file")
-        view = memoryview(buffer).cast("B")
-        if len(view) == 0:
+        view = memoryview(buffer)
+        count = view.nbytes
+        if count == 0:
             return 0
-        pointer = (ctypes.c_char * len(view)).from_buffer(view)
-        check(lib.encfs_file_pread(self._handle, pointer, len(view), self._position, ctypes.byref(self._got)))
-        self._position += self._got.value
-        return self._got.value
+        # The ctypes object holds an export of the buffer until the call
+        # returns: no other thread can resize it while the GIL is released.
+        anchor = ctypes.c_char.from_buffer(view)
+        check(_pread(handle, ctypes.addressof(anchor), count, self._position, self._got_pointer))
+        got = self._got.value
+        self._position += got
+        return got
 
     def pread(self, count, offset):
         """Up to ``count`` bytes at ``offset``, without moving the position."""
