@@ -69,8 +69,19 @@ ln -s libencfs.so.0 "$pkg/usr/lib/$multiarch/libencfs.so"
 install -m 0644 include/encfs.h "$pkg/usr/include/encfs.h"
 Scripts/make-pkgconfig.sh --prefix /usr --libdir "/usr/lib/$multiarch" -o "$pkg/usr/lib/$multiarch/pkgconfig/encfs.pc"
 install -m 0644 examples/c/encfs-cat.c examples/c/README.md "$pkg/usr/share/doc/encfs-tools/examples/c/"
-# The loader's cache learns of the new library (Debian policy 8.1.1).
+# The loader's cache learns of the new library (Debian policy 8.1.1), and
+# packages linking it depend on this one (8.6, the shlibs file).
 printf 'activate-noawait ldconfig\n' > "$pkg/DEBIAN/triggers"
+printf 'libencfs 0 encfs-tools (>= %s)\n' "$version" > "$pkg/DEBIAN/shlibs"
+# One package carries the tools, libencfs and its development files, not
+# the libencfs0 / libencfs-dev split Debian's archive would want: said once
+# here, for lintian.
+install -d "$pkg/usr/share/lintian/overrides"
+cat > "$pkg/usr/share/lintian/overrides/encfs-tools" <<'OVERRIDES'
+# libencfs ships inside encfs-tools (no libencfs0 / libencfs-dev split).
+encfs-tools: package-name-doesnt-match-sonames libencfs0
+encfs-tools: link-to-shared-library-in-wrong-package *
+OVERRIDES
 {
   echo "encfs-tools ($version) unstable; urgency=medium"
   echo
