@@ -5,10 +5,13 @@ import os
 import threading
 
 from ._lib import Stat, lib
-from .errors import Error, check
+from .errors import Error, check, last_error
 
 KIND_NAMES = {1: "file", 2: "directory", 3: "symlink"}
+# Looked up once: readinto is the hot path of every read from Python.
 _pread = lib.encfs_file_pread
+_char_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
 _UNLIMITED = (1 << 64) - 1
 
 
@@ -281,14 +284,16 @@ class EncryptedFile(io.RawIOBase):
         handle = self._handle
         if handle is None:
             raise ValueError("I/O operation on closed file")
-        view = memoryview(buffer)
-        count = view.nbytes
+        # bytes and bytearray count bytes; other buffers by their view.
+        count = len(buffer) if type(buffer) is bytearray else memoryview(buffer).nbytes
         if count == 0:
             return 0
         # The ctypes object holds an export of the buffer until the call
         # returns: no other thread can resize it while the GIL is released.
-        anchor = ctypes.c_char.from_buffer(view)
-        check(_pread(handle, ctypes.addressof(anchor), count, self._position, self._got_pointer))
+        anchor = _char_from_buffer(buffer)
+        status = _pread(handle, _addressof(anchor), count, self._position, self._got_pointer)
+        if status:
+            raise last_error(status)
         got = self._got.value
         self._position += got
         return got
