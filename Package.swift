@@ -86,12 +86,23 @@ let package = Package(
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
-        // What several test targets share (the seeded generator); test
-        // tooling, so not a product, and it depends on nothing of ours.
-        .target(name: "SharedTestSupport", path: "Tests/SharedTestSupport"),
+        // What the test targets share (scratch directories, the seeded
+        // generator, the binary runner and the test case over it, the nginx
+        // runner); test tooling, so not a product. EncFSCore and CryptCore
+        // only for BundleSurgery (offsets inside a bundle, from its index).
+        .target(name: "SharedTestSupport", dependencies: ["EncFSCore", "CryptCore"], path: "Tests/SharedTestSupport"),
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore", "SharedTestSupport"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], resources: [.copy("Fixtures")]),
+        // Real FUSE mounts through the release binaries, run once per transport.
         .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),
+        // The binaries that never mount (help, man pages, completion,
+        // inspect, JSON, progress, version) and the command-line layer's
+        // units (option parsing, the daemon's argv, error codes).
+        .testTarget(name: "CLITests", dependencies: ["EncFSCore", "EncFSMount", "EncFSCLI", "CryptCore", "SharedTestSupport"]),
+        // Remote bundles without a mount: the public API over nginx, the
+        // remote command line, the retry policy, the page-cache warmer
+        // (mounted remote bundles stay in MountTests.RemoteMountTests).
+        .testTarget(name: "RemoteTests", dependencies: ["EncFS", "EncFSCore", "EncFSRemote", "EncFSMount", "EncFSCLI", "SharedTestSupport"]),
         // The public API as an application sees it: EncFS only, no FUSE.
         .testTarget(name: "LibraryTests", dependencies: ["EncFS", "SharedTestSupport"]),
         // A program that embeds the library through its public API only;
@@ -103,8 +114,8 @@ let package = Package(
         // pytest suite of bindings/python, against a local and an nginx-served
         // bundle.
         .testTarget(name: "EmbedTests", dependencies: ["SharedTestSupport"], exclude: ["C", "Fixture"]),
-        // The mount layer's pure parts (directory cursor, option and log
-        // formatting, the daemon's argv): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "EncFSCLI", "SharedTestSupport"]),
+        // The mount layer's pure parts (directory cursor, kernel options,
+        // log escaping, control-socket directories): no FUSE mount, no binaries.
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),
     ]
 )

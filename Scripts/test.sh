@@ -11,9 +11,11 @@
 #        Scripts/test.sh --fast   (any user: no root, no mounts, no fuzzing)
 #
 # --fast keeps the layering check and the warnings-as-errors release build
-# (LibraryTests and the fuzz replays run the release binaries), then runs
-# only the targets that mount nothing: CryptCoreTests, FormatTests,
-# LibraryTests and MountUnitTests. Tests that need root skip themselves.
+# (LibraryTests, CLITests and the fuzz replays run the release binaries),
+# then runs only the targets that mount nothing: CryptCoreTests,
+# FormatTests, LibraryTests, CLITests, RemoteTests and MountUnitTests,
+# minus the few slow tests listed in $slow (they run in the full suite).
+# Tests that need root skip themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -29,8 +31,13 @@ ENCFS_BIN_DIR="$(swift build -c release --show-bin-path)"
 export ENCFS_BIN_DIR
 
 if [ "$fast" -eq 1 ]; then
-  echo "== fast tier: crypto, format, library and unit tests (no root, no mounts)"
-  exec swift test --disable-swift-testing --filter '^(CryptCoreTests|FormatTests|LibraryTests|MountUnitTests)\.' "$@"
+  # Each of these takes seconds to tens of seconds in a debug build (big
+  # index tables, every mutation of a PEM); the full suite runs them.
+  slow='^(FormatTests\.PagedIndexTests/testChunkTableAcrossTablePages|FormatTests\.PagedIndexTests/testPack_Automatic'
+  slow+='|FormatTests\.IndexPageSizeTests/testLargeTable|CryptCoreTests\.AsymmetricKeysTests/testPEM_MutatedInputsNeverCrash)'
+  echo "== fast tier: crypto, format, library, CLI, remote and unit tests (no root, no mounts)"
+  exec swift test --disable-swift-testing \
+    --filter '^(CryptCoreTests|FormatTests|LibraryTests|CLITests|RemoteTests|MountUnitTests)\.' --skip "$slow" "$@"
 fi
 
 echo "== tests"
@@ -47,7 +54,9 @@ ENCFS_TEST_TRANSPORT=uring swift test --disable-swift-testing "$@" 2>&1 | tee "$
 echo "== mount tests again over the classic transport (/dev/fuse)"
 classic_log=$(mktemp "${TMPDIR:-/tmp}/encfs-test-log.XXXXXX")
 trap 'rm -f "$log" "$classic_log"' EXIT
-if [ $# -eq 0 ]; then set -- --filter MountTests; fi
+# The mount tests (and the mount layer's units beside them, as before);
+# CLITests and RemoteTests never mount, so they run once.
+if [ $# -eq 0 ]; then set -- --filter '^(MountTests|MountUnitTests)\.'; fi
 ENCFS_TEST_TRANSPORT=classic swift test --disable-swift-testing --skip-build "$@" 2>&1 | tee "$classic_log" || status=$?
 
 echo "== fuzz, short mode: every libFuzzer target for 30 s on its corpus and past findings"

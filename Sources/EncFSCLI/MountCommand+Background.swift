@@ -2,7 +2,7 @@ import EncFSCore
 import EncFSMount
 
 extension MountCommand {
-    /// The background mount of a local bundle with a key: the daemon is
+    /// ``MountMode/background(_:)``, a local bundle with a key: the daemon is
     /// started before the header is unlocked, so that its start (loading
     /// the program, OpenSSL's tables) runs beside the unlock on another
     /// CPU instead of after it. It gets the key only once the header
@@ -13,8 +13,17 @@ extension MountCommand {
     /// through its verdict pipe before anything is mounted.
     ///
     /// - Returns: the exit code.
-    static func mountInBackground(_ configuration: MountConfiguration, materials: [KeyMaterial], options: OpenOptions,
-                                  diagnostics: Diagnostics) -> Int32 {
+    static func mountInBackground(_ request: MountRequest, diagnostics: Diagnostics) -> Int32 {
+        let configuration = request.configuration
+        let options = request.openOptions
+        guard accessAvailable(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
+        let materials: [KeyMaterial]
+        do {
+            materials = try KeyOptions.gather(from: request.args, confirm: false)
+        } catch {
+            diagnostics.report(error)
+            return ExitCode.code(for: error)
+        }
         let source: FileByteSource
         do {
             source = try FileByteSource(path: configuration.bundlePath)
@@ -25,7 +34,7 @@ extension MountCommand {
         guard let prepared = preparedForServing(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
         let daemon: MountDaemon.Launched
         do {
-            daemon = try MountDaemon.launch(bundle: source.descriptor, arguments: daemonArguments(prepared))
+            daemon = try MountDaemon.launch(bundle: source.descriptor, arguments: MountDaemonCommandLine.arguments(for: prepared))
         } catch {
             diagnostics.report(error, path: prepared.mountpoint)
             return ExitCode.failure

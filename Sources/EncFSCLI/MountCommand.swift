@@ -108,8 +108,9 @@ package enum MountCommand {
     mountpoint problem), 2 usage error
     """
 
-    static let parser = ArgumentParser(options: [
-        .init(["--foreground", "-f"], takesValue: false),
+    /// The options that set how a mount serves: the command's and the
+    /// daemon's (``MountDaemonCommandLine``) alike.
+    static let servingOptions: [ArgumentParser.Option] = [
         .init(["-o"], takesValue: true),
         .init(["--log-file"], takesValue: true),
         .init(["--log-names"], takesValue: false),
@@ -118,9 +119,11 @@ package enum MountCommand {
         .init(["--threads"], takesValue: true),
         .init(["--transport"], takesValue: true),
         .init(["--poll-us"], takesValue: true),
+    ]
+
+    static let parser = ArgumentParser(options: [.init(["--foreground", "-f"], takesValue: false)] + servingOptions + [
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
-        .init([MountDaemon.flag], takesValue: false),
         .init([RemoteCommandLine.addressFile], takesValue: true),
     ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + AccessOptions.parserOptions + RemoteCommandLine.parserOptions
         + LockOptions.parserOptions)
@@ -128,84 +131,89 @@ package enum MountCommand {
     /// Runs the command and returns its exit code.
     package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-mount")
-        let args: ArgumentParser.Result
-        var configuration: MountConfiguration
-        let openOptions: OpenOptions
-        // A remote bundle: its address (secret) and settings; the
-        // configuration then names it by its display name only.
-        var remote: (url: [UInt8], options: RemoteOptions)?
         // Before anything else: with -f this process serves for the
         // mount's life, and its argv is anyone's to read.
         ProcessArguments.hideAddresses()
+        if MountDaemonCommandLine.isDaemon(arguments) { return MountDaemonCommandLine.run(arguments, diagnostics: diagnostics) }
+        let mode: MountMode
         do {
-            // fstab: every long option also as -o name=value.
-            args = try parser.expandingMountOptions(try parser.parse(arguments))
-            if args.has("--help") {
-                print(help)
-                return ExitCode.success
-            }
-            if VersionOption.handle(args, tool: "encfs-mount") { return ExitCode.success }
-            configuration = try self.configuration(from: args)
-            openOptions = try ReaderOptions.openOptions(from: args)
-            if args.has(RemoteCommandLine.daemonRemote) || RemoteCommandLine.isRemote(configuration.bundlePath) {
-                remote = (configuration.bundlePath, try remoteOptions(from: args, configuration: &configuration))
-            }
+            mode = try MountMode(arguments: arguments)
         } catch {
-            diagnostics.report(error)
-            // A verifying key file that cannot be read is a runtime failure.
-            guard error is UsageError else { return ExitCode.failure }
-            diagnostics.hint("see encfs-mount --help")
-            return ExitCode.usage
+            return argumentFailure(error, diagnostics: diagnostics)
         }
-        // The daemon checks the origin again (it reads the index a
-        // signature covers): it travels in the configuration.
-        configuration.origin = openOptions.origin
-        if args.has(MountDaemon.flag) {
-            if let remote {
-                return MountDaemon.serve(configuration) { try RemoteMount.receive(from: $0, options: remote.options) }
-                    ? ExitCode.success : ExitCode.failure
-            }
-            return MountDaemon.serve(configuration) ? ExitCode.success : ExitCode.failure
+        switch mode {
+        case .help:
+            print(help)
+            return ExitCode.success
+        case .version:
+            print(VersionOption.text(tool: "encfs-mount"))
+            return ExitCode.success
+        case .remote(let request, let url, let options):
+            return mountRemote(request, url: url, options: options, diagnostics: diagnostics)
+        case .locked(let request):
+            return mountLocked(request, diagnostics: diagnostics)
+        case .background(let request):
+            return mountInBackground(request, diagnostics: diagnostics)
+        case .foreground(let request):
+            return mountInForeground(request, diagnostics: diagnostics)
         }
+    }
+
+    /// Reports arguments that could not be read, and returns the exit
+    /// code: 2 for a usage error, 1 for a verifying key file that cannot
+    /// be read (a runtime failure).
+    static func argumentFailure(_ error: any Error, diagnostics: Diagnostics) -> Int32 {
+        diagnostics.report(error)
+        guard error is UsageError else { return ExitCode.failure }
+        diagnostics.hint("see encfs-mount --help")
+        return ExitCode.usage
+    }
+
+    /// Whether the machine allows the access policy the mount asks for
+    /// (allow_other, cgroups), after reporting why not; warns about a
+    /// policy that lets more in than it seems to.
+    static func accessAvailable(_ configuration: MountConfiguration, diagnostics: Diagnostics) -> Bool {
         do {
             try AccessOptions.checkAllowOtherAvailable(for: configuration.access)
         } catch {
             diagnostics.report(error)
             diagnostics.hint("add user_allow_other to /etc/fuse.conf (as root), or mount as root")
-            return ExitCode.failure
+            return false
         }
         do {
             try AccessOptions.checkCgroupsAvailable(for: configuration.access)
         } catch {
             diagnostics.report(error)
-            return ExitCode.failure
+            return false
         }
         if let warning = AccessOptions.warning(for: configuration.access) { diagnostics.warning(warning) }
-        if let remote {
-            if configuration.lock.startsLocked {
-                diagnostics.error("\(LockOptions.startLocked) is not supported for a remote bundle")
-                diagnostics.hint("see encfs-mount --help")
-                return ExitCode.usage
-            }
-            return RemoteMount.run(url: remote.url, options: remote.options, configuration: configuration, args: args,
-                                   openOptions: openOptions, diagnostics: diagnostics)
+        return true
+    }
+
+    /// ``MountMode/remote(_:url:options:)``.
+    private static func mountRemote(_ request: MountRequest, url: [UInt8], options: RemoteOptions,
+                                    diagnostics: Diagnostics) -> Int32 {
+        guard accessAvailable(request.configuration, diagnostics: diagnostics) else { return ExitCode.failure }
+        if request.configuration.lock.startsLocked {
+            diagnostics.error("\(LockOptions.startLocked) is not supported for a remote bundle")
+            diagnostics.hint("see encfs-mount --help")
+            return ExitCode.usage
         }
-        if configuration.lock.startsLocked {
-            // No key is used; secrets in the environment still must not
-            // reach the daemon's.
-            _ = KeySources.takeEnvironment(KeySources.keyVariable)
-            _ = KeySources.takeEnvironment(KeySources.passphraseVariable)
-            return mountLocked(configuration, foreground: args.has("--foreground"), options: openOptions, diagnostics: diagnostics)
-        }
+        return RemoteMount.run(url: url, options: options, configuration: request.configuration, args: request.args,
+                               openOptions: request.openOptions, diagnostics: diagnostics)
+    }
+
+    /// ``MountMode/foreground(_:)``: this process opens everything and
+    /// serves.
+    private static func mountInForeground(_ request: MountRequest, diagnostics: Diagnostics) -> Int32 {
+        let configuration = request.configuration
+        guard accessAvailable(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
         let materials: [KeyMaterial]
         do {
-            materials = try KeyOptions.gather(from: args, confirm: false)
+            materials = try KeyOptions.gather(from: request.args, confirm: false)
         } catch {
             diagnostics.report(error)
             return ExitCode.code(for: error)
-        }
-        if !args.has("--foreground") {
-            return mountInBackground(configuration, materials: materials, options: openOptions, diagnostics: diagnostics)
         }
         // In the foreground this process serves: open everything.
         let reader: ReaderHandoff
@@ -214,36 +222,44 @@ package enum MountCommand {
             // Handed over, not kept: a lock must drop the last reference.
             source = try FileByteSource(path: configuration.bundlePath)
             reader = ReaderHandoff(try BundleReader.open(source: source, materials: materials,
-                                                         indexCacheBytes: configuration.indexCacheKB << 10, options: openOptions))
+                                                         indexCacheBytes: configuration.indexCacheKB << 10,
+                                                         options: request.openOptions))
         } catch {
             diagnostics.report(error, path: configuration.bundlePath)
             if let hint = ReaderOptions.hint(for: error) { diagnostics.hint(hint) }
             return ExitCode.failure
         }
         guard let prepared = preparedForServing(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
-        return serveInForeground(reader, source: source, prepared, options: openOptions, diagnostics: diagnostics)
+        return serveInForeground(reader, source: source, prepared, options: request.openOptions, diagnostics: diagnostics)
     }
 
-    /// `--start-locked`: checks that the bundle is one (its header, which
-    /// needs no key) and mounts it locked, in the background or not.
-    private static func mountLocked(_ configuration: MountConfiguration, foreground: Bool, options: OpenOptions,
-                                    diagnostics: Diagnostics) -> Int32 {
+    /// ``MountMode/locked(_:)``: checks that the bundle is one (its
+    /// header, which needs no key) and mounts it locked, in the background
+    /// or not.
+    private static func mountLocked(_ request: MountRequest, diagnostics: Diagnostics) -> Int32 {
+        guard accessAvailable(request.configuration, diagnostics: diagnostics) else { return ExitCode.failure }
+        // No key is used; secrets in the environment still must not
+        // reach the daemon's.
+        _ = KeySources.takeEnvironment(KeySources.keyVariable)
+        _ = KeySources.takeEnvironment(KeySources.passphraseVariable)
         let source: FileByteSource
-        var configuration = configuration
         do {
-            source = try FileByteSource(path: configuration.bundlePath)
+            source = try FileByteSource(path: request.configuration.bundlePath)
             _ = try BundleReader.readHeader(source: source)
         } catch {
-            diagnostics.report(error, path: configuration.bundlePath)
+            diagnostics.report(error, path: request.configuration.bundlePath)
             return ExitCode.failure
         }
-        guard let prepared = preparedForServing(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
-        configuration = prepared
-        if foreground {
-            return serveInForeground(ReaderHandoff(nil), source: source, configuration, options: options, diagnostics: diagnostics)
+        guard let configuration = preparedForServing(request.configuration, diagnostics: diagnostics) else {
+            return ExitCode.failure
+        }
+        if request.foreground {
+            return serveInForeground(ReaderHandoff(nil), source: source, configuration, options: request.openOptions,
+                                     diagnostics: diagnostics)
         }
         do {
-            try MountDaemon.start(bundle: source.descriptor, contentKey: nil, arguments: daemonArguments(configuration),
+            try MountDaemon.start(bundle: source.descriptor, contentKey: nil,
+                                  arguments: MountDaemonCommandLine.arguments(for: configuration),
                                   mountpoint: configuration.mountpoint)
             return ExitCode.success
         } catch {
@@ -252,26 +268,21 @@ package enum MountCommand {
         }
     }
 
-    /// The remote settings, and what they change in `configuration`: the
-    /// bundle named by its display name, more worker threads by default,
-    /// and reads waiting for the server limited to leave two free.
-    private static func remoteOptions(from args: ArgumentParser.Result,
-                                      configuration: inout MountConfiguration) throws -> RemoteOptions {
-        var options = try RemoteCommandLine.options(from: args)
-        if args.has(RemoteCommandLine.daemonRemote) {
-            // The command wrote every setting; no default to compute again.
-            if !args.has(RemoteCommandLine.cacheDir) { options.cacheDirectory = nil }
-        } else {
-            configuration.bundlePath = try RemoteLocation(configuration.bundlePath).displayName
-        }
-        if !args.has("--threads") { configuration.threads = max(configuration.threads, RemoteMount.defaultThreads) }
+    /// What a remote bundle changes in `configuration` (more worker
+    /// threads by default unless `threadsGiven`, reads waiting for the
+    /// server limited to leave two free) and in its `remote` settings; the
+    /// command and the daemon alike.
+    ///
+    /// - Throws: `UsageError` for `--transport uring`.
+    static func adjust(_ configuration: inout MountConfiguration, remote options: inout RemoteOptions,
+                       threadsGiven: Bool) throws {
+        if !threadsGiven { configuration.threads = max(configuration.threads, RemoteMount.defaultThreads) }
         options.maximumWaitingReads = max(1, configuration.threads - 2)
         if configuration.transport == .required(.uring) {
             throw UsageError("--transport uring cannot serve a remote bundle (reads waiting on a stalled server would "
                              + "hold the io_uring queues): use --transport classic or leave --transport out")
         }
         configuration.waitsOnNetwork = true
-        return options
     }
 
     /// Serves until unmounted or signalled, logging to stderr or the log file.
@@ -311,7 +322,7 @@ package enum MountCommand {
     static let defaultReadahead = 1024
 
     /// The serving settings in `args` (the daemon reads the same options
-    /// back from ``daemonArguments(_:)``). Paths are as given.
+    /// back from ``MountDaemonCommandLine/arguments(for:remote:)``). Paths are as given.
     ///
     /// - Throws: `UsageError` for a missing operand or a value out of range.
     static func configuration(from args: ArgumentParser.Result) throws -> MountConfiguration {
@@ -371,34 +382,6 @@ package enum MountCommand {
         }
         configuration.lock = try LockOptions.settings(from: args)
         return configuration
-    }
-
-    /// The daemon's argv after `MountDaemon.flag`: every setting of
-    /// `configuration` written as the options ``configuration(from:)``
-    /// reads back. A new option that changes how the daemon serves is
-    /// added in both functions (MountCommandTests checks the round trip).
-    /// Key options never appear: the key goes through a pipe.
-    static func daemonArguments(_ configuration: MountConfiguration) -> [[UInt8]] {
-        var out: [[UInt8]] = []
-        func add(_ name: String, _ value: [UInt8]? = nil) {
-            out.append(Array(name.utf8))
-            if let value { out.append(value) }
-        }
-        for option in configuration.fuseOptions { add("-o", Array(option.utf8)) }
-        if let logFile = configuration.logFile { add("--log-file", logFile) }
-        if configuration.logNames { add("--log-names") }
-        // The daemon loads the index, so it is the one that checks symlinks.
-        if configuration.allowsExternalSymlinks { add(ReaderOptions.allowExternalSymlinks) }
-        if let kb = configuration.readaheadKB { add("--readahead", Array(String(kb).utf8)) }
-        add("--index-cache", Array(String(configuration.indexCacheKB).utf8))
-        add("--threads", Array(String(configuration.threads).utf8))
-        if case .required(let choice) = configuration.transport { add("--transport", Array(choice.rawValue.utf8)) }
-        if configuration.pollMicrosecondsGiven { add("--poll-us", Array(String(configuration.pollMicroseconds).utf8)) }
-        out += ReaderOptions.daemonArguments(forOrigin: configuration.origin)
-        out += AccessOptions.daemonArguments(for: configuration.access)
-        out += LockOptions.daemonArguments(configuration.lock)
-        add("--")
-        return out + [configuration.bundlePath, configuration.mountpoint]
     }
 
     /// `text` as a number in `range`.

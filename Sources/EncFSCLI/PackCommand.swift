@@ -86,7 +86,7 @@ package enum PackCommand {
     package static func run(_ arguments: [[UInt8]]) -> Int32 {
         let diagnostics = Diagnostics(tool: "encfs-pack")
         let args: ArgumentParser.Result
-        var options = PackOptions()
+        var options: PackOptions
         do {
             args = try parser.parse(arguments)
             if args.has("--help") {
@@ -94,22 +94,7 @@ package enum PackCommand {
                 return ExitCode.success
             }
             if VersionOption.handle(args, tool: "encfs-pack") { return ExitCode.success }
-            guard args.positionals.count == 2 else {
-                throw UsageError(args.positionals.count < 2 ? "missing SRC_DIR or BUNDLE" : "too many arguments")
-            }
-            if let method = args.value("--compress") {
-                (options.compression, options.compressionLevel) = try parseCompression(method)
-                if options.compression != .none { options.chunkSizeLog2 = BundleFormat.defaultCompressedChunkSizeLog2 }
-            }
-            if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
-            if let cost = args.value("--scrypt-log-n") {
-                guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
-                    throw UsageError("--scrypt-log-n must be between 14 and 20")
-                }
-                options.scrypt.logN = n
-            }
-            options.excludes = args.values("--exclude")
-            options.refusesExternalSymlinks = args.has("--strict")
+            options = try packOptions(from: args)
         } catch {
             diagnostics.report(error)
             diagnostics.hint("see encfs-pack --help")
@@ -148,16 +133,7 @@ package enum PackCommand {
                 let out = PackCommand.summaryJSON(summary, destination: destination, seconds: seconds).serialized
                 out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
             } else if !args.has("--quiet") {
-                var line = "packed \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks"
-                line += " (\(formatBytes(summary.plaintextBytes))) into \(formatBytes(summary.bundleBytes))"
-                line += " in \(formatSeconds(seconds))"
-                if summary.sharedFiles > 0 {
-                    line += ", \(summary.sharedFiles) duplicate files stored once (\(formatBytes(summary.sharedBytes)) saved)"
-                }
-                if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
-                if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
-                if let signer = summary.signerFingerprint { line += ", signed by \(signer)" }
-                let out = Array("encfs-pack: \(line) -> \(PrintableText.escaping(destination))\n".utf8)
+                let out = Array("encfs-pack: \(summaryLine(summary, seconds: seconds)) -> \(PrintableText.escaping(destination))\n".utf8)
                 out.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
             }
             if summary.externalSymlinks > 0 {
@@ -172,6 +148,45 @@ package enum PackCommand {
             }
             return ExitCode.failure
         }
+    }
+
+    /// The packing settings in `args` (without the keys, read after).
+    ///
+    /// - Throws: `UsageError` for a missing operand or a value out of range.
+    private static func packOptions(from args: ArgumentParser.Result) throws -> PackOptions {
+        var options = PackOptions()
+        guard args.positionals.count == 2 else {
+            throw UsageError(args.positionals.count < 2 ? "missing SRC_DIR or BUNDLE" : "too many arguments")
+        }
+        if let method = args.value("--compress") {
+            (options.compression, options.compressionLevel) = try parseCompression(method)
+            if options.compression != .none { options.chunkSizeLog2 = BundleFormat.defaultCompressedChunkSizeLog2 }
+        }
+        if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
+        if let cost = args.value("--scrypt-log-n") {
+            guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
+                throw UsageError("--scrypt-log-n must be between 14 and 20")
+            }
+            options.scrypt.logN = n
+        }
+        options.excludes = args.values("--exclude")
+        options.refusesExternalSymlinks = args.has("--strict")
+        return options
+    }
+
+    /// The summary after packing, without `--json`: what went in, what
+    /// came out, in how long.
+    private static func summaryLine(_ summary: PackSummary, seconds: Double) -> String {
+        var line = "packed \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks"
+        line += " (\(formatBytes(summary.plaintextBytes))) into \(formatBytes(summary.bundleBytes))"
+        line += " in \(formatSeconds(seconds))"
+        if summary.sharedFiles > 0 {
+            line += ", \(summary.sharedFiles) duplicate files stored once (\(formatBytes(summary.sharedBytes)) saved)"
+        }
+        if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
+        if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
+        if let signer = summary.signerFingerprint { line += ", signed by \(signer)" }
+        return line
     }
 
     /// Parses `none`, `zstd` or `zstd:LEVEL` (1 … 19).

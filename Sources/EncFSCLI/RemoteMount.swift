@@ -55,10 +55,8 @@ enum RemoteMount {
             let http = try HTTPByteSource(location: location, options: options)
             let keys = try BundleReader.unlock(source: http, materials: materials, options: openOptions)
             let handOver = try RemoteCommandLine.secretHandOver(location, headers: options.headers, opened: http)
-            var arguments = MountCommand.daemonArguments(configuration)
-            // Before "--", BUNDLE, MOUNTPOINT.
-            arguments.insert(contentsOf: RemoteCommandLine.daemonArguments(options), at: max(0, arguments.count - 3))
-            try MountDaemon.start(bundle: handOver, contentKey: keys.contentKey, arguments: arguments,
+            try MountDaemon.start(bundle: handOver, contentKey: keys.contentKey,
+                                  arguments: MountDaemonCommandLine.arguments(for: configuration, remote: options),
                                   mountpoint: configuration.mountpoint)
             return ExitCode.success
         } catch {

@@ -64,7 +64,7 @@ enum SeedCorpus {
          [FuzzSecrets.rsaIdentity.publicKey, FuzzSecrets.x25519Identity.publicKey]),
     ]
 
-    /// Writes the corpus under `directory`.
+    /// Writes the corpus under `directory`, one step per kind of seed.
     ///
     /// - Throws: `BundleError` or `CryptError` when packing or reading fails.
     static func write(to directory: String) throws {
@@ -72,7 +72,16 @@ enum SeedCorpus {
         defer { removeTree(scratch) }
         try makeDirectory(directory)
         for target in FuzzTarget.allCases { try makeDirectory("\(directory)/\(target.rawValue)") }
+        try writeTreeSeeds(to: directory, scratch: scratch)
+        try writeCompressedSeeds(to: directory, scratch: scratch)
+        try writeChunkFrameSeeds(to: directory)
+        try writeHeaderSeeds(to: directory, scratch: scratch)
+        try writePEMSeeds(to: directory)
+    }
 
+    /// bundle and index seeds of ``trees``, each packed under `scratch`
+    /// (where the header seeds find their sources after).
+    private static func writeTreeSeeds(to directory: String, scratch: String) throws {
         for (name, tree) in trees {
             let source = "\(scratch)/\(name)"
             try makeTree(tree, at: source)
@@ -82,6 +91,10 @@ enum SeedCorpus {
             // index: the plaintext behind each bundle's sealed index.
             try writeFile("\(directory)/index/\(name).index", try indexInput(of: bundle, scratch: scratch))
         }
+    }
+
+    /// bundle, index and index-page seeds of format version 2.
+    private static func writeCompressedSeeds(to directory: String, scratch: String) throws {
         // Format version 2: compressed text (chunk tables, frames and raw
         // chunks), and a duplicate (a shared body); the index seeds say so
         // in their framing.
@@ -115,6 +128,10 @@ enum SeedCorpus {
                 }
             }
         }
+    }
+
+    /// chunk-frame seeds.
+    private static func writeChunkFrameSeeds(to directory: String) throws {
         // chunk-frame: frames the compressor makes of a full and a short
         // chunk, and a bomb (a frame of 64 KiB of zeros for a 4 KiB chunk).
         let compressor = try ChunkCompressor(level: 3)
@@ -124,6 +141,11 @@ enum SeedCorpus {
             let n = plaintext.withUnsafeBytes { p in frame.withUnsafeMutableBytes { compressor.compress(p, into: $0) } } ?? 0
             try writeFile("\(directory)/chunk-frame/\(name).frame", [framing] + frame[0..<n])
         }
+    }
+
+    /// A signed bundle seed and the header seeds: every slot set, signed
+    /// or not, and the crafted ones (``craftedHeaders(from:)``).
+    private static func writeHeaderSeeds(to directory: String, scratch: String) throws {
         // A signed bundle, which the bundle target also opens under a signature policy.
         let signed = try pack("\(scratch)/mixed", keys: [.rawKey(FuzzSecrets.rawKey)], recipients: [], signedBy: FuzzSecrets.signingKey,
                               scratch: scratch)
@@ -140,6 +162,10 @@ enum SeedCorpus {
         for (name, header) in headers.merging(craftedHeaders(from: headers), uniquingKeysWith: { a, _ in a }) {
             try writeFile("\(directory)/header/\(name).header", header)
         }
+    }
+
+    /// pem seeds.
+    private static func writePEMSeeds(to directory: String) throws {
         // pem: the fixed identities and their public halves, as CryptCore
         // writes them, and one input over PEMArmor's 64 KiB limit.
         for (name, key) in [("x25519", FuzzSecrets.x25519Identity), ("rsa", FuzzSecrets.rsaIdentity)] {

@@ -13,7 +13,7 @@ final class CompressedBundleTests: XCTestCase {
     private let key = TestSecrets.key(14)
 
     override func setUpWithError() throws {
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
     }
 
     /// Text that zstd shrinks well, `n` bytes.

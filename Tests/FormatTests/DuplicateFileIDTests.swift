@@ -16,7 +16,7 @@ final class DuplicateFileIDTests: XCTestCase {
         return generator.bytes(5000)
     }()
 
-    override func setUpWithError() throws { tmp = try TemporaryDirectory() }
+    override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
     /// `a.bin`, `b.bin` (same size, other contents: identical files would

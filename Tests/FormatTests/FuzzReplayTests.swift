@@ -9,8 +9,9 @@ import XCTest
 /// regression traps, or throws an undocumented error, or breaks an
 /// invariant, and the replayer dies naming the input.
 ///
-/// The replayer is located like the mount tests' binaries: `$ENCFS_BIN_DIR`
-/// (Scripts/test.sh sets it), else `.build/release`, else `.build/debug`.
+/// The replayer is located like every binary the tests run (``Tools``):
+/// `$ENCFS_BIN_DIR` (Scripts/test.sh sets it), else `.build/release`, else
+/// `.build/debug`.
 final class FuzzReplayTests: XCTestCase {
     func testReplay_Header() throws { try replay("header") }
     func testReplay_Index() throws { try replay("index") }
@@ -19,29 +20,11 @@ final class FuzzReplayTests: XCTestCase {
     func testReplay_ChunkFrame() throws { try replay("chunk-frame") }
     func testReplay_IndexPage() throws { try replay("index-page") }
 
-    /// The package root, from this file's path (<root>/Tests/FormatTests/…).
-    private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-
-    /// The directory holding `encfs-fuzz`.
-    private static let binaryDirectory: String? = {
-        if let dir = ProcessInfo.processInfo.environment["ENCFS_BIN_DIR"], !dir.isEmpty { return dir }
-        for configuration in ["release", "debug"] {
-            let dir = root.appendingPathComponent(".build/\(configuration)").path
-            if FileManager.default.isExecutableFile(atPath: "\(dir)/encfs-fuzz") { return dir }
-        }
-        return nil
-    }()
-
     private func replay(_ target: String, file: StaticString = #filePath, line: UInt = #line) throws {
         // One line for the whole run when the replayer is missing or stale
         // (the first test to see it fails, the others skip).
-        if let problem = BuiltBinaries.problem(with: "encfs-fuzz", in: Self.binaryDirectory) {
-            if BuiltBinaries.firstReport() { XCTFail(problem, file: file, line: line) }
-            throw XCTSkip("binaries not usable, see the first failure")
-        }
-        let replayer = "\(Self.binaryDirectory ?? "")/encfs-fuzz"
-        let fuzz = Self.root.appendingPathComponent("Tests/Fuzz")
+        let replayer = try Tools.binary("encfs-fuzz")
+        let fuzz = URL(fileURLWithPath: Tools.repositoryRoot).appendingPathComponent("Tests/Fuzz")
         let corpus = fuzz.appendingPathComponent("Corpus/\(target)").path
         var arguments = [target, corpus]
         for kept in ["Found", "Reproducers"] {

@@ -16,7 +16,7 @@ final class IndexPageSizeTests: XCTestCase {
     /// ones (then the minimum of four).
     private let cacheBytes = 256 << 10
 
-    override func setUpWithError() throws { tmp = try TemporaryDirectory() }
+    override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
     /// `count` small files with long names in three directories, and

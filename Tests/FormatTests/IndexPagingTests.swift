@@ -74,7 +74,7 @@ final class IndexPagingTests: XCTestCase {
     }
 
     func testSmallCache_AnswersEqualTheWholeIndex() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let (bundle, key) = try makeBundle(in: tmp)
         let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
         XCTAssertTrue((try XCTUnwrap(paged.index.flatPages)).isPaged)
@@ -102,7 +102,7 @@ final class IndexPagingTests: XCTestCase {
     }
 
     func testSmallCache_NamesAndTargetsStraddlePages() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let (bundle, key) = try makeBundle(in: tmp)
         let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
         let index = paged.index
@@ -139,7 +139,7 @@ final class IndexPagingTests: XCTestCase {
     /// entry on that page must fail with "changed after the bundle was
     /// verified", and entries elsewhere still answer correctly.
     func testChangedAfterOpen_PageFailsNotOtherData() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let (bundle, key) = try makeBundle(in: tmp)
         let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
         let resident = try residentIndex(of: bundle, key: key)
@@ -171,7 +171,7 @@ final class IndexPagingTests: XCTestCase {
     }
 
     func testTruncatedAfterOpen_PageFails() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let (bundle, key) = try makeBundle(in: tmp)
         let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
         let indexStart = Int(paged.header.headerLength) + Int(paged.header.indexOffset)
@@ -192,7 +192,7 @@ final class IndexPagingTests: XCTestCase {
     /// cache (the FUSE workers share one): every answer as from the whole
     /// index, while pages are evicted under the others' feet.
     func testSmallCache_ConcurrentReadersGetRightAnswers() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let (bundle, key) = try makeBundle(in: tmp)
         let paged = try BundleReader.open(path: bundle, materials: [.rawKey(key)], indexCacheBytes: IndexPages.minimumCacheBytes)
         let resident = try residentIndex(of: bundle, key: key)
@@ -219,7 +219,7 @@ final class IndexPagingTests: XCTestCase {
 
     /// Any cache size from the minimum up serves the same answers.
     func testCacheSizes_SameAnswers() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let (bundle, key) = try makeBundle(in: tmp)
         let expected = try describe(residentIndex(of: bundle, key: key))
         for pages in [4, 5, 17, 1000] {

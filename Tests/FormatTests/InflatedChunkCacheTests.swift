@@ -1,5 +1,6 @@
 import CryptCore
 @testable import EncFSCore
+import SharedTestSupport
 import Synchronization
 import XCTest
 
@@ -14,7 +15,7 @@ final class InflatedChunkCacheTests: XCTestCase {
     private let key = TestSecrets.key(16)
 
     override func setUpWithError() throws {
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
     }
 
     /// A bundle held in memory whose reads are counted.

@@ -15,7 +15,7 @@ final class NeverCrashTests: XCTestCase {
     private var map: BundleMap!
 
     override func setUpWithError() throws {
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let source = tmp.appending("source")
         try FileTree.makeDirectory(source)
         var generator = SeededGenerator(seed: 5)

@@ -12,7 +12,7 @@ final class PagedIndexTests: XCTestCase {
     private var tmp: TemporaryDirectory!
     private let key = TestSecrets.key(21)
 
-    override func setUpWithError() throws { tmp = try TemporaryDirectory() }
+    override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
     /// Sibling names of this length: records and names of about 2,500

@@ -45,7 +45,7 @@ final class RoundTripTests: XCTestCase {
     /// threads, must always use the right key: a stale or mixed-up slot
     /// would fail authentication or, worse, return another file's bytes.
     func testRead_WithoutKey_InterleavedFilesBeyondKeyCache() throws {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let source = tmp.appending("source")
         try FileTree.makeDirectory(source)
         var generator = SeededGenerator(seed: 77)
@@ -162,7 +162,7 @@ final class RoundTripTests: XCTestCase {
 
     private func roundTrip(chunkSizeLog2: UInt8, compression: CompressionMethod = .none) throws {
         let cs = 1 << Int(chunkSizeLog2)
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let source = tmp.appending("source")
         let bundle = tmp.appending("out.bundle")
         try FileTree.makeDirectory(source)

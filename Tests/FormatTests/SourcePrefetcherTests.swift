@@ -1,5 +1,6 @@
 import Dispatch
 @testable import EncFSCore
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -14,23 +15,19 @@ import Glibc
 /// fails if no hint reaches the kernel. The files live under /var/tmp: a
 /// tmpfs (where /tmp may be) cannot evict, and the tests skip there.
 final class SourcePrefetcherTests: XCTestCase {
-    private var directory: [UInt8] = []
+    private var scratch: TemporaryDirectory?
+    private var directory: [UInt8] { scratch?.path ?? [] }
     private var root: FileDescriptor!
     private let page = Int(sysconf(Int32(_SC_PAGESIZE)))
 
     override func setUpWithError() throws {
-        var template = bytes("/var/tmp/encfs-prefetch-tests.XXXXXX") + [0]
-        let made = template.withUnsafeMutableBufferPointer { b in
-            b.withMemoryRebound(to: CChar.self) { mkdtemp($0.baseAddress!) != nil }
-        }
-        guard made else { throw POSIXFailure("mkdtemp", template) }
-        directory = Array(template.dropLast())
+        scratch = try TemporaryDirectory(prefix: "encfs-prefetch-tests", under: "/var/tmp")
         root = try FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY)
     }
 
     override func tearDown() {
         root = nil
-        FileTree.removeTree(directory)
+        scratch = nil
     }
 
     func testPrefetch_EvictedFiles_AreCachedAgain() throws {

@@ -1,5 +1,6 @@
 import CryptCore
 @testable import EncFSCore
+import SharedTestSupport
 import XCTest
 
 /// Symlinks that lead outside the bundle (security review, finding 3): an
@@ -12,7 +13,7 @@ final class SymlinkContainmentTests: XCTestCase {
     private var tmp: TemporaryDirectory!
     private let key = TestSecrets.key(3)
 
-    override func setUpWithError() throws { tmp = try TemporaryDirectory() }
+    override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
     /// A source tree: `a.txt`, `sub/b.txt`, and `links` (path, target).

@@ -23,7 +23,7 @@ final class TamperTests: XCTestCase {
     /// multi.bin: 3 full chunks and a partial one; twin-a/twin-b: the same
     /// size (2 chunks), different contents.
     static let fixture: Result<Fixture, any Error> = Result {
-        let tmp = try TemporaryDirectory()
+        let tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let source = tmp.appending("source")
         try FileTree.makeDirectory(source)
         var generator = SeededGenerator(seed: 42)
@@ -56,7 +56,7 @@ final class TamperTests: XCTestCase {
 
     override func setUpWithError() throws {
         fixture = try Self.fixture.get()
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
     }
 
     override func tearDown() { tmp = nil }

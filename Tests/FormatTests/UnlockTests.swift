@@ -1,5 +1,6 @@
 import CryptCore
 @testable import EncFSCore
+import SharedTestSupport
 import XCTest
 
 /// Key slots: every slot opens the same bundle, wrong secrets are refused
@@ -12,7 +13,7 @@ final class UnlockTests: XCTestCase {
     private let contents = bytes("slot test\n")
 
     override func setUpWithError() throws {
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         let source = tmp.appending("source")
         try FileTree.makeDirectory(source)
         try FileTree.writeFile(join(source, bytes("a.txt")), contents)

@@ -1,5 +1,6 @@
 import CryptCore
 @testable import EncFSCore
+import SharedTestSupport
 import XCTest
 
 /// The writer packs a consistent snapshot or nothing: a source that changes
@@ -20,7 +21,7 @@ final class WriterFaultTests: XCTestCase {
     private let victimContents = [UInt8](repeating: 0x5A, count: 10_000)
 
     override func setUpWithError() throws {
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         source = tmp.appending("source")
         out = tmp.appending("out")
         try FileTree.makeDirectory(source)

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The program in examples/embed, built by `swift build -c release` as
@@ -7,7 +8,7 @@ import XCTest
 final class EmbedExampleTests: XCTestCase {
     func testExample_ListsEveryItemOfTheBundle() throws {
         let fixture = try LibraryFixture.shared()
-        let result = try Tool.check(try Tool.path("encfs-embed-example"), [fixture.appBundle, fixture.keyFile])
+        let result = try Subprocess.check(try Tools.binary("encfs-embed-example"), [fixture.appBundle, fixture.keyFile])
         XCTAssertEqual(result.output.split(separator: "\n").map(String.init), [
             "f 1048699 big.bin",
             "d docs/",
@@ -28,9 +29,9 @@ final class EmbedExampleTests: XCTestCase {
 
     func testExample_WritesOneFileByteForByte() throws {
         let fixture = try LibraryFixture.shared()
-        let example = try Tool.path("encfs-embed-example")
+        let example = try Tools.binary("encfs-embed-example")
         for path in ["docs/a.pdf", "big.bin", "docs/empty", "link-a"] {
-            let result = try Tool.check(example, [fixture.appBundle, fixture.keyFile, path])
+            let result = try Subprocess.check(example, [fixture.appBundle, fixture.keyFile, path])
             let expected = fixture.contents(path == "link-a" ? "docs/a.pdf" : path)
             XCTAssertEqual(result.stdout, expected, path)
         }
@@ -38,19 +39,19 @@ final class EmbedExampleTests: XCTestCase {
 
     func testExample_WrongKeyAndMissingFileExitOne() throws {
         let fixture = try LibraryFixture.shared()
-        let example = try Tool.path("encfs-embed-example")
-        let wrong = try Tool.run(example, [fixture.appBundle, fixture.otherKeyFile])
+        let example = try Tools.binary("encfs-embed-example")
+        let wrong = try Subprocess.run(example, [fixture.appBundle, fixture.otherKeyFile])
         XCTAssertEqual(wrong.status, 1)
-        XCTAssertEqual(wrong.stderr, "encfs-embed-example: error: this key does not open the bundle (it has raw-key slots)\n")
-        let missing = try Tool.run(example, [fixture.appBundle, fixture.keyFile, "docs/nope"])
+        XCTAssertEqual(wrong.errorOutput, "encfs-embed-example: error: this key does not open the bundle (it has raw-key slots)\n")
+        let missing = try Subprocess.run(example, [fixture.appBundle, fixture.keyFile, "docs/nope"])
         XCTAssertEqual(missing.status, 1)
-        XCTAssertEqual(missing.stderr, "encfs-embed-example: error: no such file in the bundle: docs/nope\n")
-        XCTAssertEqual(try Tool.run(example, [fixture.appBundle]).status, 2)
+        XCTAssertEqual(missing.errorOutput, "encfs-embed-example: error: no such file in the bundle: docs/nope\n")
+        XCTAssertEqual(try Subprocess.run(example, [fixture.appBundle]).status, 2)
     }
 
     func testExample_LinksNoLibfuse() throws {
-        let example = try Tool.path("encfs-embed-example")
-        let ldd = try Tool.check("/usr/bin/ldd", [example])
+        let example = try Tools.binary("encfs-embed-example")
+        let ldd = try Subprocess.check("/usr/bin/ldd", [example])
         // libcrypto shows that ldd did list the libraries.
         XCTAssertTrue(ldd.output.contains("libcrypto"), ldd.output)
         XCTAssertFalse(ldd.output.contains("libfuse"), ldd.output)

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The public surface is a decision (docs/ARCHITECTURE.md, "The public
@@ -10,14 +11,13 @@ import XCTest
 /// this package, with the upcoming `MemberImportVisibility` on.
 final class PublicAPITests: XCTestCase {
     func testPublicAPI_IsTheCheckedInList() throws {
-        // #filePath = <root>/Tests/LibraryTests/PublicAPITests.swift
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path
-        let result = try Tool.run("\(root)/Scripts/public-api.sh", ["--check", Tool.binaryDirectory])
+        // The directory of the built binaries, checked to be fresh.
+        let directory = (try Tools.binary("encfs-embed-example") as NSString).deletingLastPathComponent
+        let result = try Subprocess.run("\(Tools.repositoryRoot)/Scripts/public-api.sh", ["--check", directory])
         XCTAssertEqual(result.status, 0, """
-            the public symbols of the release build in \(Tool.binaryDirectory) differ from \
+            the public symbols of the release build in \(directory) differ from \
             docs/PublicAPI.txt:
-            \(result.output)\(result.stderr)
+            \(result.output)\(result.errorOutput)
             """)
     }
 }

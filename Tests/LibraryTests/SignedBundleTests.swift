@@ -1,5 +1,6 @@
 import EncFS
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// `EncryptedBundle(…, verifyingSignatureWith:)` on bundles made by the
@@ -19,21 +20,21 @@ final class SignedBundleTests: XCTestCase {
 
     private static let made: Swift.Result<Signed, any Error> = Swift.Result {
         let fixture = try LibraryFixture.shared()
-        let keygen = try Tool.path("encfs-keygen")
-        let pack = try Tool.path("encfs-pack")
+        let keygen = try Tools.binary("encfs-keygen")
+        let pack = try Tools.binary("encfs-pack")
         let dir = fixture.scratch.appending("signed")
         try fixture.scratch.makeDirectory(bytes("signed"))
         let ci = dir + "/ci.sign"
         let stranger = dir + "/stranger.sign"
-        try Tool.check(keygen, ["--sign", "-o", ci])
-        try Tool.check(keygen, ["--sign", "-o", stranger])
+        try Subprocess.check(keygen, ["--sign", "-o", ci])
+        try Subprocess.check(keygen, ["--sign", "-o", stranger])
         let src = fixture.scratch.appending("src")
         let hostPub = fixture.identityFile + ".pub"
         let made = Signed(scratch: dir, signed: dir + "/signed.bundle", unsigned: dir + "/unsigned.bundle",
                           strangers: dir + "/strangers.bundle", ciPub: ci + ".pub", strangerPub: stranger + ".pub")
-        try Tool.check(pack, ["--quiet", "--recipient", hostPub, "--sign-key", ci, "--", src, made.signed])
-        try Tool.check(pack, ["--quiet", "--recipient", hostPub, "--", src, made.unsigned])
-        try Tool.check(pack, ["--quiet", "--recipient", hostPub, "--sign-key", stranger, "--", src, made.strangers])
+        try Subprocess.check(pack, ["--quiet", "--recipient", hostPub, "--sign-key", ci, "--", src, made.signed])
+        try Subprocess.check(pack, ["--quiet", "--recipient", hostPub, "--", src, made.unsigned])
+        try Subprocess.check(pack, ["--quiet", "--recipient", hostPub, "--sign-key", stranger, "--", src, made.strangers])
         return made
     }
 

@@ -11,7 +11,7 @@ import Glibc
 /// real cgroups, a second thread of a real process, and descriptors
 /// inherited by real children. Each reader gets the data or EACCES exactly
 /// as the rules say, and the daemon's log says who was refused.
-final class AccessPolicyTests: MountTestCase {
+final class AccessPolicyTests: ToolTestCase {
     /// The user the readers run as.
     static let otherUID = 65534
     static let asOtherUser = ["--reuid=\(otherUID)", "--regid=\(otherUID)", "--clear-groups", "--"]

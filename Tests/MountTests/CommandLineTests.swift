@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,7 @@ import Glibc
 /// (1 runtime, 2 usage), one `tool: error: what (path)` line on stderr, no
 /// mount left, no bundle created or changed. And the argument syntax both
 /// tools share: options after positionals, `--name=value`, `--`.
-final class CommandLineTests: MountTestCase {
+final class CommandLineTests: ToolTestCase {
     private var source = ""
     private var key = ""
     private var bundle = ""

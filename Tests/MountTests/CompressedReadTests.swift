@@ -11,7 +11,7 @@ import Glibc
 /// chunks hit and missed, and several files read in turn at the same
 /// offsets, so that a cache that mixed up files or chunks would answer
 /// with the wrong bytes.
-final class CompressedReadTests: MountTestCase {
+final class CompressedReadTests: ToolTestCase {
     /// `n` bytes of compressible text, different for each `seed`.
     private func text(_ n: Int, seed: Int) -> [UInt8] {
         var out: [UInt8] = []

@@ -9,7 +9,7 @@ import Glibc
 /// a mount that serves compressed and deduplicated files (sequential and
 /// random reads, `du` per path), `encfs-inspect info`, `ls -l` and
 /// `verify`, and the pack command's refusals.
-final class CompressionMountTests: MountTestCase {
+final class CompressionMountTests: ToolTestCase {
     /// Text that compresses well: `n` bytes of JSON-ish lines.
     private func text(_ n: Int, seed: Int) -> [UInt8] {
         var out: [UInt8] = []

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,7 @@ import Glibc
 /// The mount process: when the background command returns, how the
 /// foreground process ends, what a busy unmount does, and what the daemon
 /// keeps out of /proc and off disk.
-final class DaemonTests: MountTestCase {
+final class DaemonTests: ToolTestCase {
     private var source = ""
     private var key = ""
     private var bundle = ""

@@ -1,5 +1,6 @@
 import EncFSCore
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +14,7 @@ import Glibc
 /// later runs rebuild only what changed. The package is installed on this machine for the test and
 /// removed at teardown; a machine that already has encfs-tools installed
 /// is not touched (the test fails saying so).
-final class DebianPackageTests: MountTestCase {
+final class DebianPackageTests: ToolTestCase {
     /// Runs dpkg, waiting (bounded) while another dpkg or apt holds the lock.
     private func dpkg(_ arguments: [String]) throws -> ProcessResult {
         let deadline = Deadline(seconds: 120)

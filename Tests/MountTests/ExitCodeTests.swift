@@ -1,9 +1,10 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// docs/CLI.md's exit codes are a contract: the table lists exactly the
 /// codes each tool uses, and a representative case of each row returns it.
-final class ExitCodeTests: MountTestCase {
+final class ExitCodeTests: ToolTestCase {
     /// `command → codes` from the table in docs/CLI.md.
     private func documentedCodes() throws -> [String: Set<Int32>] {
         let text = try String(contentsOfFile: "\(Tools.repositoryRoot)/docs/CLI.md", encoding: .utf8)

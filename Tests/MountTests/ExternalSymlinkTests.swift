@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +15,7 @@ import Glibc
 /// `encfs-pack` warns once per link and refuses with `--strict`;
 /// `encfs-inspect` lists them (`ls`), reports them (`verify`) and does not
 /// follow them (`cat`). Links that stay inside mount as before.
-final class ExternalSymlinkTests: MountTestCase {
+final class ExternalSymlinkTests: ToolTestCase {
     private var key = ""
 
     override func setUpWithError() throws {

@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -6,7 +7,7 @@ import Glibc
 /// An fstab line mounts a bundle through mount(8) and Debian's
 /// `mount.fuse3`, which runs `encfs-mount BUNDLE MNT -o OPTIONS` found on
 /// its own PATH and adds `rw,dev,suid` (and whatever the line says).
-final class FstabTests: MountTestCase {
+final class FstabTests: ToolTestCase {
     private var bundle = ""
     private var key = ""
 

@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 
 /// `encfs-mount --index-cache`: the daemon keeps the index sealed and
@@ -6,7 +7,7 @@ import XCTest
 /// and file must read as in the source, also after the kernel forgot its
 /// own caches; and an index changed under a running mount must give EIO,
 /// never other names or data.
-final class IndexCacheTests: MountTestCase {
+final class IndexCacheTests: ToolTestCase {
     /// 40 directories × 80 files with names up to 150 bytes, each file
     /// holding its own path, plus a symlink per directory: about 3,300
     /// entries, an index of about 30 pages. The links' long targets climb

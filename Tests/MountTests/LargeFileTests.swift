@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +9,7 @@ import Glibc
 ///
 /// The source is sparse (4 GiB + 3 bytes, a few known non-zero bytes); the
 /// bundle is not (every chunk is encrypted), so packing writes 4 GiB.
-final class LargeFileTests: MountTestCase {
+final class LargeFileTests: ToolTestCase {
     static let size: UInt64 = (1 << 32) + 3
     /// The default chunk size (4 KiB). The checker's windows around
     /// k·65536 are chunk boundaries for it too.

@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 
 /// The short mode of `Scripts/load.sh`: one mount under 16 verifying fio
@@ -5,7 +6,7 @@ import XCTest
 /// mismatches, a bounded daemon RSS, and a mount that still serves and
 /// unmounts cleanly afterwards. The long run (`Scripts/load.sh`, 60 s) is
 /// recorded in docs/SECURITY.md.
-final class LoadTests: MountTestCase {
+final class LoadTests: ToolTestCase {
     func testLoad_ShortRun_NoErrorsNoMismatchesBoundedMemory() throws {
         guard let binaries = Tools.binaryDirectory else { throw SubprocessError("encfs binaries not found: build with `swift build -c release`") }
         let script = "\(Tools.repositoryRoot)/Scripts/load.sh"

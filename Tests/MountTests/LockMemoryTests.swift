@@ -1,6 +1,7 @@
 import CryptCore
 import EncFSCore
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

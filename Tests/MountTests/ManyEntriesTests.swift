@@ -1,8 +1,9 @@
+import SharedTestSupport
 import XCTest
 
 /// A tree of 100,000 small files in 1,000 directories: the index is built
 /// once at mount, so mounting stays quick and every entry is reachable.
-final class ManyEntriesTests: MountTestCase {
+final class ManyEntriesTests: ToolTestCase {
     static let directories = 1000
     static let filesPerDirectory = 100
 

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +13,7 @@ import Glibc
 /// and `VmLck` (keys and plaintext buffers are `mlock`ed; with CAP_IPC_LOCK
 /// dropped, an unprivileged user's 8 MiB RLIMIT_MEMLOCK suffices, and a
 /// limit of 0 gives one warning each for keys and buffers).
-final class MemoryHygieneTests: MountTestCase {
+final class MemoryHygieneTests: ToolTestCase {
     private var key = ""
     private var keyHex = ""
     private var passphrase = ""
@@ -169,7 +170,7 @@ final class MemoryHygieneTests: MountTestCase {
         assertWiped(environ, names: ["ENCFS_PASSPHRASE"])
         assertNoSecret(in: try procFile(pid, "cmdline"), "/proc/\(pid)/cmdline")
         unmount(mounted)
-        // What it wrote: its stderr (MountTestCase keeps it in
+        // What it wrote: its stderr (the mount helper keeps it in
         // foreground.stderr) and its log.
         let stderr = FileManager.default.contents(atPath: scratch.url("foreground.stderr")).map { [UInt8]($0) } ?? []
         assertNoSecret(in: stderr, "the foreground stderr")

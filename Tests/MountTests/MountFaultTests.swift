@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -15,7 +16,7 @@ import Glibc
 /// the daemon never crashes on a damaged bundle, and ends cleanly when told
 /// to. Reads drop the page cache first (`POSIX_FADV_DONTNEED`), so each one
 /// reaches the daemon rather than pages the kernel kept (`keep_cache`).
-final class MountFaultTests: MountTestCase {
+final class MountFaultTests: ToolTestCase {
     private var source = ""
     private var key = ""
     private var bundle = ""

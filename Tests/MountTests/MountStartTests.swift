@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +11,7 @@ import Glibc
 /// the Swift runtime in (Package.swift); the daemon keeps its identity.
 /// The daemon starts while the command unlocks the header, and a FUSE
 /// ring's reply buffers are locked as they are first touched.
-final class MountStartTests: MountTestCase {
+final class MountStartTests: ToolTestCase {
     /// The Swift runtime libraries the dynamic loader maps into a program
     /// linked against them; none may appear in the daemon.
     private static let swiftRuntimeLibraries = ["libswiftCore.so", "libswift_Concurrency.so", "libswiftDispatch.so",

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// Packing and reading through the mount leave no plaintext on disk.
@@ -12,7 +13,7 @@ import XCTest
 /// The markers reach child processes only through argv and the test
 /// keeps every captured output in memory, so the test itself writes them
 /// nowhere but the source tree.
-final class NoPlaintextTests: MountTestCase {
+final class NoPlaintextTests: ToolTestCase {
     /// Lists entries under `$1` (same file system only, not below `$2`)
     /// whose name contains `$4`, and files below 64 MiB that contain `$3`
     /// or `$4`.

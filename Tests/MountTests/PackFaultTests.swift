@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +20,7 @@ import Glibc
 /// inside the file (read from /proc/PID/fdinfo), makes the change, and lets
 /// it continue. `WriterFaultTests` covers the same rules inside the library
 /// with hooks; these run the real binary.
-final class PackFaultTests: MountTestCase {
+final class PackFaultTests: ToolTestCase {
     private var key = ""
     private var out = ""
     /// Size of the file that is changed or interrupted: large enough that

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// The paged index (format version 2) through the real executables: a
@@ -6,7 +7,7 @@ import XCTest
 /// damaged page surfaces where it is first used, as EIO on the mount and
 /// as one clear error line from `encfs-inspect`, while the rest of the
 /// tree keeps working.
-final class PagedIndexMountTests: MountTestCase {
+final class PagedIndexMountTests: ToolTestCase {
     /// Three directories of 1,500 files with long names (several 64 KiB
     /// record pages), every file's contents its own name, plus one
     /// duplicate pair (shared bodies: version 2, so the index is paged).

@@ -1,10 +1,11 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// Passphrase slots: pack with `--passphrase-file` (scrypt cost 2^14 to keep
 /// the test fast), mount with the file or with `ENCFS_PASSPHRASE`; a wrong
 /// passphrase is refused with exit 1.
-final class PassphraseTests: MountTestCase {
+final class PassphraseTests: ToolTestCase {
     static let passphrase = "correct horse battery staple ✓"
     private var source = ""
     private var passphraseFile = ""

@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +11,7 @@ import Glibc
 /// a full stdout); the kernel then shows the files under a non-dumpable
 /// process's /proc/PID (not the directory itself) as owned by root instead
 /// of by the process's own user.
-final class ProcessHardeningTests: MountTestCase {
+final class ProcessHardeningTests: ToolTestCase {
     /// Starts `argv` as nobody (stdin a pipe never written to; with
     /// `fullStdout`, stdout a pipe already full), waits until it blocks on
     /// a pipe, and prints the owner of /proc/PID/environ and the core limit.

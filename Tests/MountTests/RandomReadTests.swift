@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// Random `pread`s through the mount, compared byte for byte with the
@@ -12,7 +13,7 @@ import XCTest
 ///
 /// Each run draws a seed for the file's contents and the reads and prints
 /// it; `ENCFS_TEST_SEED=N` replays a run.
-final class RandomReadTests: MountTestCase {
+final class RandomReadTests: ToolTestCase {
     /// The seed of this run: `ENCFS_TEST_SEED` when set (to replay a
     /// failure), else a fresh one.
     static let seed: UInt32 = {

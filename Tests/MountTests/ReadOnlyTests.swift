@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -6,7 +7,7 @@ import Glibc
 /// Nothing changes a mounted bundle: every mutating system call fails with
 /// the errno the kernel gives for a read-only mount, and the mount table
 /// says `ro`.
-final class ReadOnlyTests: MountTestCase {
+final class ReadOnlyTests: ToolTestCase {
     /// argv: mountpoint. Tries each operation and prints `name ERRNO` (or
     /// `name OK`). Operations target `file`, `dir`, `empty-dir`, `link`.
     static let mutations = #"""

@@ -1,10 +1,11 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// `--readahead`: the daemon sets the mount's kernel read-ahead (root only),
 /// 1024 KiB by default, before it serves — and mounting must not wait on
 /// itself while doing so (it reads the device number from mountinfo).
-final class ReadaheadTests: MountTestCase {
+final class ReadaheadTests: ToolTestCase {
     private func readahead(of mounted: MountedBundle) throws -> Int {
         let device = try check("mountpoint", ["-d", mounted.mountpoint]).output.trimmingCharacters(in: .whitespacesAndNewlines)
         let text = try String(contentsOfFile: "/sys/class/bdi/\(device)/read_ahead_kb", encoding: .utf8)

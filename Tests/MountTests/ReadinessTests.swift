@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,7 @@ import Glibc
 /// the background command returns only once the mount serves; `-f` under
 /// systemd (`NOTIFY_SOCKET`) reports READY=1 once it serves and STOPPING=1
 /// at unmount; `-o auto_unmount` leaves no mount behind a killed daemon.
-final class ReadinessTests: MountTestCase {
+final class ReadinessTests: ToolTestCase {
     /// argv: socket name (a path, or `@name` for the abstract namespace).
     /// Binds a datagram socket, prints `bound`, then prints each datagram
     /// on one line (newlines as `|`) until one says STOPPING=1; gives up

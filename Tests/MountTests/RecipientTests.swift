@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

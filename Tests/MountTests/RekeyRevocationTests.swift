@@ -1,5 +1,6 @@
 @testable import EncFSCore
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

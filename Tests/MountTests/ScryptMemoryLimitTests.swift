@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 
 /// scrypt runs before anything in the header is authenticated (security
@@ -8,7 +9,7 @@ import XCTest
 /// limit is refused before any scrypt run with an error and a hint naming
 /// the option. The test bundle's slot needs 16 MiB (N = 2^14, r = 8), so a
 /// low limit stands in for a huge slot.
-final class ScryptMemoryLimitTests: MountTestCase {
+final class ScryptMemoryLimitTests: ToolTestCase {
     private var passphraseFile = ""
     private var bundle = ""
 

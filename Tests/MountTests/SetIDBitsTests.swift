@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,7 @@ import Glibc
 /// Set-id bits stay in the bundle but are never served, and every mount is
 /// `nosuid,nodev`: `-o suid` and `-o dev` (which Debian's mount.fuse3 adds
 /// for fstab mounts) are accepted and ignored.
-final class SetIDBitsTests: MountTestCase {
+final class SetIDBitsTests: ToolTestCase {
     func testSetIDBits_NotServedAndMountIsNoSuidNoDevDespiteOptions() throws {
         let source = try scratch.makeDirectory("src")
         let modes: [(String, mode_t, String)] = [

@@ -24,7 +24,7 @@ import Glibc
 /// The whole matrix runs through the EncFS library (`BundleReader`, the
 /// code the mount daemon serves from); a stratified subset of 20 runs
 /// through real `encfs-mount` mounts read with `cat`.
-final class TamperMatrixTests: MountTestCase {
+final class TamperMatrixTests: ToolTestCase {
     /// Replay a run with `ENCFS_TAMPER_SEED=N`.
     static let seed: UInt64 = ProcessInfo.processInfo.environment["ENCFS_TAMPER_SEED"].flatMap { UInt64($0) } ?? 0x7A3D_2024
 

@@ -1,3 +1,4 @@
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +9,7 @@ import Glibc
 /// and the file only with `--log-names`),
 /// while everything else still reads; damage to the length, header or
 /// index stops the mount before anything is mounted.
-final class TamperTests: MountTestCase {
+final class TamperTests: ToolTestCase {
     private var source = ""
     private var key = ""
     private var bundle = ""

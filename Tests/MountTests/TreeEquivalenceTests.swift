@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +13,7 @@ import Glibc
 /// compares one view of both trees. The mount's files belong to the mounting
 /// user; the source tree is created by the same user, so only `ls -l` needs
 /// its owner columns normalized.
-final class TreeEquivalenceTests: MountTestCase {
+final class TreeEquivalenceTests: ToolTestCase {
     private var source = ""
     private var mounted: MountedBundle?
 

@@ -1,9 +1,10 @@
+import SharedTestSupport
 import XCTest
 
 /// `encfs-mount --threads N`: the daemon serves with N libfuse workers,
 /// starts them on demand, and keeps every one it started (a worker ended
 /// and re-created under load costs its scratch and key derivations again).
-final class WorkerThreadTests: MountTestCase {
+final class WorkerThreadTests: ToolTestCase {
     /// Reads random 4 KiB blocks of FILE from 8 threads for SECONDS and
     /// prints how many reads returned the expected bytes and how many not.
     static let load = #"""

@@ -7,8 +7,8 @@ import Glibc
 /// the sources as they are, so that a plain `swift test` says in one line
 /// what to run first instead of failing dozens of tests one by one.
 ///
-/// Shared by MountTests (Tools), LibraryTests (Tool) and FormatTests
-/// (FuzzReplayTests); all test targets run in one process, so only the
+/// Used through ``Tools`` by every target that runs the binaries, and by
+/// FormatTests' FuzzReplayTests; all test targets run in one process, so only the
 /// first test to find a problem records it as a failure (``firstReport()``)
 /// and every test that needs the binaries skips.
 public enum BuiltBinaries {

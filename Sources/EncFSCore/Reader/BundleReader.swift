@@ -193,8 +193,10 @@ package final class BundleReader: Sendable {
                                   checkDigest: (([UInt8]) throws -> Void)? = nil) throws -> BundleIndex {
         do {
             return try readIndexOnce(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
-        } catch BundleError.corruptIndex where source.discardCopies(atOffset: UInt64(header.headerLength) + header.indexOffset,
-                                                                   count: Int(clamping: header.indexLength)) {
+        } catch {
+            guard case BundleError.corruptIndex = error,
+                  source.discardCopies(atOffset: UInt64(header.headerLength) + header.indexOffset,
+                                       count: Int(clamping: header.indexLength)) else { throw error }
             return try readIndexOnce(source: source, header: header, keys: keys, cacheBytes: cacheBytes, checkDigest: checkDigest)
         }
     }
@@ -296,6 +298,25 @@ package final class BundleReader: Sendable {
                            cachesInflatedChunks: true)
     }
 
+    /// What every step of one read needs, gathered once per read: the
+    /// file, its key and id, the workspace and the caller's buffer.
+    ///
+    /// A plain struct of references and pointers, passed by value to
+    /// inlined functions: it lives in registers or on the stack, never on
+    /// the heap.
+    private struct ReadContext {
+        /// The file entry read.
+        let entry: IndexEntry
+        /// Its chunk key.
+        let key: SymmetricKey
+        /// Its file id (part of each chunk's nonce), valid for the read.
+        let fileID: UnsafeRawBufferPointer
+        /// The buffers and cipher context of this read (one thread's).
+        let workspace: ChunkWorkspace
+        /// The caller's buffer: receives the plaintext.
+        let buffer: UnsafeMutableRawBufferPointer
+    }
+
     /// Fetches, opens and copies the chunks of one read; the read plan
     /// says which bytes go where, so this function does no offset
     /// arithmetic of its own.
@@ -317,48 +338,13 @@ package final class BundleReader: Sendable {
         do {
             let key = try givenKey ?? workspace.fileKey(for: entry, keys: keys)
             try entry.withFileID { fileID in
+                let context = ReadContext(entry: entry, key: key, fileID: fileID, workspace: workspace, buffer: buffer)
                 for batch in plan {
                     // Part of a chunk this worker inflated lately: no fetch.
-                    if let cache = workspace.inflated, serveFromCache(batch, of: entry, cache: cache, into: buffer) {
+                    if let cache = workspace.inflated, serveFromCache(batch, cache: cache, in: context) {
                         continue
                     }
-                    // A compressed file's batch lies where its chunk table
-                    // says; the chunks are the same, so it fits the buffer.
-                    let window = entry.hasChunkTable
-                        ? try index.chunkTableWindow(of: entry, chunks: batch.chunks, into: workspace.tableEntries) : nil
-                    let (sourceOffset, byteCount) = window.map { header.layout.storedBatch(batch, in: $0) }
-                        ?? (batch.sourceOffset, batch.byteCount)
-                    let fetched = UnsafeMutableRawBufferPointer(rebasing: workspace.sealed[0..<byteCount])
-                    // A source that keeps copies (a remote bundle's cache)
-                    // gets one more read of a batch that failed.
-                    var mayReadAgain = true
-                    reading: while true {
-                        let got = try source.read(into: fetched, atOffset: sourceOffset)
-                        // A short read means the bundle ends early: name the
-                        // first chunk it cut (the batch's first, for
-                        // compressed chunks, which bytes do not count).
-                        guard got == byteCount else {
-                            throw BundleError.corruptChunk(entry: entry.position,
-                                                           chunk: window == nil ? batch.firstIncompleteChunk(fetched: got) : batch.chunks.lowerBound)
-                        }
-                        // The sealed bytes of the chunk being opened: only
-                        // the copies of those are dropped when it fails (a
-                        // batch may span stored units that are sound).
-                        var opening = 0..<byteCount
-                        do {
-                            for slice in batch {
-                                opening = window.map { header.layout.storedSealedRange(of: slice, in: batch, window: $0) }
-                                    ?? slice.sealedRange
-                                try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, entry: entry,
-                                              key: key, fileID: fileID, workspace: workspace, into: buffer)
-                            }
-                            break reading
-                        } catch BundleError.corruptChunk where mayReadAgain
-                                    && source.discardCopies(atOffset: sourceOffset + UInt64(opening.lowerBound),
-                                                            count: opening.count) {
-                            mayReadAgain = false
-                        }
-                    }
+                    try readBatch(batch, in: context)
                 }
             }
         } catch {
@@ -368,6 +354,55 @@ package final class BundleReader: Sendable {
         return plan.byteCount
     }
 
+    /// Fetches one batch of chunks with one read of the source and opens
+    /// each of its chunks into the context's buffer.
+    ///
+    /// A source that keeps copies (a remote bundle's cache) gets one more
+    /// read of a batch whose chunk failed, after dropping the copies of
+    /// that chunk's sealed bytes only (a batch may span stored units that
+    /// are sound).
+    ///
+    /// - Throws: `BundleError.corruptChunk` for a short read or a chunk
+    ///   that does not open (twice, when the source kept copies), `.io`,
+    ///   `.crypto`.
+    @inline(__always)
+    private func readBatch(_ batch: ChunkReadPlan.Batch, in context: ReadContext) throws {
+        // A compressed file's batch lies where its chunk table says; the
+        // chunks are the same, so it fits the buffer.
+        let window = context.entry.hasChunkTable
+            ? try index.chunkTableWindow(of: context.entry, chunks: batch.chunks, into: context.workspace.tableEntries) : nil
+        let (sourceOffset, byteCount) = window.map { header.layout.storedBatch(batch, in: $0) }
+            ?? (batch.sourceOffset, batch.byteCount)
+        let fetched = UnsafeMutableRawBufferPointer(rebasing: context.workspace.sealed[0..<byteCount])
+        var mayReadAgain = true
+        while true {
+            let got = try source.read(into: fetched, atOffset: sourceOffset)
+            // A short read means the bundle ends early: name the first
+            // chunk it cut (the batch's first, for compressed chunks,
+            // which bytes do not count).
+            guard got == byteCount else {
+                throw BundleError.corruptChunk(entry: context.entry.position,
+                                               chunk: window == nil ? batch.firstIncompleteChunk(fetched: got) : batch.chunks.lowerBound)
+            }
+            // The sealed bytes of the chunk being opened: only the copies
+            // of those are dropped when it fails.
+            var opening = 0..<byteCount
+            do {
+                for slice in batch {
+                    opening = window.map { header.layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
+                    try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, in: context)
+                }
+                return
+            } catch {
+                guard case BundleError.corruptChunk = error, mayReadAgain else { throw error }
+                guard source.discardCopies(atOffset: sourceOffset + UInt64(opening.lowerBound), count: opening.count) else {
+                    throw error
+                }
+                mayReadAgain = false
+            }
+        }
+    }
+
     /// Copies the bytes a batch of one partly wanted chunk gives the read
     /// out of the workspace's cache of inflated chunks, when the chunk is
     /// there.
@@ -375,19 +410,18 @@ package final class BundleReader: Sendable {
     /// - Returns: false when the batch has more than one chunk, wants its
     ///   chunk whole, or the chunk is not cached: fetch and open it.
     @inline(__always)
-    private func serveFromCache(_ batch: ChunkReadPlan.Batch, of entry: IndexEntry, cache: InflatedChunkCache,
-                                into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+    private func serveFromCache(_ batch: ChunkReadPlan.Batch, cache: InflatedChunkCache, in context: ReadContext) -> Bool {
         guard batch.chunks.count == 1 else { return false }
         var slices = batch.makeIterator()
         guard let slice = slices.next(), !slice.coversWholeChunk,
-              let plaintext = cache.cached(entry, chunk: slice.chunk) else { return false }
-        UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+              let plaintext = cache.cached(context.entry, chunk: slice.chunk) else { return false }
+        UnsafeMutableRawBufferPointer(rebasing: context.buffer[slice.destinationRange])
             .copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
         return true
     }
 
     /// Opens one chunk of a fetched batch and puts the bytes its slice
-    /// wants into `buffer`.
+    /// wants into the context's buffer.
     ///
     /// Whole chunks go straight to the caller; a partly wanted one is
     /// opened aside, since nothing may be released before the whole chunk
@@ -399,24 +433,22 @@ package final class BundleReader: Sendable {
     ///   authenticate or does not inflate to its length, `.crypto`.
     @inline(__always)
     private func openChunk(_ slice: ChunkReadPlan.Slice, of batch: ChunkReadPlan.Batch, fetched: UnsafeRawBufferPointer,
-                           window: ChunkTableWindow?, entry: IndexEntry, key: SymmetricKey, fileID: UnsafeRawBufferPointer,
-                           workspace: ChunkWorkspace, into buffer: UnsafeMutableRawBufferPointer) throws {
+                           window: ChunkTableWindow?, in context: ReadContext) throws {
         let layout = header.layout
         let sealedRange = window.map { layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
         let encoding = window.map { layout.storedEncoding(ofChunk: slice.chunk, in: $0) } ?? .raw
         let sealed = UnsafeRawBufferPointer(rebasing: fetched[sealedRange])
         func decode(into target: UnsafeMutableRawBufferPointer) throws {
-            try decodeChunk(slice, sealed: sealed, encoding: encoding, entry: entry, key: key, fileID: fileID,
-                            workspace: workspace, into: target)
+            try decodeChunk(slice, sealed: sealed, encoding: encoding, in: context, into: target)
         }
-        let destination = UnsafeMutableRawBufferPointer(rebasing: buffer[slice.destinationRange])
+        let destination = UnsafeMutableRawBufferPointer(rebasing: context.buffer[slice.destinationRange])
         if slice.coversWholeChunk {
             try decode(into: destination)
-        } else if let cache = workspace.inflated {
-            let plaintext = try cache.fill(entry, chunk: slice.chunk, length: slice.chunkLength, open: decode)
+        } else if let cache = context.workspace.inflated {
+            let plaintext = try cache.fill(context.entry, chunk: slice.chunk, length: slice.chunkLength, open: decode)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
         } else {
-            let target = UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<slice.chunkLength])
+            let target = UnsafeMutableRawBufferPointer(rebasing: context.workspace.plaintext[0..<slice.chunkLength])
             try decode(into: target)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))
         }
@@ -431,26 +463,26 @@ package final class BundleReader: Sendable {
     ///   `.crypto`.
     @inline(__always)
     private func decodeChunk(_ slice: ChunkReadPlan.Slice, sealed: UnsafeRawBufferPointer, encoding: StoredChunkEncoding,
-                             entry: IndexEntry, key: SymmetricKey, fileID: UnsafeRawBufferPointer,
-                             workspace: ChunkWorkspace, into target: UnsafeMutableRawBufferPointer) throws {
+                             in context: ReadContext, into target: UnsafeMutableRawBufferPointer) throws {
+        let workspace = context.workspace
         switch encoding {
         case .raw:
-            guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
+            guard try workspace.codec.open(key: context.key, fileID: context.fileID, chunk: slice.chunk, last: slice.isLastChunk,
                                            sealed: sealed, into: target) else {
-                throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+                throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
             }
         case .zstd:
             // The index checked that a frame is shorter than its chunk.
             let frame = UnsafeMutableRawBufferPointer(rebasing: workspace.frame[0..<(sealed.count - AESGCM.tagByteCount)])
-            guard try workspace.codec.open(key: key, fileID: fileID, chunk: slice.chunk, last: slice.isLastChunk,
+            guard try workspace.codec.open(key: context.key, fileID: context.fileID, chunk: slice.chunk, last: slice.isLastChunk,
                                            encoding: .zstd, sealed: sealed, into: frame) else {
-                throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+                throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
             }
             let inflated = workspace.decompressor?.decompress(UnsafeRawBufferPointer(frame), into: target) ?? false
             SecureBytes.wipe(frame)
             guard inflated else {
                 SecureBytes.wipe(target)
-                throw BundleError.corruptChunk(entry: entry.position, chunk: slice.chunk)
+                throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
             }
         }
     }

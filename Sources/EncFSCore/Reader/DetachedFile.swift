@@ -95,9 +95,10 @@ package final class DetachedFile: Sendable {
                                 }
                             }
                             break reading
-                        } catch BundleError.corruptChunk where mayReadAgain
-                                    && source.discardCopies(atOffset: batch.sourceOffset + UInt64(opening.lowerBound),
-                                                            count: opening.count) {
+                        } catch {
+                            guard case BundleError.corruptChunk = error, mayReadAgain,
+                                  source.discardCopies(atOffset: batch.sourceOffset + UInt64(opening.lowerBound),
+                                                       count: opening.count) else { throw error }
                             mayReadAgain = false
                         }
                     }

@@ -83,88 +83,60 @@ package enum BundleWriter {
     ///   `options.refusesExternalSymlinks` (before anything is written).
     package static func pack(source: [UInt8], destination: [UInt8], options: PackOptions,
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
-        guard !options.keys.isEmpty || !options.recipients.isEmpty else { throw BundleError.noKeyGiven }
-        guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
-            throw BundleError.invalidChunkSize(log2: Int(options.chunkSizeLog2))
-        }
-        guard options.compression == .none || CompressionMethod.zstdLevels.contains(options.compressionLevel) else {
-            throw BundleError.invalidCompressionLevel(options.compressionLevel)
-        }
-        // Said first, so it is seen even when packing fails later.
-        let scryptMemory = KeySlot.scryptMemory(of: options.scrypt)
-        if options.keys.contains(where: { if case .passphrase = $0 { true } else { false } }),
-           scryptMemory > OpenOptions.defaultScryptMemoryLimit {
-            warn("passphrase slots need \(BundleError.sizeText(scryptMemory)) of scrypt memory, more than readers allow by default "
-                 + "(\(BundleError.sizeText(OpenOptions.defaultScryptMemoryLimit))): opening with the passphrase needs a higher limit",
-                 destination)
-        }
-        let root: FileDescriptor
-        do { root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory") } catch {
-            throw BundleError.sourceUnreadable(errno: error.errno, path: source)
-        }
-        let rootFD = root.rawValue
-        var tree = try SourceTree(root: source, rootFD: rootFD, excludes: options.excludes, warn: warn)
-        let externalSymlinks = try checkSymlinks(of: tree, source: source, refusing: options.refusesExternalSymlinks, warn: warn)
-
-        let layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)
-        let bundleID = try randomBytes(BundleFormat.idSize)
-        let contentKey: SymmetricKey
-        do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }
-        let keys = try BundleKeys(contentKey: contentKey, bundleID: bundleID)
-        // Before any scrypt run: readers refuse more passphrase work than this.
-        try KeySlot.checkTotalScryptWork(options.keys.compactMap {
-            if case .passphrase = $0 { KeySlot.work(of: options.scrypt) } else { nil }
-        })
-        var slots = try options.keys.map {
-            try KeySlot.make(for: $0, wrapping: contentKey, bundleID: bundleID, scrypt: options.scrypt)
-        }
-        slots += try options.recipients.map { try KeySlot.recipient(wrapping: contentKey, to: $0, bundleID: bundleID) }
-        // The signature takes one of the header's slots; it is made last,
-        // so a placeholder of its size holds the header's length until then.
-        if options.signingKey != nil { slots.append(BundleSignature.placeholderSlot) }
-        guard slots.count <= BundleFormat.maximumSlots else {
-            throw BundleError.limitExceeded("more than \(BundleFormat.maximumSlots) key slots\(options.signingKey != nil ? " with the signature" : "")")
-        }
-        let headerLength = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: 0,
-                                        indexOffset: 0, indexLength: 0).headerLength
-
+        var plan = try PackPlan(source: source, destination: destination, options: options, warn: warn)
         let output = try AtomicFile(destination: destination)
-        var summary = PackSummary()
-        var bodies = [FileBody?](repeating: nil, count: tree.nodes.count)
-        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(headerLength), path: destination,
+        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(plan.headerLength), path: destination,
                                  hashing: options.signingKey != nil)
+        let (bodies, summary) = try writeBodies(&plan, into: sink)
+        return try seal(plan, bodies: bodies, summary: summary, sink: sink, output: output)
+    }
+
+    /// Encrypts every file of the plan's tree into `sink`, in index order,
+    /// and records in the tree what each file was when it was read.
+    ///
+    /// - Returns: each file's body (nil for directories and symlinks) and
+    ///   the counts so far.
+    /// - Throws: `BundleError` for a source file that cannot be read or
+    ///   changed while read, `.io` for the bundle.
+    private static func writeBodies(_ plan: inout PackPlan, into sink: ChunkSink) throws
+        -> (bodies: [FileBody?], summary: PackSummary) {
+        let options = plan.options
+        var summary = PackSummary()
+        var bodies = [FileBody?](repeating: nil, count: plan.tree.nodes.count)
         let pipeline = options.compression == .zstd
-            ? try ChunkPipeline(chunkSize: Int(layout.chunkSize), level: options.compressionLevel, bundleID: bundleID, sink: sink) : nil
+            ? try ChunkPipeline(chunkSize: Int(plan.layout.chunkSize), level: options.compressionLevel, bundleID: plan.bundleID,
+                                sink: sink) : nil
         // Files in the order they are read; the prefetcher keeps the disk
         // busy ahead of them.
-        let files = tree.nodes.filter { $0.kind == .file }.map { SourcePrefetcher.File(relativePath: $0.relativePath, size: $0.size) }
-        let prefetcher = SourcePrefetcher(root: root, files: files)
+        let files = plan.tree.nodes.filter { $0.kind == .file }.map {
+            SourcePrefetcher.File(relativePath: $0.relativePath, size: $0.size)
+        }
+        let prefetcher = SourcePrefetcher(root: plan.root, files: files)
         defer { prefetcher.stop() }
-        let encryptor = try FileEncryptor(layout: layout, keys: keys, pipeline: pipeline, progress: options.progress,
+        let encryptor = try FileEncryptor(layout: plan.layout, keys: plan.keys, pipeline: pipeline, progress: options.progress,
                                           prefetcher: prefetcher)
-        var deduplicator = Deduplicator(tree.nodes)
+        var deduplicator = Deduplicator(plan.tree.nodes)
         var sequence = 0
-        options.progress?.begin(files: tree.nodes.count { $0.kind == .file },
-                                bytes: tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
-        for position in tree.nodes.indices {
-            switch tree.nodes[position].kind {
+        options.progress?.begin(files: plan.tree.nodes.count { $0.kind == .file },
+                                bytes: plan.tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
+        for position in plan.tree.nodes.indices {
+            switch plan.tree.nodes[position].kind {
             case .directory:
                 summary.directories += 1
             case .symlink:
                 summary.symlinks += 1
             case .file:
-                let source = FileEncryptor.Source(relativePath: tree.nodes[position].relativePath, rootFD: rootFD,
-                                                  displayPath: SourceTree.join(source, tree.nodes[position].relativePath),
-                                                  identity: (tree.nodes[position].device, tree.nodes[position].inode),
-                                                  sequence: sequence)
+                let node = plan.tree.nodes[position]
+                let source = FileEncryptor.Source(relativePath: node.relativePath, rootFD: plan.root.rawValue,
+                                                  displayPath: SourceTree.join(plan.source, node.relativePath),
+                                                  identity: (node.device, node.inode), sequence: sequence)
                 sequence += 1
-                let (snapshot, body, shared) = try deduplicator.store(source, size: tree.nodes[position].size,
-                                                                      encryptor: encryptor, sink: sink)
+                let (snapshot, body, shared) = try deduplicator.store(source, size: node.size, encryptor: encryptor, sink: sink)
                 bodies[position] = body
-                tree.nodes[position].size = snapshot.size
-                tree.nodes[position].mode = snapshot.mode
-                tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
-                tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
+                plan.tree.nodes[position].size = snapshot.size
+                plan.tree.nodes[position].mode = snapshot.mode
+                plan.tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
+                plan.tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
                 summary.files += 1
                 summary.plaintextBytes += snapshot.size
                 if shared {
@@ -177,48 +149,61 @@ package enum BundleWriter {
         // Every chunk in the sink, every body complete.
         try encryptor.finish()
         prefetcher.stop()
+        summary.directories -= 1 // the root is not counted
+        summary.skipped = plan.tree.skipped
+        summary.excluded = plan.tree.excluded
+        summary.externalSymlinks = plan.externalSymlinks
+        return (bodies, summary)
+    }
+
+    /// Seals the index after the chunk data (flat, or paged), signs the
+    /// bundle when asked, writes the header and links the bundle into place.
+    ///
+    /// - Returns: `summary` with the format version, the signer and the
+    ///   bundle's size.
+    /// - Throws: `BundleError.crypto`, `.io`.
+    private static func seal(_ plan: PackPlan, bodies: [FileBody?], summary: PackSummary, sink: ChunkSink,
+                             output: AtomicFile) throws -> PackSummary {
+        let options = plan.options
+        var summary = summary
         let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
         summary.formatVersion = features.formatVersion
-        summary.directories -= 1 // the root is not counted
-        summary.skipped = tree.skipped
-        summary.excluded = tree.excluded
-        summary.externalSymlinks = externalSymlinks
-
         // Everything written so far is chunk data, in index order.
         let chunkDigest = try sink.dataDigest()
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
         // Plaintext, then (sealed in place below) ciphertext.
-        var index = try IndexBuilder.serialize(tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
+        var index = try IndexBuilder.serialize(plan.tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        if options.indexLayout.isPaged(features: features, entryCount: tree.nodes.count) {
+        if options.indexLayout.isPaged(features: features, entryCount: plan.tree.nodes.count) {
             summary.formatVersion = BundleFormat.version2
-            let sealed = try PagedIndexWriter.write(flat: index, layout: layout, features: features, keys: keys, slots: slots,
-                                                    indexOffset: indexOffset, chunkDigest: chunkDigest,
+            let sealed = try PagedIndexWriter.write(flat: index, layout: plan.layout, features: features, keys: plan.keys,
+                                                    slots: plan.slots, indexOffset: indexOffset, chunkDigest: chunkDigest,
                                                     signingKey: options.signingKey, into: sink)
             summary.signerFingerprint = sealed.signerFingerprint
-            return try finish(sealed.header, headerLength: headerLength, keys: keys, sink: sink, output: output, summary: summary)
+            return try finish(sealed.header, headerLength: plan.headerLength, keys: plan.keys, sink: sink, output: output,
+                              summary: summary)
         }
         let indexLength = UInt64(index.count + AESGCM.tagByteCount)
         let payloadLength = indexOffset + indexLength
-        var header = BundleHeader(bundleID: bundleID, layout: layout, slots: slots, payloadLength: payloadLength,
+        var header = BundleHeader(bundleID: plan.bundleID, layout: plan.layout, slots: plan.slots, payloadLength: payloadLength,
                                   indexOffset: indexOffset, indexLength: indexLength, features: features)
         // Encrypted in place: a second buffer would double the index's share
         // of peak memory, which grows with the number of entries.
-        let tag = try sealIndexInPlace(&index, keys: keys, aad: IndexBuilder.associatedData(header))
+        let tag = try sealIndexInPlace(&index, keys: plan.keys, aad: IndexBuilder.associatedData(header))
         if let signingKey = options.signingKey, let chunkDigest {
             let hasher = SHA256.Hasher()
             index.withUnsafeBytes { hasher.update($0) }
             tag.withUnsafeBytes { hasher.update($0) }
-            let signature = try BundleSignature.sign(header: header, indexDigest: hasher.finalize(), keys: keys,
+            let signature = try BundleSignature.sign(header: header, indexDigest: hasher.finalize(), keys: plan.keys,
                                                      chunkDigest: chunkDigest, with: signingKey)
             header = header.replacingSignature(with: signature.slot)
             summary.signerFingerprint = signature.signerFingerprint
         }
         try sink.append(index)
         try sink.append(tag)
-        return try finish(header, headerLength: headerLength, keys: keys, sink: sink, output: output, summary: summary)
+        return try finish(header, headerLength: plan.headerLength, keys: plan.keys, sink: sink, output: output, summary: summary)
     }
 
     /// Flushes the payload, writes the header and renames the bundle into place.
@@ -232,25 +217,6 @@ package enum BundleWriter {
         summary.bundleBytes = UInt64(headerLength) + header.payloadLength
         try output.commit()
         return summary
-    }
-
-    /// Warns about (or refuses) every symlink that leads outside the bundle:
-    /// a mount would serve it as stored, reading the host's files.
-    ///
-    /// - Returns: how many were warned about.
-    /// - Throws: `BundleError.externalSymlink` for the first one when `refusing`.
-    private static func checkSymlinks(of tree: SourceTree, source: [UInt8], refusing: Bool,
-                                      warn: (String, [UInt8]) -> Void) throws -> Int {
-        var count = 0
-        for position in tree.nodes.indices where tree.nodes[position].kind == .symlink {
-            guard try SymlinkContainment.isExternal(position, in: tree) else { continue }
-            let refusal = BundleError.externalSymlink(path: SourceTree.join(source, tree.nodes[position].relativePath),
-                                                      target: tree.nodes[position].symlinkTarget)
-            if refusing { throw refusal }
-            warn(refusal.message, refusal.path ?? source)
-            count += 1
-        }
-        return count
     }
 
     /// Encrypts the index plaintext in place and returns its tag.

@@ -148,8 +148,10 @@ final class RingServer: @unchecked Sendable {
         thread = nil
     }
 
-    /// The thread's body: pin, register, serve until the entries are gone
-    /// or stop is asked.
+    /// The thread's body: set up (``prepare(_:)``), then serve until the
+    /// entries are gone or stop is asked: wait, collect what completed
+    /// (``collectCompletions(_:ready:count:stopping:wipeDue:)``), answer it
+    /// (``answerReady(_:count:found:_:)``), wipe when a lock asked.
     private func serve(_ work: RingWork) {
         defer {
             busy.store(true, ordering: .relaxed)
@@ -157,36 +159,7 @@ final class RingServer: @unchecked Sendable {
             // The other server may wait for entries only this one saw end.
             queue.peer(of: role).wake()
         }
-        let pinned = role == RingQueue.pinned
-        // ps -L and /proc/PID/task show which threads are the rings'.
-        _ = cfuse_set_process_name(pinned ? "encfs-ring" : "encfs-ringhelp")
-        // Signals (SIGTERM ending the mount) belong to libfuse's main
-        // thread, which waits for them; libfuse blocks them in its workers
-        // the same way.
-        Self.blockSignals()
-        if pinned {
-            if curing_cpu_allowed(Int32(queue.qid)) == 1 { _ = curing_pin_to_cpu(Int32(queue.qid)) }
-        } else {
-            // Woken by the pinned server, an unpinned helper was placed
-            // on the pinned server's CPU (the reader's), where read-ahead
-            // then ran on one core while the other idled.
-            _ = curing_avoid_cpu(Int32(queue.qid))
-        }
-        let enabled = curing_ring_enable(&ring)
-        guard enabled == 0 else {
-            work.transport.queueFailed(qid: queue.qid, reason: "cannot enable the ring: \(String(cString: strerror(-enabled)))")
-            return
-        }
-        if pinned {
-            for entry in queue.entries {
-                guard let sqe = curing_get_sqe(&ring) else { break }
-                curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_REGISTER, UInt16(queue.qid), 0, entry.vectors,
-                                     UInt64(entry.index))
-            }
-        }
-        if let sqe = curing_get_sqe(&ring) { curing_prep_poll_readable(sqe, work.stopFD, Self.stopToken) }
-        armPoll(wipeFD, Self.wipeToken)
-        armPoll(inboxFD, Self.inboxToken)
+        guard prepare(work) else { return }
         var stopping = false
         var wipeDue = false
         // The requests of one wait: at most one per entry.
@@ -208,46 +181,8 @@ final class RingServer: @unchecked Sendable {
                 work.transport.queueFailed(qid: queue.qid, reason: "io_uring_enter: \(String(cString: strerror(-rc)))")
                 break
             }
-            while let cqe = curing_peek_cqe(&ring) {
-                let token = cqe.pointee.user_data
-                let result = cqe.pointee.res
-                curing_cqe_seen(&ring)
-                switch token {
-                case Self.stopToken: stopping = true
-                case Self.wipeToken: wipeDue = true
-                case Self.inboxToken:
-                    var drained: UInt64 = 0
-                    _ = read(inboxFD, &drained, MemoryLayout<UInt64>.size)
-                    readyCount = queue.collectHanded(for: role, into: ready, from: readyCount)
-                    armPoll(inboxFD, Self.inboxToken)
-                case let index where index < UInt64(queue.entries.count):
-                    if result == 0 {
-                        queue.registered.store(true, ordering: .relaxed)
-                        if readyCount < ready.count {
-                            ready[readyCount] = Int(index)
-                            readyCount += 1
-                        }
-                    } else {
-                        // ENOTCONN / ECANCELED: unmounted; anything else
-                        // before a first request: the registration was
-                        // refused.
-                        if !queue.registered.load(ordering: .relaxed) && result != -ENOTCONN && result != -ECANCELED {
-                            work.transport.queueFailed(qid: queue.qid,
-                                                       reason: "registration refused: \(String(cString: strerror(-result)))")
-                        }
-                        queue.entryEnded()
-                    }
-                default: break
-                }
-            }
-            if readyCount > 0 {
-                let others = work.transport.ringServersBusy.add(1, ordering: .relaxed).newValue - 1
-                notePolling(found: found, requests: readyCount, alone: readyCount == 1 && others == 0)
-                answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
-                work.transport.ringServersBusy.subtract(1, ordering: .relaxed)
-            } else {
-                answered = 0
-            }
+            collectCompletions(work, ready: ready, count: &readyCount, stopping: &stopping, wipeDue: &wipeDue)
+            answered = answerReady(ready, count: readyCount, found: found, work)
             readyCount = 0
             if wipeDue {
                 wipeDue = false
@@ -257,6 +192,110 @@ final class RingServer: @unchecked Sendable {
         // Closing the ring cancels the commands still registered, which
         // lets the kernel release /dev/fuse.
         curing_ring_close(&ring)
+    }
+
+    /// The thread's setup: its name, its signals and its CPU, the ring
+    /// enabled, the entries registered (by the pinned server) and the
+    /// stop, wipe and inbox polls armed.
+    ///
+    /// - Returns: false after reporting a ring that cannot be enabled.
+    private func prepare(_ work: RingWork) -> Bool {
+        let pinned = role == RingQueue.pinned
+        // ps -L and /proc/PID/task show which threads are the rings'.
+        _ = cfuse_set_process_name(pinned ? "encfs-ring" : "encfs-ringhelp")
+        // Signals (SIGTERM ending the mount) belong to libfuse's main
+        // thread, which waits for them; libfuse blocks them in its workers
+        // the same way.
+        Self.blockSignals()
+        if pinned {
+            if curing_cpu_allowed(Int32(queue.qid)) == 1 { _ = curing_pin_to_cpu(Int32(queue.qid)) }
+        } else {
+            // Woken by the pinned server, an unpinned helper was placed
+            // on the pinned server's CPU (the reader's), where read-ahead
+            // then ran on one core while the other idled.
+            _ = curing_avoid_cpu(Int32(queue.qid))
+        }
+        let enabled = curing_ring_enable(&ring)
+        guard enabled == 0 else {
+            work.transport.queueFailed(qid: queue.qid, reason: "cannot enable the ring: \(String(cString: strerror(-enabled)))")
+            return false
+        }
+        if pinned {
+            for entry in queue.entries {
+                guard let sqe = curing_get_sqe(&ring) else { break }
+                curing_prep_fuse_cmd(sqe, work.fuseFD, CURING_CMD_REGISTER, UInt16(queue.qid), 0, entry.vectors,
+                                     UInt64(entry.index))
+            }
+        }
+        if let sqe = curing_get_sqe(&ring) { curing_prep_poll_readable(sqe, work.stopFD, Self.stopToken) }
+        armPoll(wipeFD, Self.wipeToken)
+        armPoll(inboxFD, Self.inboxToken)
+        return true
+    }
+
+    /// Reaps every completion the wait brought: requests into `ready`
+    /// (from `count` on), entries handed over by the other server, the
+    /// stop and the wipe asked for.
+    @inline(__always)
+    private func collectCompletions(_ work: RingWork, ready: UnsafeMutableBufferPointer<Int>, count readyCount: inout Int,
+                                    stopping: inout Bool, wipeDue: inout Bool) {
+        while let cqe = curing_peek_cqe(&ring) {
+            let token = cqe.pointee.user_data
+            let result = cqe.pointee.res
+            curing_cqe_seen(&ring)
+            switch token {
+            case Self.stopToken: stopping = true
+            case Self.wipeToken: wipeDue = true
+            case Self.inboxToken:
+                var drained: UInt64 = 0
+                _ = read(inboxFD, &drained, MemoryLayout<UInt64>.size)
+                readyCount = queue.collectHanded(for: role, into: ready, from: readyCount)
+                armPoll(inboxFD, Self.inboxToken)
+            case let index where index < UInt64(queue.entries.count):
+                entryCompleted(Int(index), result: result, work, ready: ready, count: &readyCount)
+            default: break
+            }
+        }
+    }
+
+    /// An entry's command completed: with 0 it holds a request, added to
+    /// `ready`; otherwise the entry has ended (unmounted, or its
+    /// registration refused: reported).
+    @inline(__always)
+    private func entryCompleted(_ index: Int, result: Int32, _ work: RingWork, ready: UnsafeMutableBufferPointer<Int>,
+                                count readyCount: inout Int) {
+        if result == 0 {
+            queue.registered.store(true, ordering: .relaxed)
+            if readyCount < ready.count {
+                ready[readyCount] = index
+                readyCount += 1
+            }
+        } else {
+            // ENOTCONN / ECANCELED: unmounted; anything else
+            // before a first request: the registration was
+            // refused.
+            if !queue.registered.load(ordering: .relaxed) && result != -ENOTCONN && result != -ECANCELED {
+                work.transport.queueFailed(qid: queue.qid,
+                                           reason: "registration refused: \(String(cString: strerror(-result)))")
+            }
+            queue.entryEnded()
+        }
+    }
+
+    /// Answers the `count` requests of one wait (``answer(_:_:)``), noting
+    /// for the polling whether the wait was `found` by polling and whether
+    /// the request came alone.
+    ///
+    /// - Returns: how many requests this server answered.
+    @inline(__always)
+    private func answerReady(_ ready: UnsafeMutableBufferPointer<Int>, count readyCount: Int, found: Bool,
+                             _ work: RingWork) -> Int {
+        guard readyCount > 0 else { return 0 }
+        let others = work.transport.ringServersBusy.add(1, ordering: .relaxed).newValue - 1
+        notePolling(found: found, requests: readyCount, alone: readyCount == 1 && others == 0)
+        let answered = answer(UnsafeMutableBufferPointer(rebasing: ready[0..<readyCount]), work)
+        work.transport.ringServersBusy.subtract(1, ordering: .relaxed)
+        return answered
     }
 
     /// The helper, back from answering while the queue polls: unless a

@@ -63,13 +63,4 @@ extension Array where Element == UInt8 {
         }
         return out
     }
-
-    /// Calls `body` with a NUL-terminated copy, for system calls on byte paths.
-    func withCPath<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        var copy = self
-        copy.append(0)
-        return try copy.withUnsafeBufferPointer { b in
-            try b.withMemoryRebound(to: CChar.self) { c in try body(c.baseAddress!) }
-        }
-    }
 }

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import SharedTestSupport
 #endif
 
 /// Builds and inspects source trees through byte paths and plain system
@@ -95,18 +96,5 @@ enum FileTree {
     static func exists(_ path: [UInt8]) -> Bool {
         var st = stat()
         return path.withCPath { lstat($0, &st) } == 0
-    }
-
-    /// Removes `path` and everything below it; best effort (used in deinit).
-    static func removeTree(_ path: [UInt8]) {
-        var st = stat()
-        guard path.withCPath({ lstat($0, &st) }) == 0 else { return }
-        if st.st_mode & S_IFMT == S_IFDIR {
-            _ = path.withCPath { chmod($0, 0o700) } // a test may have left it read-only
-            for name in (try? list(path)) ?? [] { removeTree(join(path, name)) }
-            _ = path.withCPath { rmdir($0) }
-        } else {
-            _ = path.withCPath { unlink($0) }
-        }
     }
 }

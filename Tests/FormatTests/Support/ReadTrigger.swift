@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -16,7 +16,7 @@ struct SignedBundles {
     let stranger: SigningKey
 
     init() throws {
-        tmp = try TemporaryDirectory()
+        tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
         source = tmp.appending("source")
         try FileTree.makeDirectory(source)
         var generator = SeededGenerator(seed: 0x5167)

@@ -93,25 +93,25 @@ final class LibraryFixture: Sendable {
         try scratch.makeDirectory(bytes("one"))
         try scratch.writeFile(bytes("one/one.bin"), oneFile)
 
-        let keygen = try Tool.path("encfs-keygen")
-        let pack = try Tool.path("encfs-pack")
+        let keygen = try Tools.binary("encfs-keygen")
+        let pack = try Tools.binary("encfs-pack")
         keyFile = scratch.appending("app.key")
         otherKeyFile = scratch.appending("other.key")
         identityFile = scratch.appending("host.key")
         passphraseFile = scratch.appending("pass.txt")
-        try Tool.check(keygen, ["--symmetric", "-o", keyFile])
-        try Tool.check(keygen, ["--symmetric", "-o", otherKeyFile])
-        try Tool.check(keygen, ["-o", identityFile])
+        try Subprocess.check(keygen, ["--symmetric", "-o", keyFile])
+        try Subprocess.check(keygen, ["--symmetric", "-o", otherKeyFile])
+        try Subprocess.check(keygen, ["-o", identityFile])
         try scratch.writeFile(bytes("pass.txt"), bytes(passphrase + "\n"), mode: 0o600)
 
         let src = scratch.appending("src")
         appBundle = scratch.appending("app.bundle")
         multiBundle = scratch.appending("multi.bundle")
         oneBundle = scratch.appending("one.bundle")
-        try Tool.check(pack, ["--quiet", "--chunk-size", "4K", "--key-file", keyFile, "--", src, appBundle])
-        try Tool.check(pack, ["--quiet", "--scrypt-log-n", "14", "--passphrase-file", passphraseFile,
+        try Subprocess.check(pack, ["--quiet", "--chunk-size", "4K", "--key-file", keyFile, "--", src, appBundle])
+        try Subprocess.check(pack, ["--quiet", "--scrypt-log-n", "14", "--passphrase-file", passphraseFile,
                               "--recipient", identityFile + ".pub", "--", src, multiBundle])
-        try Tool.check(pack, ["--quiet", "--chunk-size", "4K", "--key-file", keyFile, "--",
+        try Subprocess.check(pack, ["--quiet", "--chunk-size", "4K", "--key-file", keyFile, "--",
                               scratch.appending("one"), oneBundle])
     }
 

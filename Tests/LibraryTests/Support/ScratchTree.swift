@@ -8,21 +8,22 @@ import Glibc
 /// calls (`FileManager` would route names through `String`, and the point
 /// is that names which are not UTF-8 survive), removed on deinit.
 final class ScratchTree: Sendable {
+    /// The directory, removed on deinit.
+    private let directory: TemporaryDirectory
+
     /// The directory, as bytes.
-    let path: [UInt8]
+    var path: [UInt8] { directory.path }
 
     /// The directory, as a `String` (mkdtemp names are ASCII).
-    var pathString: String { String(decoding: path, as: UTF8.self) }
+    var pathString: String { directory.pathString }
 
     /// Creates `/tmp/encfs-library-tests.XXXXXX`.
     init() throws {
-        path = Array(try TemporaryDirectory.make(prefix: "encfs-library-tests", under: "/tmp").utf8)
+        directory = try TemporaryDirectory(prefix: "encfs-library-tests", under: "/tmp")
     }
 
-    deinit { remove() }
-
     /// Removes the directory and everything in it (again on deinit: harmless).
-    func remove() { Self.removeTree(path) }
+    func remove() { directory.remove() }
 
     /// `path/relative` for a relative path given as bytes.
     func appending(_ relative: [UInt8]) -> [UInt8] { path + [UInt8(ascii: "/")] + relative }
@@ -80,36 +81,6 @@ final class ScratchTree: Sendable {
             guard n >= 0 else { throw TestFailure("read", full) }
             if n == 0 { return out }
             out += chunk[0..<n]
-        }
-    }
-
-    /// Removes `full` and everything below it; best effort (runs in deinit).
-    private static func removeTree(_ full: [UInt8]) {
-        var st = stat()
-        guard full.withCPath({ lstat($0, &st) }) == 0 else { return }
-        guard st.st_mode & S_IFMT == S_IFDIR else {
-            _ = full.withCPath { unlink($0) }
-            return
-        }
-        _ = full.withCPath { chmod($0, 0o700) }
-        if let dir = full.withCPath({ opendir($0) }) {
-            var names: [[UInt8]] = []
-            while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
-                if name != [0x2E], name != [0x2E, 0x2E] { names.append(name) }
-            }
-            closedir(dir)
-            for name in names { removeTree(full + [UInt8(ascii: "/")] + name) }
-        }
-        _ = full.withCPath { rmdir($0) }
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// Calls `body` with a NUL-terminated copy of the bytes.
-    func withCPath<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        try (self + [0]).withUnsafeBufferPointer { bytes in
-            try bytes.withMemoryRebound(to: CChar.self) { try body($0.baseAddress!) }
         }
     }
 }

@@ -1,4 +1,5 @@
 import EncFSCore
+import SharedTestSupport
 
 /// Every byte of a bundle, named: the fixed header fields, each key slot's
 /// fields, the header MAC, each file's chunk bodies and tags, and the sealed

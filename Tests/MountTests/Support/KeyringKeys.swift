@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +11,7 @@ import Glibc
 ///
 /// Keys go to the user keyring (`@u`): every process of the same user
 /// reaches it, whatever session keyring the test runner gave this process.
-extension MountTestCase {
+extension ToolTestCase {
     /// A key description no other test (or run) uses, with the
     /// `prefix:` that `logon` keys require.
     func uniqueKeyDescription(_ label: String) -> String {

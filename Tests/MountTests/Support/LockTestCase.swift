@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,7 @@ import Glibc
 /// Base of the lock tests: a bundle with a small and a larger file, and
 /// helpers that drive `encfs-ctl` and try the mount from a separate
 /// Python process (never from the process that serves it).
-class LockTestCase: MountTestCase {
+class LockTestCase: ToolTestCase {
     var key = ""
     var bundle = ""
     var source = ""

@@ -3,6 +3,7 @@ import EncFSMount
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SharedTestSupport
 #endif
 
 /// The kernel's view of mounts: `/proc/self/mountinfo` and `statfs`.

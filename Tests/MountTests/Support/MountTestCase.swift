@@ -1,122 +1,14 @@
-import EncFSCore
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Base class of the mount tests: a scratch directory per test, key files,
-/// and pack / mount / tool helpers that always clean up.
-///
-/// Teardown blocks run last-registered first, so every mount (registered
-/// after the scratch directory) is taken down before the directory is
-/// removed.
-class MountTestCase: XCTestCase {
-    private var scratchStorage: ScratchDirectory?
-
-    /// This test's scratch directory.
-    var scratch: ScratchDirectory {
-        guard let scratchStorage else { preconditionFailure("internal error: setUp has not run") }
-        return scratchStorage
-    }
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        continueAfterFailure = true
-        let scratch = try ScratchDirectory()
-        scratchStorage = scratch
-        addTeardownBlock { scratch.remove() }
-    }
-
-    // MARK: - Keys
-
-    /// 64 random hex characters.
-    func randomHex(bytes: Int = 32) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-    }
-
-    /// Writes a fresh random key (64 hex digits and a newline) to `name`.
-    ///
-    /// - Returns: the key file's path.
-    func makeKeyFile(_ name: String = "key") throws -> String {
-        try scratch.write(name, Array((randomHex() + "\n").utf8), mode: 0o600)
-    }
-
-    // MARK: - Tools
-
-    /// Runs `tool` with `arguments` (see ``Subprocess/run(_:_:environment:timeout:)``).
-    @discardableResult
-    func run(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
-             timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
-        // The path, not Tools.mount(): that one reports a missing binary.
-        let isMount = Tools.binaryDirectory.map { tool == "\($0)/encfs-mount" } ?? false
-        let arguments = isMount ? Tools.withTestTransport(arguments) : arguments
-        return try Subprocess.run(tool, arguments, environment: environment, timeout: timeout)
-    }
-
-    /// Runs `sh -c script sh arguments...` (paths go in as `$1`, `$2`…, never
-    /// spliced into the script).
-    @discardableResult
-    func sh(_ script: String, _ arguments: [String] = [], environment: [String: String?] = [:],
-            timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
-        try run("/bin/sh", ["-c", script, "sh"] + arguments, environment: environment, timeout: timeout)
-    }
-
-    /// Runs a Python script given inline (`python3 -c`), so that nothing a
-    /// test generates is written to disk as a script.
-    @discardableResult
-    func python(_ script: String, _ arguments: [String] = [], environment: [String: String?] = [:],
-                timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
-        try run(Tools.python, ["-c", script] + arguments, environment: environment, timeout: timeout)
-    }
-
-    /// Asserts that `result` exited 0.
-    func assertSuccess(_ result: ProcessResult, _ message: String = "", file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(result.status, 0, "\(message) \(result.summary)", file: file, line: line)
-    }
-
-    /// Runs a tool and requires exit status 0.
-    ///
-    /// - Throws: `SubprocessError` with the command's summary when it fails.
-    @discardableResult
-    func check(_ tool: String, _ arguments: [String], environment: [String: String?] = [:],
-               timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
-        let result = try run(tool, arguments, environment: environment, timeout: timeout)
-        guard result.status == 0 else { throw SubprocessError(result.summary) }
-        return result
-    }
-
-    // MARK: - Pack
-
-    /// Runs `encfs-pack SOURCE BUNDLE ARGUMENTS...`.
-    @discardableResult
-    func pack(_ source: String, _ bundle: String, _ arguments: [String], environment: [String: String?] = [:],
-              timeout: Double = Subprocess.defaultTimeout) throws -> ProcessResult {
-        try run(try Tools.pack(), [source, bundle] + arguments, environment: environment, timeout: timeout)
-    }
-
-    /// Packs `source` into `bundle` with `--key-file keyFile`, requiring
-    /// success.
-    ///
-    /// - Returns: wall-clock seconds the pack took.
-    @discardableResult
-    func packOrThrow(_ source: String, _ bundle: String, keyFile: String, _ extra: [String] = [],
-                     timeout: Double = Subprocess.defaultTimeout) throws -> Double {
-        let start = ContinuousClock.now
-        let result = try pack(source, bundle, ["--key-file", keyFile, "--quiet"] + extra, timeout: timeout)
-        guard result.status == 0 else { throw SubprocessError(result.summary) }
-        return seconds(since: start)
-    }
-
-    /// Seconds elapsed since `start`.
-    func seconds(since start: ContinuousClock.Instant) -> Double {
-        let d = ContinuousClock.now - start
-        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-    }
-
-    // MARK: - Mount
-
+/// The mount helpers of the mount tests, on the base class every binary
+/// test shares (``ToolTestCase``, in SharedTestSupport): an extension, so
+/// that a ``KeyTestCase`` here mounts as well.
+extension ToolTestCase {
     /// Mounts `bundle` and waits until the mount serves.
     ///
     /// The unmount is registered as a teardown block before `encfs-mount`
@@ -208,19 +100,5 @@ class MountTestCase: XCTestCase {
         let notes = MountedBundle.unmount(mountpoint: mounted.mountpoint, foreground: mounted.foreground)
         XCTAssertEqual(notes, [], "unmount needed fallbacks", file: file, line: line)
         XCTAssertFalse(MountTable.isMounted(mounted.mountpoint), file: file, line: line)
-    }
-
-    private var nameCounters: [String: Int] = [:]
-
-    /// `base`, `base-2`, `base-3`… unique within the test.
-    func uniqueName(_ base: String) -> String {
-        let n = (nameCounters[base] ?? 0) + 1
-        nameCounters[base] = n
-        return n == 1 ? base : "\(base)-\(n)"
-    }
-
-    /// Prints a measurement so it shows in the test log.
-    func report(_ text: String) {
-        print("[\(name)] \(text)")
     }
 }

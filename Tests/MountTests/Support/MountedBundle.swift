@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SharedTestSupport
 #endif
 
 /// One mount made by a test.

@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SharedTestSupport
 #endif
 
 /// What another process has open, and where it stands, from /proc.

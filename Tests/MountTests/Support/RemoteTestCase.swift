@@ -8,7 +8,7 @@ import Glibc
 /// What the remote-bundle test classes share: a bundle published on a
 /// ``RemoteServer``, a mount of its address with short deadlines, and
 /// reads checked against the source.
-class RemoteTestCase: MountTestCase {
+class RemoteTestCase: ToolTestCase {
     /// A source tree of random files of `sizes` (name → bytes) packed into
     /// the server's directory as `bundle.encfs`.
     func publish(_ server: RemoteServer, _ sizes: [String: Int], chunkSize: String = "8K",

@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SharedTestSupport
 #endif
 
 /// A cgroup v2 group made for one test under the unified hierarchy (at

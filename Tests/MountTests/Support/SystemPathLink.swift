@@ -1,12 +1,13 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SharedTestSupport
 #endif
 
 /// A symlink to a built tool in /usr/local/bin, for programs that look the
 /// tool up on their own fixed PATH (mount(8) through `mount.fuse3`), not
 /// on the test's.
-extension MountTestCase {
+extension ToolTestCase {
     /// Links `/usr/local/bin/NAME` to `target` for this test; the link is
     /// removed at teardown.
     ///

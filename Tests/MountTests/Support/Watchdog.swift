@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import Synchronization
 
 /// Turns a hang into a failure: a background thread that ends the test
