@@ -1,4 +1,5 @@
 import Foundation
+import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -9,20 +10,20 @@ import Glibc
 /// run plain, under AddressSanitizer and under Valgrind, locally and
 /// against nginx on 127.0.0.1; and the library file itself (SONAME,
 /// exports, what it needs at run time).
-final class CAPITests: XCTestCase {
+final class CAPITests: EmbedTestCase {
     /// Compiles `sources` into `output` against encfs.pc, with `flags`.
     private func compile(_ sources: [String], _ output: String, flags: [String] = []) throws {
         let fixture = try EmbedFixture.shared()
-        let pc = try EmbedFixture.check("/usr/bin/pkg-config", ["--cflags", "--libs", "encfs"],
-                                        environment: ["PKG_CONFIG_PATH": fixture.pkgConfigPath])
+        let pc = try Subprocess.check("pkg-config", ["--cflags", "--libs", "encfs"],
+                                      environment: ["PKG_CONFIG_PATH": fixture.pkgConfigPath])
         let pkgFlags = pc.output.split(whereSeparator: \.isWhitespace).map(String.init)
-        try EmbedFixture.check("/usr/bin/cc", ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1"] + flags
+        try Subprocess.check("cc", ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1"] + flags
                                + sources + ["-o", output] + pkgFlags + ["-lpthread"])
     }
 
     /// The environment a compiled program runs in: libencfs.so.0 found
     /// beside libencfs.so in the build, nothing from the Swift toolchain.
-    private func runtime(_ fixture: EmbedFixture) -> [String: String] {
+    private func runtime(_ fixture: EmbedFixture) -> [String: String?] {
         ["LD_LIBRARY_PATH": fixture.binDirectory]
     }
 
@@ -32,30 +33,31 @@ final class CAPITests: XCTestCase {
         let fixture = try EmbedFixture.shared()
         let program = fixture.path("encfs-cat")
         try compile([EmbedFixture.root + "/examples/c/encfs-cat.c"], program)
-        let listing = try EmbedFixture.check(program, [fixture.path("app.bundle"), fixture.path("app.key")],
-                                             environment: runtime(fixture))
+        let listing = try Subprocess.check(program, [fixture.path("app.bundle"), fixture.path("app.key")],
+                                           environment: runtime(fixture))
         let lines = listing.output.split(separator: "\n").map(String.init)
         XCTAssertTrue(lines.contains("f 1048699 big.bin"), listing.output)
         XCTAssertTrue(lines.contains("f 10000 docs/a.pdf"), listing.output)
         XCTAssertTrue(lines.contains("l 10 link-a -> docs/a.pdf"), listing.output)
         XCTAssertTrue(lines.contains("d 0 docs/sub"), listing.output)
         XCTAssertEqual(lines.count, 18, listing.output)
-        let cat = try Run(program, [fixture.path("app.bundle"), fixture.path("app.key"), "docs/data.csv"],
-                          environment: runtime(fixture))
+        let cat = try Subprocess.run(program, [fixture.path("app.bundle"), fixture.path("app.key"), "docs/data.csv"],
+                                     environment: runtime(fixture))
         XCTAssertEqual(cat.status, 0)
         XCTAssertEqual(cat.output, try String(contentsOfFile: fixture.path("src/docs/data.csv"), encoding: .utf8))
-        let wrong = try Run(program, [fixture.path("app.bundle"), fixture.path("other.key")], environment: runtime(fixture))
+        let wrong = try Subprocess.run(program, [fixture.path("app.bundle"), fixture.path("other.key")], environment: runtime(fixture))
         XCTAssertEqual(wrong.status, 1)
-        XCTAssertTrue(wrong.output.hasPrefix("encfs-cat: error: "), wrong.output)
-        XCTAssertTrue(wrong.output.contains("wrong key"), wrong.output)
+        XCTAssertEqual(wrong.output, "")
+        XCTAssertTrue(wrong.errorOutput.hasPrefix("encfs-cat: error: "), wrong.errorOutput)
+        XCTAssertTrue(wrong.errorOutput.contains("wrong key"), wrong.errorOutput)
     }
 
     func testABI_EveryCallAndErrorCode() throws {
         let fixture = try EmbedFixture.shared()
         let program = fixture.path("abi-test")
         try compile([abiTest], program)
-        let run = try Run(program, [fixture.directory, fixture.baseURL + "app.bundle"], environment: runtime(fixture))
-        XCTAssertEqual(run.status, 0, run.output)
+        let run = try Subprocess.run(program, [fixture.directory, try serveAppBundle()], environment: runtime(fixture))
+        XCTAssertEqual(run.status, 0, run.summary)
         XCTAssertTrue(run.output.hasSuffix(" passed, 0 failed\n"), run.output)
         XCTAssertFalse(run.output.contains("FAILED"), run.output)
     }
@@ -65,32 +67,32 @@ final class CAPITests: XCTestCase {
         let program = fixture.path("abi-test-asan")
         try compile([abiTest], program, flags: ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"])
         // detect_leaks: LeakSanitizer at exit; any report fails the run.
-        let run = try Run(program, [fixture.directory, fixture.baseURL + "app.bundle"],
-                          environment: runtime(fixture).merging(["ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=98"]) { $1 })
-        XCTAssertEqual(run.status, 0, run.output)
+        let run = try Subprocess.run(program, [fixture.directory, try serveAppBundle()],
+                                     environment: runtime(fixture).merging(["ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=98"]) { $1 })
+        XCTAssertEqual(run.status, 0, run.summary)
         XCTAssertTrue(run.output.hasSuffix(" passed, 0 failed\n"), run.output)
-        XCTAssertFalse(run.output.contains("ERROR: AddressSanitizer"), run.output)
-        XCTAssertFalse(run.output.contains("ERROR: LeakSanitizer"), run.output)
+        XCTAssertFalse(run.errorOutput.contains("ERROR: AddressSanitizer"), run.errorOutput)
+        XCTAssertFalse(run.errorOutput.contains("ERROR: LeakSanitizer"), run.errorOutput)
     }
 
     func testABI_UnderValgrind() throws {
-        guard access("/usr/bin/valgrind", X_OK) == 0 else { throw Failure("valgrind is not installed (Scripts/install-deps.sh)") }
+        guard access("/usr/bin/valgrind", X_OK) == 0 else { throw SubprocessError("valgrind is not installed (Scripts/install-deps.sh)") }
         let fixture = try EmbedFixture.shared()
         let program = fixture.path("abi-test-valgrind")
         try compile([abiTest], program)
         // Leaks counted are memory no pointer reaches any more; what the
         // Swift runtime keeps reachable in its caches for the process's
         // life is not a leak.
-        let run = try Run("/usr/bin/valgrind", ["-q", "--error-exitcode=99", "--leak-check=full",
-                                                "--errors-for-leak-kinds=definite,indirect",
-                                                "--show-leak-kinds=definite,indirect",
-                                                program, fixture.directory, fixture.baseURL + "app.bundle"],
-                          environment: runtime(fixture))
-        XCTAssertEqual(run.status, 0, run.output)
+        let run = try Subprocess.run("/usr/bin/valgrind", ["-q", "--error-exitcode=99", "--leak-check=full",
+                                                           "--errors-for-leak-kinds=definite,indirect",
+                                                           "--show-leak-kinds=definite,indirect",
+                                                           program, fixture.directory, try serveAppBundle()],
+                                     environment: runtime(fixture), timeout: 600)
+        XCTAssertEqual(run.status, 0, run.summary)
         XCTAssertTrue(run.output.contains(" passed, 0 failed\n"), run.output)
-        XCTAssertFalse(run.output.contains("definitely lost"), run.output)
-        XCTAssertFalse(run.output.contains("Invalid read"), run.output)
-        XCTAssertFalse(run.output.contains("Invalid write"), run.output)
+        XCTAssertFalse(run.errorOutput.contains("definitely lost"), run.errorOutput)
+        XCTAssertFalse(run.errorOutput.contains("Invalid read"), run.errorOutput)
+        XCTAssertFalse(run.errorOutput.contains("Invalid write"), run.errorOutput)
     }
 
     /// The read path allocates nothing: alloc-test counts every malloc of
@@ -100,8 +102,8 @@ final class CAPITests: XCTestCase {
         let fixture = try EmbedFixture.shared()
         let program = fixture.path("alloc-test")
         try compile([EmbedFixture.root + "/Tests/EmbedTests/C/alloc-test.c"], program)
-        let run = try Run(program, [fixture.path("app.bundle"), fixture.path("app.key"), "big.bin"], environment: runtime(fixture))
-        XCTAssertEqual(run.status, 0, run.output)
+        let run = try Subprocess.run(program, [fixture.path("app.bundle"), fixture.path("app.key"), "big.bin"], environment: runtime(fixture))
+        XCTAssertEqual(run.status, 0, run.summary)
         XCTAssertTrue(run.output.contains("pass 1: 0 allocations in 2000 preads"), run.output)
         // The counter counts: the first pass, which fills the reader's pool, allocates.
         XCTAssertFalse(run.output.contains("pass 0: 0 allocations"), run.output)
@@ -110,9 +112,9 @@ final class CAPITests: XCTestCase {
     func testLibrary_SONAMEAndOnlyEncfsSymbolsExported() throws {
         let fixture = try EmbedFixture.shared()
         let library = fixture.binDirectory + "/libencfs.so"
-        let dynamic = try EmbedFixture.check("/usr/bin/readelf", ["-d", library])
+        let dynamic = try Subprocess.check("readelf", ["-d", library])
         XCTAssertTrue(dynamic.output.contains("Library soname: [libencfs.so.0]"), dynamic.output)
-        let symbols = try EmbedFixture.check("/usr/bin/nm", ["-D", "--defined-only", library])
+        let symbols = try Subprocess.check("nm", ["-D", "--defined-only", library])
         let names = symbols.output.split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
         XCTAssertGreaterThanOrEqual(names.count, 30, symbols.output)
         XCTAssertEqual(names.filter { !$0.hasPrefix("encfs_") }, [], "only encfs_* is exported")
@@ -128,8 +130,8 @@ final class CAPITests: XCTestCase {
     func testLibrary_LoadsWithoutTheSwiftToolchain() throws {
         let fixture = try EmbedFixture.shared()
         // A clean environment: no LD_LIBRARY_PATH to the toolchain.
-        let ldd = try Run("/usr/bin/env", ["-i", "/usr/bin/ldd", fixture.binDirectory + "/libencfs.so"])
-        XCTAssertEqual(ldd.status, 0, ldd.output)
+        let ldd = try Subprocess.run("/usr/bin/env", ["-i", "/usr/bin/ldd", fixture.binDirectory + "/libencfs.so"])
+        XCTAssertEqual(ldd.status, 0, ldd.summary)
         XCTAssertTrue(ldd.output.contains("libcrypto"), ldd.output)
         XCTAssertFalse(ldd.output.contains("not found"), ldd.output)
         XCTAssertFalse(ldd.output.contains("swift"), ldd.output)

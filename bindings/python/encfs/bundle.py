@@ -68,7 +68,10 @@ class _Options:
         if isinstance(secret, str):
             secret = secret.encode()
         view = memoryview(secret).cast("B")
-        buffer = (ctypes.c_char * max(len(view), 1)).from_buffer_copy(view.tobytes() or b"\0")
+        if len(view) == 0:
+            check(function(self.handle, None, 0))
+            return
+        buffer = (ctypes.c_char * len(view)).from_buffer_copy(view)
         try:
             check(function(self.handle, buffer, len(view)))
         finally:
