@@ -491,6 +491,40 @@ static void test_remote(const char *url) {
     open_expect(missing, with_key_file("app.key"), ENCFS_ERR_IO, "a missing remote bundle is IO");
 }
 
+/* Paths of random bytes (any but NUL), through every path call: each
+ * returns a code, none crashes, and every code is a known one. */
+static void test_random_paths(void) {
+    encfs_bundle *b = open_with_key(path_in("app.bundle"), "app.key");
+    unsigned seed = 99;
+    int known = 1;
+    for (int i = 0; i < 500; i++) {
+        char path[64];
+        int length = rand_r(&seed) % 63;
+        for (int j = 0; j < length; j++) {
+            /* Mostly '/', '.' and letters of the tree, sometimes any byte. */
+            const char pick[] = "/./..docsab";
+            path[j] = rand_r(&seed) % 4 ? pick[rand_r(&seed) % (sizeof pick - 1)] : (char)(1 + rand_r(&seed) % 255);
+        }
+        path[length] = 0;
+        struct encfs_stat st;
+        encfs_list *l = NULL, *w = NULL;
+        encfs_file *f = NULL;
+        void *data = NULL;
+        size_t n = 0;
+        int codes[5] = {encfs_stat(b, path, &st), encfs_listdir(b, path, &l), encfs_walk(b, path, &w),
+                        encfs_file_open(b, path, &f), encfs_read_file(b, path, 1 << 20, &data, &n)};
+        for (int k = 0; k < 5; k++)
+            if (codes[k] < 0 || codes[k] > ENCFS_ERR_NO_MEMORY) known = 0;
+        if (codes[0] == ENCFS_OK) encfs_free(st.target);
+        encfs_list_free(l);
+        encfs_list_free(w);
+        if (codes[3] == ENCFS_OK) encfs_file_close(f);
+        if (codes[4] == ENCFS_OK) encfs_free(data);
+    }
+    check(known, "500 random paths through every path call: known codes, no crash");
+    encfs_close(b);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && argc != 3) {
         fprintf(stderr, "usage: abi-test FIXTURE_DIR [URL]\n");
@@ -503,6 +537,7 @@ int main(int argc, char **argv) {
     test_unlocks_and_origin();
     test_error_codes();
     test_threads(path_in("app.bundle"));
+    test_random_paths();
     if (argc == 3) test_remote(argv[2]);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
