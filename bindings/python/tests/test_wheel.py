@@ -20,6 +20,11 @@ with encfs.Bundle(sys.argv[1], key_file=sys.argv[2]) as b:
     with b.open("big.bin") as f:
         f.seek(1 << 20)
         print(len(f.read()), encfs.library_version())
+# The libraries the wheel carries are the ones loaded (RUNPATH $ORIGIN),
+# not the build machine's: a fresh Debian has no libipsec-mb.
+maps = open("/proc/self/maps").read()
+for name in ("libencfs.so.0", "libIPSec_MB.so.1", "libzstd.so.1"):
+    assert os.path.join(here, name) in maps, name
 '''
 
 PANDAS = r'''
