@@ -251,7 +251,9 @@ class Bundle:
             if mode != "rb":
                 raise ValueError("unbuffered text is not supported")
             return raw
-        binary = io.BufferedReader(raw, buffering if buffering > 1 else 256 * 1024)
+        # 64 KiB: 16 chunks of the default size, so a small random read does
+        # not decrypt far more than it returns; pass buffering= for more.
+        binary = io.BufferedReader(raw, buffering if buffering > 1 else 64 * 1024)
         if mode == "rb":
             return binary
         return io.TextIOWrapper(binary, encoding=encoding or "utf-8", errors=errors, newline=newline)
