@@ -126,7 +126,7 @@ enum AccessOptions {
         var resolved = rules
         resolved.executables = try rules.executables.map { path in
             let real: [UInt8]
-            do { real = try FileIO.resolvedPath(path) } catch {
+            do { real = try LocalFiles.resolvedPath(path) } catch {
                 throw CommandError("cannot resolve \(allowExecutable) path", path: path)
             }
             var st = stat()
@@ -164,7 +164,7 @@ enum AccessOptions {
         var contents = [UInt8](repeating: 0, count: 16 << 10)
         let path = Array("/proc/self/cgroup".utf8)
         let n = (try? FileDescriptor.open(path, flags: O_RDONLY)).map { file in
-            contents.withUnsafeMutableBytes { (try? FileIO.readFull(file.rawValue, into: $0, path: path)) ?? 0 }
+            contents.withUnsafeMutableBytes { (try? file.read(into: $0)) ?? 0 }
         } ?? 0
         guard !hasUnifiedHierarchy(cgroupFile: contents[0..<n]) else { return }
         throw CommandError("\(allowCgroup) needs cgroup v2, and this system has no unified cgroup hierarchy")
@@ -235,7 +235,7 @@ enum AccessOptions {
     private static func fuseConfigurationAllowsOther() -> Bool {
         guard let file = try? FileDescriptor.open(fuseConfiguration, flags: O_RDONLY) else { return false }
         var contents = [UInt8](repeating: 0, count: 64 << 10)
-        let n = contents.withUnsafeMutableBytes { (try? FileIO.readFull(file.rawValue, into: $0, path: fuseConfiguration)) ?? 0 }
+        let n = contents.withUnsafeMutableBytes { (try? file.read(into: $0)) ?? 0 }
         let blanks: Set<UInt8> = [0x20, 0x09, 0x0D]
         return contents[0..<n].split(separator: 0x0A).contains { line in
             Array(line.drop { blanks.contains($0) }.reversed().drop { blanks.contains($0) }.reversed())

@@ -103,7 +103,7 @@ package enum CtlCommand {
                 request = try ControlProtocol.unlockRequest(materials)
             }
             let canonical: [UInt8]
-            do { canonical = try FileIO.resolvedPath(mountpoint) } catch { throw CommandError("cannot resolve path", path: mountpoint) }
+            do { canonical = try LocalFiles.resolvedPath(mountpoint) } catch { throw CommandError("cannot resolve path", path: mountpoint) }
             // Status is quick; a lock waits for the requests in flight and
             // an unlock runs scrypt.
             let wait = action == .status ? ControlProtocol.timeoutSeconds : ControlProtocol.replyTimeoutSeconds

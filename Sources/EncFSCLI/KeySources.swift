@@ -76,19 +76,20 @@ package enum KeySources {
 
     /// Reads a passphrase from /dev/tty with echo off.
     static func prompt(confirm: Bool) throws -> SecureBytes {
-        let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
-        guard tty >= 0 else { throw KeyInputError("no key given and no terminal to ask for a passphrase") }
-        defer { close(tty) }
-        let first = try readHidden(tty: tty, prompt: "passphrase: ")
+        guard let terminal = try? FileDescriptor.open(Array("/dev/tty".utf8), flags: O_RDWR) else {
+            throw KeyInputError("no key given and no terminal to ask for a passphrase")
+        }
+        let first = try readHidden(from: terminal, prompt: "passphrase: ")
         guard first.count > 0 else { throw KeyInputError("empty passphrase") }
         if confirm {
-            let second = try readHidden(tty: tty, prompt: "passphrase (again): ")
+            let second = try readHidden(from: terminal, prompt: "passphrase (again): ")
             guard first == second else { throw KeyInputError("passphrases do not match") }
         }
         return first
     }
 
-    private static func readHidden(tty: Int32, prompt: String) throws -> SecureBytes {
+    private static func readHidden(from terminal: FileDescriptor, prompt: String) throws -> SecureBytes {
+        let tty = terminal.rawValue
         _ = Array(prompt.utf8).withUnsafeBytes { write(tty, $0.baseAddress, $0.count) }
         var saved = termios()
         let haveTermios = tcgetattr(tty, &saved) == 0

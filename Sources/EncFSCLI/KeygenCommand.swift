@@ -134,7 +134,7 @@ package enum KeygenCommand {
     /// Writes `bytes` to `path` atomically with `mode` (or to stdout).
     private static func emit(_ bytes: UnsafeRawBufferPointer, to path: [UInt8]?, mode: mode_t, force: Bool) throws {
         guard let path else {
-            try FileIO.writeAll(1, bytes, path: Array("stdout".utf8))
+            try FileDescriptor.Borrowed.standardOutput.writeAll(bytes)
             return
         }
         let file = try AtomicFile(destination: path, mode: mode)

@@ -400,7 +400,7 @@ package enum MountCommand {
     /// - Throws: `CommandError` naming the path.
     static func withAbsolutePaths(_ configuration: MountConfiguration) throws -> MountConfiguration {
         func absolute(_ path: [UInt8]) throws -> [UInt8] {
-            do { return try FileIO.resolvedPath(path) } catch { throw CommandError("cannot resolve path", path: path) }
+            do { return try LocalFiles.resolvedPath(path) } catch { throw CommandError("cannot resolve path", path: path) }
         }
         var resolved = configuration
         if !RemoteCommandLine.isRemote(configuration.bundlePath) { resolved.bundlePath = try absolute(configuration.bundlePath) }
@@ -409,7 +409,7 @@ package enum MountCommand {
         if let logFile = configuration.logFile {
             // Not resolved: a symbolic link must be seen, and refused, by
             // the open (MountLogger.appending(to:)).
-            let path = try FileIO.absolutePath(logFile)
+            let path = try LocalFiles.absolutePath(logFile)
             do { _ = try MountLogger.appending(to: path) } catch {
                 throw CommandError("cannot use log file: \(error)", path: error.path)
             }

@@ -3,14 +3,15 @@ import EncFSCore
 import Glibc
 #endif
 
-/// Buffered raw-byte output to a file descriptor (stdout by default), so
-/// listings of non-UTF-8 names come out exactly as stored.
+/// Buffered raw-byte output to a descriptor owned elsewhere (standard
+/// output by default), so listings of non-UTF-8 names come out exactly as
+/// stored.
 final class OutputStream {
-    private let fd: Int32
+    private let output: FileDescriptor.Borrowed
     private var buffer: [UInt8] = []
 
-    init(fd: Int32 = 1) {
-        self.fd = fd
+    init(_ output: FileDescriptor.Borrowed = .standardOutput) {
+        self.output = output
         buffer.reserveCapacity(1 << 16)
     }
 
@@ -28,7 +29,7 @@ final class OutputStream {
         buffer.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count, let base = raw.baseAddress {
-                let n = SystemCall.retryingInterrupts { Glibc.write(fd, base + done, raw.count - done) }
+                let n = SystemCall.retryingInterrupts { Glibc.write(output.rawValue, base + done, raw.count - done) }
                 if n <= 0 { break }
                 done += n
             }
@@ -40,6 +41,6 @@ final class OutputStream {
     /// that should not linger in a growing array).
     func writeDirect(_ bytes: UnsafeRawBufferPointer) throws {
         flush()
-        try FileIO.writeAll(fd, bytes, path: Array("stdout".utf8))
+        try output.writeAll(bytes)
     }
 }

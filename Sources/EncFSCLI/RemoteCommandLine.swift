@@ -86,12 +86,12 @@ enum RemoteCommandLine {
             if path == Array("-".utf8) {
                 // Zero-filled: the address ends at the first NUL after it.
                 text = try SecureBytes(count: maximumAddressFile + 1) { (out: UnsafeMutableRawBufferPointer) throws(BundleError) in
-                    guard try FileIO.readFull(0, into: out, path: path) <= maximumAddressFile else {
+                    guard try FileDescriptor.Borrowed(0, path: path).read(into: out) <= maximumAddressFile else {
                         throw BundleError.limitExceeded("more than \(maximumAddressFile) bytes")
                     }
                 }
             } else {
-                text = try FileIO.readSecretFile(path, limit: maximumAddressFile)
+                text = try LocalFiles.readSecretFile(path, limit: maximumAddressFile)
             }
         } catch {
             throw CommandError("cannot read \(addressFile)", path: path)
@@ -148,7 +148,7 @@ enum RemoteCommandLine {
         }
         if let path = args.value(headerFile) {
             let text: SecureBytes
-            do { text = try FileIO.readSecretFile(path, limit: maximumHeaderFile) } catch {
+            do { text = try LocalFiles.readSecretFile(path, limit: maximumHeaderFile) } catch {
                 throw CommandError("cannot read header file", path: path)
             }
             do {
@@ -170,7 +170,7 @@ enum RemoteCommandLine {
     /// - Throws: `CommandError` naming the file.
     private static func checkAuthorities(_ path: [UInt8]) throws {
         let text: SecureBytes
-        do { text = try FileIO.readSecretFile(path, limit: maximumCAFile) } catch {
+        do { text = try LocalFiles.readSecretFile(path, limit: maximumCAFile) } catch {
             throw CommandError("cannot read \(caFile)", path: path)
         }
         let marker = Array("-----BEGIN CERTIFICATE-----".utf8)

@@ -73,7 +73,7 @@ enum RemoteMount {
     static func receive(from descriptor: FileDescriptor, options: RemoteOptions) throws -> any ByteSource {
         var bytes = [UInt8](repeating: 0, count: 512 << 10)
         defer { bytes.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        let n = try bytes.withUnsafeMutableBytes { try FileIO.readFull(descriptor.rawValue, into: $0, path: []) }
+        let n = try bytes.withUnsafeMutableBytes { try descriptor.read(into: $0) }
         let handOver = try RemoteHandOver(decoding: Array(bytes.prefix(n)))
         var options = options
         options.headers = handOver.headers

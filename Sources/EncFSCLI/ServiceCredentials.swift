@@ -29,7 +29,7 @@ enum ServiceCredentials {
     static func read(_ name: [UInt8], limit: Int) throws -> SecureBytes {
         let path = try self.path(of: name)
         do {
-            return try FileIO.readSecretFile(path, limit: limit, regularOnly: true)
+            return try LocalFiles.readSecretFile(path, limit: limit, regularOnly: true)
         } catch let e as BundleError {
             throw KeyInputError("cannot read credential \(shown(name)): \(e.message)", path: path)
         }

@@ -43,9 +43,10 @@ struct ServiceNotifier {
     @discardableResult
     func send(_ fields: [String]) -> Bool {
         let message = Array(fields.joined(separator: "\n").utf8)
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard let socket = try? SystemCall.retrying("create socket", {
+            Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }) else { return false }
+        let owned = FileDescriptor(taking: socket)
         var socketAddress = sockaddr_un()
         socketAddress.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &socketAddress.sun_path) { path in
@@ -57,7 +58,7 @@ struct ServiceNotifier {
         let sent = message.withUnsafeBytes { bytes in
             withUnsafePointer(to: &socketAddress) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, length)
+                    sendto(owned.rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, length)
                 }
             }
         }

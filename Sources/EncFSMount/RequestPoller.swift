@@ -79,6 +79,7 @@ package final class RequestPoller: @unchecked Sendable {
     }
 
     /// The read hook: one request into `buffer`, as `read(2)` returns it.
+    /// `fd` is libfuse's (its custom I/O hook passes the number: C ABI).
     func read(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ length: Int) -> Int {
         let cameBack = noteServed()
         while true {

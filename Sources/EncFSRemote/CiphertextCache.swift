@@ -204,7 +204,7 @@ final class CiphertextCache: Sendable {
         guard let (file, unit) = openFile(holding: offset) else { return nil }
         let count = Int(min(UInt64(buffer.count), unit.upperBound - offset))
         let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
-        guard (try? FileIO.preadFull(file.rawValue, into: target, at: offset - unit.lowerBound, path: [])) == count else {
+        guard (try? file.read(fromAbsoluteOffset: offset - unit.lowerBound, into: target)) == count else {
             discard(unit.lowerBound)
             return nil
         }
@@ -265,14 +265,17 @@ final class CiphertextCache: Sendable {
         guard let (start, length, generation) = found else { return nil }
         let range = start..<(start + UInt64(length))
         if let file = openFiles.file(of: start, generation: generation) { return (file, range) }
-        let fd = withName(of: start) { openat(folder.rawValue, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard fd >= 0 else {
+        // Named in a stack buffer, not with `FileDescriptor.open(_:in:)`:
+        // this runs on a read that misses the open files.
+        let opened = try? SystemCall.retrying("open") {
+            withName(of: start) { openat(folder.rawValue, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        }
+        guard let fd = opened else {
             forget(start)
             return nil
         }
         let file = FileDescriptor(taking: fd)
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size == length else {
+        guard let st = try? file.status(), st.st_mode & S_IFMT == S_IFREG, st.st_size == length else {
             discard(start)
             return nil
         }
@@ -424,10 +427,7 @@ final class CiphertextCache: Sendable {
     /// Opens `name` in `directory` with `flags`, never through a symbolic
     /// link, and only a regular file.
     private static func openEntry(_ directory: FileDescriptor, _ name: [UInt8], _ flags: Int32) throws(BundleError) -> FileDescriptor {
-        let fd = try SystemCall.retrying("open", path: name) {
-            name.withCString { openat(directory.rawValue, $0, flags | O_NOFOLLOW | O_CLOEXEC, 0o600) }
-        }
-        let file = FileDescriptor(taking: fd, path: name)
+        let file = try FileDescriptor.open(name, in: directory, flags: flags | O_NOFOLLOW, mode: 0o600)
         guard try file.status().st_mode & S_IFMT == S_IFREG else { throw .io(errno: EINVAL, operation: "open", path: name) }
         return file
     }
@@ -444,10 +444,9 @@ final class CiphertextCache: Sendable {
     /// renames it to `name`; the temporary file is removed on failure.
     private static func replace(_ name: [UInt8], in directory: FileDescriptor, through temporary: [UInt8],
                                 with bytes: UnsafeRawBufferPointer) -> Bool {
-        let fd = temporary.withCString { openat(directory.rawValue, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
-        guard fd >= 0 else { return false }
-        let written = (try? FileIO.writeAll(fd, bytes, path: temporary)) != nil
-        close(fd)
+        guard let file = try? FileDescriptor.open(temporary, in: directory, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                                                  mode: 0o600, operation: "create") else { return false }
+        let written = (try? file.writeAll(bytes)) != nil
         guard written, temporary.withCString({ from in name.withCString { renameat(directory.rawValue, from, directory.rawValue, $0) } }) == 0 else {
             _ = temporary.withCString { unlinkat(directory.rawValue, $0, 0) }
             return false
@@ -465,9 +464,9 @@ final class CiphertextCache: Sendable {
     }
 
     private static func contents(of name: [UInt8], in directory: FileDescriptor) throws -> [UInt8] {
-        let fd = try openEntry(directory, name, O_RDONLY)
+        let file = try openEntry(directory, name, O_RDONLY)
         var bytes = [UInt8](repeating: 0, count: 4096)
-        let n = try bytes.withUnsafeMutableBytes { try FileIO.readFull(fd.rawValue, into: $0, path: name) }
+        let n = try bytes.withUnsafeMutableBytes { try file.read(into: $0) }
         return Array(bytes.prefix(n))
     }
 

@@ -50,7 +50,7 @@ final class ChunkSinkTests: XCTestCase {
 
     func testDigest_CoversWhatWasAppendedBeforeItOnly() throws {
         let fd = try openFile()
-        let sink = try ChunkSink(fd: fd.rawValue, startOffset: 333, path: path, hashing: true)
+        let sink = try ChunkSink(file: fd, startOffset: 333, hashing: true)
         let data = pattern(count: 9 << 20, seed: 7)
         let split = (5 << 20) + 123
         try sink.append(Array(data[0..<split]))
@@ -63,7 +63,7 @@ final class ChunkSinkTests: XCTestCase {
 
     func testFinish_TurnsDirectWritesOffForTheHeader() throws {
         let fd = try openFile()
-        let sink = try ChunkSink(fd: fd.rawValue, startOffset: 172, path: path)
+        let sink = try ChunkSink(file: fd, startOffset: 172)
         try sink.append(pattern(count: 10_000, seed: 3))
         try sink.finish()
         XCTAssertFalse(sink.writesDirectly)
@@ -78,7 +78,7 @@ final class ChunkSinkTests: XCTestCase {
 
     private func assertWrites(direct: Bool, start: UInt64, pieces: [Int], line: UInt = #line) throws {
         let fd = try openFile()
-        let sink = try ChunkSink(fd: fd.rawValue, startOffset: start, path: path, direct: direct)
+        let sink = try ChunkSink(file: fd, startOffset: start, direct: direct)
         if direct && supportsDirectIO() {
             XCTAssertTrue(sink.writesDirectly, "O_DIRECT was not used", line: line)
         }

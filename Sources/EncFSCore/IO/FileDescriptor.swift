@@ -5,8 +5,9 @@ import Glibc
 /// An open file descriptor that closes itself when the last reference goes.
 ///
 /// Owned, never passed around as a raw `Int32`: whoever holds the value
-/// holds the file. The path is kept for messages only. Positional reads and
-/// writes (`pread`, `pwrite`) are safe from many threads at once.
+/// holds the file; a descriptor owned elsewhere is a ``Borrowed`` view. The
+/// path is kept for messages only. Positional reads and writes (`pread`,
+/// `pwrite`) are safe from many threads at once.
 package final class FileDescriptor: Sendable {
     /// The descriptor number, for calls this type does not wrap.
     package let rawValue: Int32
@@ -32,6 +33,19 @@ package final class FileDescriptor: Sendable {
         return FileDescriptor(taking: fd, path: path)
     }
 
+    /// Opens `name` relative to `directory`, close-on-exec. The
+    /// corresponding C function is `openat`.
+    ///
+    /// - Parameter shown: what to call the file in messages (`name` when nil).
+    /// - Throws: `BundleError.io` naming `operation` and the file.
+    package static func open(_ name: [UInt8], in directory: FileDescriptor, flags: Int32, mode: mode_t = 0,
+                             operation: StaticString = "open", shown: [UInt8]? = nil) throws(BundleError) -> FileDescriptor {
+        let fd = try SystemCall.retrying(operation, path: shown ?? name) {
+            name.withCString { openat(directory.rawValue, $0, flags | O_CLOEXEC, mode) }
+        }
+        return FileDescriptor(taking: fd, path: shown ?? name)
+    }
+
     /// A close-on-exec copy numbered `lowest` or above. The corresponding C
     /// function is `fcntl(F_DUPFD_CLOEXEC)`.
     package func duplicate(lowest: Int32 = 0) throws(BundleError) -> FileDescriptor {
@@ -50,21 +64,21 @@ package final class FileDescriptor: Sendable {
     ///
     /// - Returns: bytes read (fewer than `buffer.count` only at end of file).
     package func read(fromAbsoluteOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws(BundleError) -> Int {
-        try FileIO.preadFull(rawValue, into: buffer, at: offset, path: path)
+        try Borrowed.preadFull(rawValue, into: buffer, at: offset, path: path)
     }
 
     /// Reads from the current position until `buffer` is full or end of file.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(BundleError) -> Int {
-        try FileIO.readFull(rawValue, into: buffer, path: path)
+        try Borrowed.readFull(rawValue, into: buffer, path: path)
     }
 
     /// Writes all of `buffer` at the current position.
     package func writeAll(_ buffer: UnsafeRawBufferPointer) throws(BundleError) {
-        try FileIO.writeAll(rawValue, buffer, path: path)
+        try Borrowed.writeAll(rawValue, buffer, path: path)
     }
 
     /// Writes all of `buffer` at `offset`.
     package func writeAll(_ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: UInt64) throws(BundleError) {
-        try FileIO.pwriteAll(rawValue, buffer, at: offset, path: path)
+        try Borrowed.pwriteAll(rawValue, buffer, at: offset, path: path)
     }
 }

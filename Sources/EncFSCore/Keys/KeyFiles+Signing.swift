@@ -8,7 +8,7 @@ extension KeyFiles {
     ///   (an X25519 identity given by mistake is named as such).
     package static func readSigningKeyFile(_ path: [UInt8]) throws -> SigningKey {
         let contents: SecureBytes
-        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+        do { contents = try LocalFiles.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read signing key file: \(e.message)", path: path)
         }
         do {
@@ -25,7 +25,7 @@ extension KeyFiles {
     /// - Throws: `KeyInputError` naming the file and what is wrong with it.
     package static func readVerifyingKeyFile(_ path: [UInt8]) throws -> SigningPublicKey {
         let contents: SecureBytes
-        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+        do { contents = try LocalFiles.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read verifying key file: \(e.message)", path: path)
         }
         do {

@@ -24,7 +24,7 @@ package enum KeyFiles {
     /// - Throws: `KeyInputError` naming the file, never its contents.
     package static func readKeyFile(_ path: [UInt8]) throws -> SymmetricKey {
         let contents: SecureBytes
-        do { contents = try FileIO.readSecretFile(path, limit: 4096) } catch let e as BundleError {
+        do { contents = try LocalFiles.readSecretFile(path, limit: 4096) } catch let e as BundleError {
             throw KeyInputError("cannot read key file: \(e.message)", path: path)
         }
         return try parseHexKey(contents, what: "key file", path: path)
@@ -35,7 +35,7 @@ package enum KeyFiles {
     /// - Throws: `KeyInputError` naming the file.
     package static func readPassphraseFile(_ path: [UInt8]) throws -> SecureBytes {
         let contents: SecureBytes
-        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+        do { contents = try LocalFiles.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read passphrase file: \(e.message)", path: path)
         }
         return try passphrase(fromFile: contents, path: path)
@@ -46,7 +46,7 @@ package enum KeyFiles {
     /// - Throws: `KeyInputError` naming the file and what is wrong with it.
     package static func readIdentityFile(_ path: [UInt8]) throws -> PrivateKey {
         let contents: SecureBytes
-        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+        do { contents = try LocalFiles.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read identity file: \(e.message)", path: path)
         }
         do {
@@ -61,7 +61,7 @@ package enum KeyFiles {
     /// - Throws: `KeyInputError` naming the file and what is wrong with it.
     package static func readRecipientFile(_ path: [UInt8]) throws -> PublicKey {
         let contents: SecureBytes
-        do { contents = try FileIO.readSecretFile(path, limit: 65536) } catch let e as BundleError {
+        do { contents = try LocalFiles.readSecretFile(path, limit: 65536) } catch let e as BundleError {
             throw KeyInputError("cannot read recipient file: \(e.message)", path: path)
         }
         do {

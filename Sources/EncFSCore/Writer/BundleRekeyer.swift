@@ -125,7 +125,7 @@ package enum BundleRekeyer {
         // Rewrite the file itself, not a symlink on the way: renaming over
         // the link would turn it into a regular file and leave the bundle it
         // points to (and every other link to it) with the old slots.
-        let target = try FileIO.resolvedPath(path)
+        let target = try LocalFiles.resolvedPath(path)
         var st = stat()
         guard target.withCString({ stat($0, &st) }) == 0 else { throw BundleError.lastIO("stat", target) }
         guard FileByteSource.identity(of: st) == reader.source.identity else {

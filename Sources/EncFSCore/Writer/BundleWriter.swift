@@ -85,8 +85,7 @@ package enum BundleWriter {
                             warn: (String, [UInt8]) -> Void) throws -> PackSummary {
         var plan = try PackPlan(source: source, destination: destination, options: options, warn: warn)
         let output = try AtomicFile(destination: destination)
-        let sink = try ChunkSink(fd: output.file.rawValue, startOffset: UInt64(plan.headerLength), path: destination,
-                                 hashing: options.signingKey != nil)
+        let sink = try ChunkSink(file: output.file, startOffset: UInt64(plan.headerLength), hashing: options.signingKey != nil)
         let (bodies, summary) = try writeBodies(&plan, into: sink)
         return try seal(plan, bodies: bodies, summary: summary, sink: sink, output: output)
     }
@@ -127,7 +126,7 @@ package enum BundleWriter {
                 summary.symlinks += 1
             case .file:
                 let node = plan.tree.nodes[position]
-                let source = FileEncryptor.Source(relativePath: node.relativePath, rootFD: plan.root.rawValue,
+                let source = FileEncryptor.Source(relativePath: node.relativePath, root: plan.root,
                                                   displayPath: SourceTree.join(plan.source, node.relativePath),
                                                   identity: (node.device, node.inode), sequence: sequence)
                 sequence += 1

@@ -31,7 +31,8 @@ import Glibc
 /// leaves an unaligned rest) gets ordinary writes from then on, each range
 /// pushed to writeback right away (`POSIX_FADV_DONTNEED`).
 final class ChunkSink {
-    private let fd: Int32
+    /// The bundle file (held, not owned alone: `AtomicFile` has it too).
+    private let file: FileDescriptor
     private let path: [UInt8]
     private let buffers: [WriteBuffer]
     private var current = 0
@@ -64,14 +65,14 @@ final class ChunkSink {
     ///   - hashing: hash the bytes written until ``dataDigest()``.
     ///   - direct: try `O_DIRECT` (ordinary writes if the file system
     ///     refuses it).
-    init(fd: Int32, startOffset: UInt64, path: [UInt8], hashing: Bool = false, direct: Bool = true) throws {
-        self.fd = fd
-        self.path = path
+    init(file: FileDescriptor, startOffset: UInt64, hashing: Bool = false, direct: Bool = true) throws {
+        self.file = file
+        self.path = file.path
         start = startOffset
         base = startOffset & ~UInt64(Self.alignment - 1)
         buffers = [WriteBuffer(capacity: Self.capacity), WriteBuffer(capacity: Self.capacity)]
         hasher = hashing ? SubmittedDataHasher() : nil
-        self.direct = DirectWrites(fd: fd, requested: direct)
+        self.direct = DirectWrites(file: file, requested: direct)
         // What lies before the payload in the first block: zeros now, the
         // header later.
         used = Int(startOffset - base)
@@ -147,7 +148,7 @@ final class ChunkSink {
             let buffer = buffers[current].bytes
             if let start = buffer.baseAddress { (start + used).initializeMemory(as: UInt8.self, repeating: 0, count: padded - used) }
             try direct.write(UnsafeRawBufferPointer(rebasing: buffer[0..<padded]), at: base, path: path)
-            guard ftruncate(fd, off_t(end)) == 0 else { throw BundleError.lastIO("truncate", path) }
+            guard ftruncate(file.rawValue, off_t(end)) == 0 else { throw BundleError.lastIO("truncate", path) }
         }
         direct.turnOff()
     }
@@ -212,12 +213,13 @@ final class DirectWrites: Sendable {
     static let flag: Int32 = 0o40000
 #endif
 
-    private let fd: Int32
+    private let file: FileDescriptor
     private let on = Atomic<Bool>(false)
 
-    /// Sets `O_DIRECT` on `fd` when `requested` and the file system takes it.
-    init(fd: Int32, requested: Bool) {
-        self.fd = fd
+    /// Sets `O_DIRECT` on `file` when `requested` and the file system takes it.
+    init(file: FileDescriptor, requested: Bool) {
+        self.file = file
+        let fd = file.rawValue
         guard requested else { return }
         let flags = fcntl(fd, F_GETFL)
         if flags >= 0, fcntl(fd, F_SETFL, flags | Self.flag) == 0 {
@@ -230,8 +232,8 @@ final class DirectWrites: Sendable {
     /// Clears `O_DIRECT` (idempotent).
     func turnOff() {
         guard on.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~Self.flag) }
+        let flags = fcntl(file.rawValue, F_GETFL)
+        if flags >= 0 { _ = fcntl(file.rawValue, F_SETFL, flags & ~Self.flag) }
     }
 
     /// Writes all of `bytes` at `offset`: directly while that works, else
@@ -242,7 +244,7 @@ final class DirectWrites: Sendable {
         guard let start = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            let n = SystemCall.retryingInterrupts { pwrite(fd, start + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            let n = SystemCall.retryingInterrupts { pwrite(file.rawValue, start + done, bytes.count - done, off_t(offset) + off_t(done)) }
             if n > 0 {
                 done += n
                 continue
@@ -260,7 +262,7 @@ final class DirectWrites: Sendable {
             // for dirty pages on POSIX_FADV_DONTNEED, without waiting), so
             // the disk works while the next buffers are read and encrypted,
             // instead of all at the final fsync.
-            _ = posix_fadvise(fd, off_t(offset), off_t(bytes.count), POSIX_FADV_DONTNEED)
+            _ = posix_fadvise(file.rawValue, off_t(offset), off_t(bytes.count), POSIX_FADV_DONTNEED)
         }
     }
 }

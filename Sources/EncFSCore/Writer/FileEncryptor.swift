@@ -23,7 +23,8 @@ final class FileEncryptor {
     /// Where one source file is, and what the walk saw there.
     struct Source {
         var relativePath: [UInt8]
-        var rootFD: Int32
+        /// The source directory, which `relativePath` is under.
+        var root: FileDescriptor
         var displayPath: [UInt8]
         /// Device and inode the walk saw at this path; a different file
         /// there now (even through a swapped-in symlinked directory) is a
@@ -161,14 +162,15 @@ final class FileEncryptor {
 
     /// Opens the source file and checks it is the regular file the walk saw.
     private func open(_ source: Source) throws -> (FileDescriptor, stat) {
-        let fd = source.relativePath.withCString { openat(source.rootFD, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard fd >= 0 else {
-            if errno == ENOENT { throw BundleError.sourceChanged(path: source.displayPath, what: "file was removed") }
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(source.relativePath, in: source.root, flags: O_RDONLY | O_NOFOLLOW, shown: source.displayPath)
+        } catch {
+            if error.errno == ENOENT { throw BundleError.sourceChanged(path: source.displayPath, what: "file was removed") }
             // O_NOFOLLOW refuses a symlink with ELOOP: the walk saw a regular file here.
-            if errno == ELOOP { throw BundleError.sourceChanged(path: source.displayPath, what: "file was replaced by a symlink") }
-            throw BundleError.lastIO("open", source.displayPath)
+            if error.errno == ELOOP { throw BundleError.sourceChanged(path: source.displayPath, what: "file was replaced by a symlink") }
+            throw error
         }
-        let file = FileDescriptor(taking: fd, path: source.displayPath)
         let before = try file.status()
         guard before.st_mode & S_IFMT == S_IFREG else {
             throw BundleError.sourceChanged(path: source.displayPath, what: "no longer a regular file")

@@ -55,7 +55,7 @@ struct PackPlan {
         do { root = try FileDescriptor.open(source, flags: O_RDONLY | O_DIRECTORY, operation: "open source directory") } catch {
             throw BundleError.sourceUnreadable(errno: error.errno, path: source)
         }
-        tree = try SourceTree(root: source, rootFD: root.rawValue, excludes: options.excludes, warn: warn)
+        tree = try SourceTree(root: source, rootDirectory: root, excludes: options.excludes, warn: warn)
         externalSymlinks = try Self.checkSymlinks(of: tree, source: source, refusing: options.refusesExternalSymlinks, warn: warn)
 
         layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)

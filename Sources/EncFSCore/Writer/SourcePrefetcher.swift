@@ -140,15 +140,13 @@ final class SourcePrefetcher: Sendable {
             // Opened for one hint and closed at once: no descriptor is held
             // while this thread sleeps, and the packer's own is the only one
             // that stays open on a file.
-            let fd = files[file].relativePath.withCString { openat(root.rawValue, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-            guard fd >= 0 else {
+            guard let opened = try? FileDescriptor.open(files[file].relativePath, in: root, flags: O_RDONLY | O_NOFOLLOW) else {
                 file += 1
                 offset = 0
                 continue
             }
             let length = min(size - offset, step)
-            _ = posix_fadvise(fd, off_t(clamping: offset), off_t(clamping: length), POSIX_FADV_WILLNEED)
-            close(fd)
+            _ = posix_fadvise(opened.rawValue, off_t(clamping: offset), off_t(clamping: length), POSIX_FADV_WILLNEED)
             offset += length
         }
     }

@@ -39,15 +39,15 @@ struct SourceTree {
     ///
     /// - Parameters:
     ///   - root: the source directory path.
-    ///   - rootFD: an open descriptor of it (O_DIRECTORY).
+    ///   - rootDirectory: it, open (O_DIRECTORY).
     ///   - excludes: glob patterns; a pattern with a '/' matches the path
     ///     relative to the root, otherwise the entry name; a matching
     ///     directory is left out with everything below it.
     ///   - warn: called for each skipped entry with a message and its path.
     /// - Throws: `BundleError.io` or `.limitExceeded`.
-    init(root: [UInt8], rootFD: Int32, excludes: [[UInt8]], warn: (String, [UInt8]) -> Void) throws {
-        var st = stat()
-        guard fstat(rootFD, &st) == 0 else { throw BundleError.lastIO("stat", root) }
+    init(root: [UInt8], rootDirectory: FileDescriptor, excludes: [[UInt8]], warn: (String, [UInt8]) -> Void) throws {
+        let st: stat
+        do { st = try rootDirectory.status() } catch { throw BundleError.io(errno: error.errno, operation: "stat", path: root) }
         nodes.append(Node(name: [], relativePath: [], kind: .directory, mode: UInt16(st.st_mode & 0o7777),
                           mtimeSeconds: Int64(st.st_mtim.tv_sec), mtimeNanoseconds: UInt32(st.st_mtim.tv_nsec),
                           size: 0, parent: 0, device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
@@ -55,7 +55,7 @@ struct SourceTree {
         while next < nodes.count {
             defer { next += 1 }
             guard nodes[next].kind == .directory else { continue }
-            let children = try readDirectory(at: next, root: root, rootFD: rootFD, excludes: excludes, warn: warn)
+            let children = try readDirectory(at: next, root: root, rootDirectory: rootDirectory, excludes: excludes, warn: warn)
             nodes[next].firstChild = children.isEmpty ? 0 : nodes.count
             nodes[next].childCount = children.count
             nodes.append(contentsOf: children)
@@ -65,11 +65,14 @@ struct SourceTree {
         }
     }
 
-    private mutating func readDirectory(at position: Int, root: [UInt8], rootFD: Int32, excludes: [[UInt8]],
+    private mutating func readDirectory(at position: Int, root: [UInt8], rootDirectory: FileDescriptor, excludes: [[UInt8]],
                                         warn: (String, [UInt8]) -> Void) throws -> [Node] {
         let dirPath = nodes[position].relativePath
         let displayPath = Self.join(root, dirPath)
-        let fd = dirPath.isEmpty ? dup(rootFD) : dirPath.withCString { openat(rootFD, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+        // Raw, not a FileDescriptor: fdopendir below takes it over, and
+        // closedir closes it.
+        let fd = dirPath.isEmpty ? fcntl(rootDirectory.rawValue, F_DUPFD_CLOEXEC, 0)
+                                 : dirPath.withCString { openat(rootDirectory.rawValue, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { throw BundleError.lastIO("open directory", displayPath) }
         var opened = stat()
         guard fstat(fd, &opened) == 0,

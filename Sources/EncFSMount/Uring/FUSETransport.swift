@@ -32,6 +32,8 @@ final class FUSETransport: @unchecked Sendable {
     // mount, before the loop runs the hooks; the rest is behind atomics and a mutex.
     private let logger: MountLogger
     private var session: OpaquePointer?
+    // Raw Int32: the FUSE descriptor is libfuse's (its session closes it),
+    // and both are handed to libfuse hooks and the ring by number (C ABI).
     private var fuseFD: Int32 = -1
     private let stopFD: Int32
     /// Whether INIT should ask for the rings (uring chosen and available).

@@ -49,6 +49,8 @@ final class RingServer: @unchecked Sendable {
     /// and after it ends, so nothing is handed to a thread not there.
     private let busy = Atomic<Bool>(true)
     private var thread: pthread_t?
+    // The ring's descriptors stay raw Int32 (closed in deinit with the
+    // ring): they are the C ABI's, registered with io_uring by number.
     /// Readable when the other server handed entries over (or the queue
     /// ended): wakes the thread from its wait.
     private let inboxFD: Int32
@@ -478,6 +480,8 @@ final class RingWork: @unchecked Sendable {
     private let queue: RingQueue
     let transport: FUSETransport
     let session: OpaquePointer
+    // Raw: the libfuse session owns the FUSE descriptor, FUSETransport the
+    // stop eventfd; the ring takes both by number (C ABI).
     let fuseFD: Int32
     let stopFD: Int32
 

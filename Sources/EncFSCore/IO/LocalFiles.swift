@@ -3,72 +3,11 @@ import CryptCore
 import Glibc
 #endif
 
-/// Whole-buffer transfers over read(2), write(2), pread(2) and pwrite(2):
-/// they continue after short transfers, and every call goes through
-/// ``SystemCall/retrying(_:path:_:)``. For descriptors this code does not
-/// own (standard output, inherited pipes); owned files use
-/// ``FileDescriptor``, which calls these. Paths are only used in messages.
-package enum FileIO {
-    /// Reads until `buffer` is full or end of file. The corresponding C
-    /// function is `read`.
-    ///
-    /// - Returns: bytes read (less than `buffer.count` only at end of file).
-    /// - Throws: `BundleError.io`.
-    package static func readFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: [UInt8]) throws(BundleError) -> Int {
-        guard let base = buffer.baseAddress else { return 0 }
-        var done = 0
-        while done < buffer.count {
-            let n = try SystemCall.retrying("read", path: path) { read(fd, base + done, buffer.count - done) }
-            if n == 0 { break }
-            done += n
-        }
-        return done
-    }
-
-    /// Reads at `offset` until `buffer` is full or end of file. The
-    /// corresponding C function is `pread`.
-    ///
-    /// - Returns: bytes read (less than `buffer.count` only at end of file).
-    /// - Throws: `BundleError.io`.
-    package static func preadFull(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64,
-                                  path: [UInt8]) throws(BundleError) -> Int {
-        guard let base = buffer.baseAddress else { return 0 }
-        var done = 0
-        while done < buffer.count {
-            let n = try SystemCall.retrying("read", path: path) {
-                pread(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
-            }
-            if n == 0 { break }
-            done += n
-        }
-        return done
-    }
-
-    /// Writes all of `buffer`. The corresponding C function is `write`.
-    ///
-    /// - Throws: `BundleError.io`.
-    package static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: [UInt8]) throws(BundleError) {
-        guard let base = buffer.baseAddress else { return }
-        var done = 0
-        while done < buffer.count {
-            done += try SystemCall.retrying("write", path: path) { write(fd, base + done, buffer.count - done) }
-        }
-    }
-
-    /// Writes all of `buffer` at `offset`. The corresponding C function is `pwrite`.
-    ///
-    /// - Throws: `BundleError.io`.
-    package static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: UInt64,
-                                  path: [UInt8]) throws(BundleError) {
-        guard let base = buffer.baseAddress else { return }
-        var done = 0
-        while done < buffer.count {
-            done += try SystemCall.retrying("write", path: path) {
-                pwrite(fd, base + done, buffer.count - done, off_t(offset) + off_t(done))
-            }
-        }
-    }
-
+/// Files named by a path: making the path absolute or resolving its
+/// links, and reading a small secret file whole. Transfers on an open
+/// descriptor are ``FileDescriptor``'s (or its ``FileDescriptor/Borrowed``
+/// view's).
+package enum LocalFiles {
     /// `path` made absolute against the working directory, its symbolic
     /// links left as they are (for a path that must be opened with
     /// `O_NOFOLLOW` or through ``TrustedPath``).
@@ -107,8 +46,7 @@ package enum FileIO {
     ///   `.limitExceeded` for a large file.
     package static func readSecretFile(_ path: [UInt8], limit: Int, regularOnly: Bool = false) throws -> SecureBytes {
         let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
-        var st = stat()
-        _ = try SystemCall.retrying("stat", path: path) { fstat(file.rawValue, &st) }
+        let st = try file.status()
         let kind = st.st_mode & S_IFMT
         let readable = kind == S_IFREG || (!regularOnly && (kind == S_IFCHR || kind == S_IFIFO && isAnonymousPipe(file)))
         guard readable else {
@@ -137,20 +75,5 @@ package enum FileIO {
         var target = [CChar](repeating: 0, count: 16)
         let n = readlink("/proc/self/fd/\(file.rawValue)", &target, target.count)
         return n >= 6 && target.prefix(6).map { UInt8(bitPattern: $0) } == Array("pipe:[".utf8)
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// Calls `body` with a NUL-terminated copy of the bytes (paths are byte
-    /// strings; they never pass through `String`).
-    package func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        var copy = self
-        copy.append(0)
-        return try copy.withUnsafeBufferPointer { b in
-            try b.withMemoryRebound(to: CChar.self) { c in
-                guard let base = c.baseAddress else { preconditionFailure("internal error: empty C string buffer") }
-                return try body(base)
-            }
-        }
     }
 }
