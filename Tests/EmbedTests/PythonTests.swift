@@ -25,4 +25,30 @@ final class PythonTests: EmbedTestCase {
         XCTAssertFalse(run.output.contains("skipped"), run.output)
         XCTAssertFalse(run.output.contains("failed"), run.output)
     }
+
+    /// An https:// bundle through encfs_options_set_ca_file: opens with
+    /// the test authority's certificate, and is refused without it.
+    func testHTTPS_CAFileOpensAndItsAbsenceRefuses() throws {
+        let fixture = try EmbedFixture.shared()
+        let server = try RemoteServer(test: self, withProxy: false, transport: .https)
+        try FileManager.default.copyItem(atPath: fixture.path("app.bundle"), toPath: server.root + "/app.bundle")
+        let certificate = try XCTUnwrap(server.certificate)
+        let script = """
+        import sys, encfs
+        url, key, ca = sys.argv[1:4]
+        with encfs.Bundle(url, key_file=key, ca_file=ca) as b:
+            assert b.read_bytes("docs/b.txt") == b"hello\\n"
+        try:
+            encfs.Bundle(url, key_file=key)
+        except encfs.IOFailure as error:
+            print("refused:", error)
+        else:
+            sys.exit("opened without the authority's certificate")
+        """
+        let run = try Subprocess.run("python3", ["-c", script, server.url("app.bundle"), fixture.path("app.key"), certificate],
+                                     environment: ["ENCFS_LIBRARY": fixture.binDirectory + "/libencfs.so",
+                                                   "PYTHONPATH": EmbedFixture.root + "/bindings/python"])
+        XCTAssertEqual(run.status, 0, run.summary)
+        XCTAssertTrue(run.output.hasPrefix("refused: "), run.output)
+    }
 }
