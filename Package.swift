@@ -113,7 +113,7 @@ let package = Package(
         // programs compiled by the tests (plain, ASan, Valgrind) and the
         // pytest suite of bindings/python, against a local and an nginx-served
         // bundle.
-        .testTarget(name: "EmbedTests", dependencies: ["SharedTestSupport"], exclude: ["C", "Fixture"]),
+        .testTarget(name: "EmbedTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], exclude: ["C", "Fixture"]),
         // The mount layer's pure parts (directory cursor, kernel options,
         // log escaping, control-socket directories): no FUSE mount, no binaries.
         .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),

@@ -327,6 +327,16 @@ static void test_unlocks_and_origin(void) {
     o = with_key_file("app.key");
     encfs_options_add_verify_key_file(o, path_in("sign.key.pub"));
     open_expect(path_in("one.bundle"), o, ENCFS_ERR_NOT_SIGNED, "an unsigned bundle is NOT_SIGNED");
+    /* badsig.bundle (EmbedTests' BadSignatureBundle): its index sealed
+     * again by a key holder; only the signature notices. */
+    if (access(path_in("badsig.bundle"), F_OK) == 0) {
+        open_expect(path_in("badsig.bundle"), with_key_file("app.key"), ENCFS_OK, "a resealed index opens without verifying keys");
+        o = with_key_file("app.key");
+        encfs_options_add_verify_key_file(o, path_in("sign.key.pub"));
+        open_expect(path_in("badsig.bundle"), o, ENCFS_ERR_BAD_SIGNATURE, "a resealed index is BAD_SIGNATURE when verifying");
+    } else {
+        check(0, "badsig.bundle is in the fixture");
+    }
     o = encfs_options_new();
     check(encfs_options_add_verify_key_pem(o, "not a key", 9) == ENCFS_ERR_UNUSABLE_KEY, "garbage PEM is UNUSABLE_KEY");
     encfs_options_free(o);

@@ -38,6 +38,7 @@ final class EmbedFixture: @unchecked Sendable {
         // The python3 on PATH: the one Scripts/install-deps.sh gives pytest.
         try Subprocess.check("python3", [Self.root + "/Tests/EmbedTests/Fixture/make_fixture.py", directory, binDirectory])
         try Subprocess.check("/bin/bash", [Self.root + "/Scripts/make-pkgconfig.sh"], environment: ["ENCFS_BIN_DIR": binDirectory])
+        try BadSignatureBundle.make(from: directory + "/app.bundle", keyFile: directory + "/app.key", to: directory + "/badsig.bundle")
     }
 
     /// The path of `name` in the fixture.

@@ -144,6 +144,12 @@ def test_origin_checks(fx):
         encfs.Bundle(fx.path("one.bundle"), key_file=fx.key, verify_keys=[pub])
     with pytest.raises(encfs.UnexpectedBundleID):
         encfs.Bundle(fx.app, key_file=fx.key, bundle_id="0" * 32)
+    badsig = fx.path("badsig.bundle")  # made by EmbedTests (BadSignatureBundle.swift)
+    if not os.path.exists(badsig):
+        pytest.skip("no badsig.bundle: EmbedTests makes it")
+    encfs.Bundle(badsig, key_file=fx.key).close()
+    with pytest.raises(encfs.BadSignature):
+        encfs.Bundle(badsig, key_file=fx.key, verify_keys=[pub])
 
 
 def test_context_manager_closes(fx):
