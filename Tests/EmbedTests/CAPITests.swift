@@ -52,6 +52,30 @@ final class CAPITests: EmbedTestCase {
         XCTAssertTrue(wrong.errorOutput.contains("wrong key"), wrong.errorOutput)
     }
 
+    /// The example as the issue asks: under AddressSanitizer (leaks
+    /// included) and under Valgrind, listing the bundle and printing a file.
+    func testExample_CleanUnderAddressSanitizerAndValgrind() throws {
+        let fixture = try EmbedFixture.shared()
+        let plain = fixture.path("encfs-cat-vg")
+        let asan = fixture.path("encfs-cat-asan")
+        try compile([EmbedFixture.root + "/examples/c/encfs-cat.c"], plain)
+        try compile([EmbedFixture.root + "/examples/c/encfs-cat.c"], asan,
+                    flags: ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"])
+        let expected = try String(contentsOfFile: fixture.path("src/docs/data.csv"), encoding: .utf8)
+        for arguments in [[fixture.path("app.bundle"), fixture.path("app.key")],
+                          [fixture.path("app.bundle"), fixture.path("app.key"), "docs/data.csv"]] {
+            let sanitized = try Subprocess.run(asan, arguments,
+                                               environment: runtime(fixture).merging(["ASAN_OPTIONS": "detect_leaks=1:exitcode=98"]) { $1 })
+            XCTAssertEqual(sanitized.status, 0, sanitized.summary)
+            let checked = try Subprocess.run("/usr/bin/valgrind", ["-q", "--error-exitcode=99", "--leak-check=full",
+                                                                   "--errors-for-leak-kinds=definite,indirect", plain] + arguments,
+                                             environment: runtime(fixture), timeout: 600)
+            XCTAssertEqual(checked.status, 0, checked.summary)
+            XCTAssertEqual(checked.output, sanitized.output)
+            if arguments.count == 3 { XCTAssertEqual(sanitized.output, expected) }
+        }
+    }
+
     func testABI_EveryCallAndErrorCode() throws {
         let fixture = try EmbedFixture.shared()
         let program = fixture.path("abi-test")
