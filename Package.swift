@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
-        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CCurl"]),
+        .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CryptCore", "CCurl"]),
         // BuildInfo: the git commit for --version, generated at build time.
         .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
         .plugin(name: "BuildInfo", capability: .buildTool()),

@@ -39,6 +39,13 @@
 #                  encfs-http-base: encfs-mount URL with the encfs-mount in
 #                  DIR (Scripts/build-baseline.sh REV), to compare two
 #                  builds in one run
+#   --fleet        instead of the above (issue 30): SigV4-signed against
+#                  unsigned cold sequential reads from one nginx, and
+#                  a failover to a --mirror when the first nginx stalls
+#                  (the stall, MiB/s after it, a direct mount of the
+#                  mirror), time to the first byte of 48 files without
+#                  and with --prefetch-list; Scripts/bench/bench_fleet.py; results in
+#                  DIR/fleet-results.json; --quick: 64 MiB, else 256 MiB
 #   --warm-passes N
 #                  warm sequential reads: every system and latency of the
 #                  run mounted at once (each with its own cache), the file
@@ -55,6 +62,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 quick=0
+fleet=0
 reps=1
 baseline=
 warm_passes=
@@ -64,6 +72,7 @@ systems=encfs-local,encfs-http,rclone-http,rclone-crypt
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
+    --fleet) fleet=1 ;;
     --keep) keep=1 ;;
     --reps) reps=${2:?--reps needs a number}; shift
             [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --reps must be a positive number" >&2; exit 2; } ;;
@@ -92,5 +101,10 @@ finish() {
   fi
 }
 trap finish EXIT
+if [ "$fleet" -eq 1 ]; then
+  trap 'remove_bench_artifacts bench-remote.sh "$out" fleet-src fleet-www fleet-many fleet-list.txt fleet-key "cache-*" "mnt-*" proxy-fleet.port' EXIT
+  /usr/bin/python3 Scripts/bench/bench_fleet.py --bin "$bin" --out "$out" --quick "$quick"
+  exit 0
+fi
 /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick" --reps "$reps" \
   --baseline-bin "$baseline" ${warm_passes:+--warm-passes "$warm_passes"}

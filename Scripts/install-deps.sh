@@ -49,3 +49,12 @@ if ! command -v swift >/dev/null 2>&1; then
   fi
 fi
 [ -e /dev/fuse ] || { echo "error: /dev/fuse is missing (load the fuse module: modprobe fuse)" >&2; exit 1; }
+
+# Issue 30: an S3 server for S3MountTests and Scripts/bench-remote.sh
+# (Scripts/s3-test-server.py runs moto in server mode with Signature V4
+# enforced). Debian 12's python3 is externally managed: pip needs
+# --break-system-packages (moto and its dependencies, nothing system-wide).
+if ! python3 -c 'import moto.server, boto3' 2>/dev/null; then
+  command -v pip3 >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive ${sudo:-} apt-get install -y -qq python3-pip >/dev/null
+  python3 -m pip install -q --break-system-packages 'moto[server]'
+fi

@@ -223,8 +223,9 @@ int encfs_options_set_ca_file(encfs_options *options, const char *path);
 /* ---- Bundles ----------------------------------------------------------- */
 
 /** Opens the bundle at `location`: a file path, or an address starting
- *  with "http://" or "https://" read with range requests (write "./http:..."
- *  for a local file of such a name). Checks the key, the header, the
+ *  with "http://", "https://" or "s3://" (Signature V4, credentials from
+ *  the AWS_* environment) read with range requests (write "./http:..." for
+ *  a local file of such a name). Checks the key, the header, the
  *  signature when verifying keys were given, and the whole index.
  *  `options` is only read: it may be freed right after. On success
  *  *bundle is a new handle for encfs_close. */

@@ -41,7 +41,17 @@ struct ccurl_sink {
     char *headers;
     size_t headers_capacity;
     size_t headers_length;
+    /* Set (to nonzero, by another thread) when the transfer's source was
+       set aside: the transfer in flight ends at the next progress call
+       rather than waiting out its stall (NULL: never). */
+    const volatile int *abandon;
 };
+
+static inline int ccurl_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)dltotal; (void)dlnow; (void)ultotal; (void)ulnow;
+    const struct ccurl_sink *sink = (const struct ccurl_sink *)userdata;
+    return sink->abandon != NULL && *sink->abandon != 0;
+}
 
 static inline size_t ccurl_write_body(char *data, size_t size, size_t count, void *userdata) {
     struct ccurl_sink *sink = (struct ccurl_sink *)userdata;
@@ -74,6 +84,11 @@ static inline CURLcode ccurl_set_sink(void *setopt, CURL *handle, struct ccurl_s
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERFUNCTION, ccurl_write_header);
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERDATA, (void *)sink);
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_ERRORBUFFER, sink->error);
+    if (rc == CURLE_OK && sink->abandon != NULL) {
+        rc = fn(handle, (int)CURLOPT_XFERINFOFUNCTION, ccurl_progress);
+        if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_XFERINFODATA, (void *)sink);
+        if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_NOPROGRESS, 0L);
+    }
     return rc;
 }
 

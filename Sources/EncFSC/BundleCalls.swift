@@ -19,9 +19,10 @@ func handle(_ object: AnyObject) -> OpaquePointer {
     OpaquePointer(Unmanaged.passRetained(object).toOpaque())
 }
 
-/// Whether `location` is an address to read over HTTP.
+/// Whether `location` is an address to read over HTTP (`s3://` included:
+/// EncFSRemote signs its requests, with credentials from the environment).
 private func isURL(_ location: [UInt8]) -> Bool {
-    location.starts(with: Array("http://".utf8)) || location.starts(with: Array("https://".utf8))
+    ["http://", "https://", "s3://"].contains { location.starts(with: Array($0.utf8)) }
 }
 
 @_cdecl("encfs_open")

@@ -5,11 +5,12 @@ import CryptCore
 import Glibc
 #endif
 
-/// `encfs-ctl MOUNTPOINT status|lock|unlock`: talks to a mount's daemon
+/// `encfs-ctl MOUNTPOINT status|access-log|lock|unlock`: talks to a mount's daemon
 /// over its control socket (`ControlProtocol`).
 package enum CtlCommand {
     static let help = """
     usage: encfs-ctl MOUNTPOINT status [--json]
+           encfs-ctl MOUNTPOINT access-log [--json]
            encfs-ctl MOUNTPOINT lock [--force]
            encfs-ctl MOUNTPOINT unlock [key options]
 
@@ -21,7 +22,13 @@ package enum CtlCommand {
       status                   locked or unlocked, protection class, open
                                handles, idle lock, transport (uring or
                                classic) and requests served by the rings;
-                               --json prints one object
+                               --json prints one object; a remote
+                               mount also each source's state, bytes and
+                               errors
+      access-log               the files of a remote mount read since it
+                               was mounted, with the chunks read of each;
+                               --json gives what encfs-mount
+                               --prefetch-list takes
       lock                     wipes every key and decrypted byte the daemon
                                holds and makes the kernel drop its cached
                                pages and names; prints the handles still
@@ -44,7 +51,7 @@ package enum CtlCommand {
       and a terminal, a passphrase is asked for without echo
 
     options:
-      --json                   status as one JSON object
+      --json                   status or access-log as one JSON object
       --force                  lock even under --protection until-unmount
       -h, --help               this text
       --version                print the version and exit
@@ -64,6 +71,7 @@ package enum CtlCommand {
     /// What the command line asks for.
     private enum Action: String {
         case status, lock, unlock
+        case accessLog = "access-log"
     }
 
     /// Runs the command and returns its exit code.
@@ -82,7 +90,7 @@ package enum CtlCommand {
                 throw UsageError(args.positionals.count < 2 ? "missing MOUNTPOINT or command" : "too many arguments")
             }
             guard let parsed = Action(rawValue: String(decoding: args.positionals[1], as: UTF8.self)) else {
-                throw UsageError("unknown command (use status, lock or unlock)")
+                throw UsageError("unknown command (use status, access-log, lock or unlock)")
             }
             action = parsed
         } catch {
@@ -95,6 +103,7 @@ package enum CtlCommand {
             let request: SecureBytes
             switch action {
             case .status: request = SecureBytes(copying: [ControlProtocol.Request.status.rawValue])
+            case .accessLog: request = SecureBytes(copying: [ControlProtocol.Request.accessLog.rawValue])
             case .lock:
                 let code = args.has("--force") ? ControlProtocol.Request.forceLock : .lock
                 request = SecureBytes(copying: [code.rawValue])
@@ -106,7 +115,7 @@ package enum CtlCommand {
             do { canonical = try LocalFiles.resolvedPath(mountpoint) } catch { throw CommandError("cannot resolve path", path: mountpoint) }
             // Status is quick; a lock waits for the requests in flight and
             // an unlock runs scrypt.
-            let wait = action == .status ? ControlProtocol.timeoutSeconds : ControlProtocol.replyTimeoutSeconds
+            let wait = action == .status || action == .accessLog ? ControlProtocol.timeoutSeconds : ControlProtocol.replyTimeoutSeconds
             let reply = try exchange(request, mountpoint: canonical, waitingSeconds: wait)
             return report(reply, for: action, json: args.has("--json"), mountpoint: canonical, diagnostics: diagnostics)
         } catch {
@@ -151,12 +160,44 @@ package enum CtlCommand {
         switch action {
         case .status:
             if json { out.write(statusJSON(fields(text), mountpoint: mountpoint).serialized) } else { out.line(statusText(fields(text))) }
+        case .accessLog:
+            let files = accessLogFiles(text)
+            if json {
+                out.write(JSONValue.object(JSONValue.byteString(mountpoint, key: "mountpoint") + [
+                    ("files", .array(files.map { file in
+                        .object(JSONValue.byteString(file.path, key: "path") + [
+                            ("chunks", .array(file.chunks.map { .array([.integer(Int64($0.first)), .integer(Int64($0.last))]) })),
+                        ])
+                    })),
+                ]).serialized)
+            } else {
+                for file in files {
+                    out.line(String(decoding: file.path, as: UTF8.self) + ": chunks "
+                             + file.chunks.map { $0.first == $0.last ? "\($0.first)" : "\($0.first)-\($0.last)" }.joined(separator: ", "))
+                }
+            }
         case .lock:
             out.line("locked; \(text) \(text == "1" ? "handle" : "handles") still open")
         case .unlock:
             out.line(text)
         }
         return ExitCode.success
+    }
+
+    /// The lines of an access-log reply: hex path, tab, `first-last,…`.
+    private static func accessLogFiles(_ text: String) -> [(path: [UInt8], chunks: [(first: UInt64, last: UInt64)])] {
+        text.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: "\t", maxSplits: 1)
+            guard parts.count == 2, parts[0].utf8.count % 2 == 0 else { return nil }
+            let digits = Array(parts[0].utf8)
+            let path = stride(from: 0, to: digits.count, by: 2).compactMap { UInt8(String(decoding: digits[$0..<($0 + 2)], as: UTF8.self), radix: 16) }
+            let chunks = parts[1].split(separator: ",").compactMap { range -> (first: UInt64, last: UInt64)? in
+                let ends = range.split(separator: "-")
+                guard ends.count == 2, let first = UInt64(ends[0]), let last = UInt64(ends[1]) else { return nil }
+                return (first, last)
+            }
+            return (path, chunks)
+        }
     }
 
     /// The `key=value` lines of a status reply.
@@ -180,7 +221,10 @@ package enum CtlCommand {
             "idle for:     \(fields[Field.idleSeconds] ?? "?") s",
             "transport:    \(fields[Field.transport] ?? "unknown") (\(fields[Field.ringRequests] ?? "0") requests on rings, "
                 + "\(fields[Field.polledRequests] ?? "0") found by polling)",
-        ].joined(separator: "\n")
+        ].joined(separator: "\n") + (0..<min(Int(fields["sources"] ?? "") ?? 0, 64)).map { index in
+            func field(_ name: String) -> String { fields["source.\(index).\(name)"] ?? "?" }
+            return "\nsource \(index):     \(field("address")): \(field("state")), \(field("bytes")) bytes, \(field("errors")) errors"
+        }.joined()
     }
 
     /// The status as one JSON object (docs/CLI.md; the mountpoint is the
@@ -199,6 +243,24 @@ package enum CtlCommand {
             ("transport", .string(fields[Field.transport] ?? "unknown")),
             ("ring_requests", number(Field.ringRequests)),
             ("polled_requests", number(Field.polledRequests)),
-        ])
+        ] + remoteSources(fields))
+    }
+
+    /// A remote mount's sources (its address, then each `--mirror`):
+    /// `"sources": [{"address", "state", "bytes", "errors", "last_error"}]`;
+    /// nothing for a local bundle.
+    private static func remoteSources(_ fields: [String: String]) -> [(String, JSONValue)] {
+        guard let count = Int(fields["sources"] ?? "") else { return [] }
+        let sources: [JSONValue] = (0..<min(count, 64)).map { index in
+            func field(_ name: String) -> String { fields["source.\(index).\(name)"] ?? "" }
+            return .object([
+                ("address", .string(field("address"))),
+                ("state", .string(field("state"))),
+                ("bytes", Int64(field("bytes")).map { .integer($0) } ?? .null),
+                ("errors", Int64(field("errors")).map { .integer($0) } ?? .null),
+                ("last_error", field("last_error").isEmpty ? .null : .string(field("last_error"))),
+            ])
+        }
+        return [("sources", .array(sources))]
     }
 }

@@ -92,7 +92,9 @@ enum MountDaemonCommandLine {
             return MountCommand.argumentFailure(error, diagnostics: diagnostics)
         }
         if let remote = settings.remote {
-            return MountDaemon.serve(settings.configuration) { try RemoteMount.receive(from: $0, options: remote) }
+            return MountDaemon.serve(settings.configuration) {
+                try RemoteMount.receive(from: $0, options: remote, logFile: settings.configuration.logFile)
+            }
                 ? ExitCode.success : ExitCode.failure
         }
         return MountDaemon.serve(settings.configuration) ? ExitCode.success : ExitCode.failure

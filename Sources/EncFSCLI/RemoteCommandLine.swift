@@ -11,7 +11,7 @@ import Glibc
 ///
 /// The address's query string and the `--header-file` lines are secrets:
 /// messages name the bundle by ``RemoteLocation/displayName``, and the
-/// daemon gets them through a pipe (``secretHandOver(_:headers:opened:)``),
+/// daemon gets them through a pipe (``secretHandOver(_:options:opened:)``),
 /// never argv. Its argv carries the display name and the other options.
 enum RemoteCommandLine {
     static let cacheDir = "--cache-dir"
@@ -23,6 +23,14 @@ enum RemoteCommandLine {
     static let netTimeout = "--net-timeout"
     static let retries = "--retries"
     static let caFile = "--ca-file"
+    static let s3Endpoint = "--s3-endpoint"
+    static let s3Region = "--s3-region"
+    static let s3PathStyle = "--s3-path-style"
+    static let s3VirtualHosted = "--s3-virtual-hosted"
+    static let awsCredentialsFile = "--aws-credentials-file"
+    static let awsCredentialsCredential = "--aws-credentials-credential"
+    static let mirror = "--mirror"
+    static let prefetchList = "--prefetch-list"
     /// `encfs-mount` only (a long-running process with one operand to
     /// replace); see ``addressFileHelp``.
     static let addressFile = "--address-file"
@@ -40,6 +48,10 @@ enum RemoteCommandLine {
         .init([cacheDir], takesValue: true), .init([cacheSize], takesValue: true), .init([fetchSize], takesValue: true),
         .init([connections], takesValue: true), .init([prefetch], takesValue: true), .init([headerFile], takesValue: true),
         .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
+        .init([s3Endpoint], takesValue: true), .init([s3Region], takesValue: true), .init([s3PathStyle], takesValue: false),
+        .init([s3VirtualHosted], takesValue: false), .init([awsCredentialsFile], takesValue: true),
+        .init([awsCredentialsCredential], takesValue: true), .init([mirror], takesValue: true),
+        .init([prefetchList], takesValue: true),
         .init([daemonRemote], takesValue: false),
     ]
 
@@ -50,8 +62,9 @@ enum RemoteCommandLine {
     static let maximumHeaderFile = 32 << 10
 
     static let help = """
-    remote bundles (BUNDLE is an http:// or https:// address; a presigned
-    URL with its query string works as it is, and is never shown or logged):
+    remote bundles (BUNDLE is an http://, https:// or s3://BUCKET/KEY address;
+    a presigned URL with its query string works as it is, and is never
+    shown or logged):
       --cache-dir DIR          ciphertext cache (default $XDG_CACHE_HOME/encfs
                                or ~/.cache/encfs; as root /var/cache/encfs),
                                one directory per bundle id
@@ -72,6 +85,26 @@ enum RemoteCommandLine {
       --retries N              attempts after the first within that time
                                (default 10)
       --ca-file FILE           trust these certificate authorities (PEM)
+      --mirror URL             another address of the same bundle (repeatable,
+                               any scheme BUNDLE may have): reads go to the
+                               first healthy one; a failing one is set aside
+      --prefetch-list FILE     fetch these files first, in the background,
+                               once mounted: paths one per line, or what
+                               encfs-ctl MNT access-log --json printed
+    s3://BUCKET/KEY bundles (every request signed with AWS Signature V4):
+      --s3-endpoint URL        the service (default: AWS's regional endpoint)
+      --s3-region REGION       default AWS_REGION, AWS_DEFAULT_REGION, the
+                               config file's region, else us-east-1
+      --s3-path-style          ENDPOINT/BUCKET/KEY (automatic with
+                               --s3-endpoint)
+      --s3-virtual-hosted      BUCKET.ENDPOINT/KEY (the default on AWS)
+      --aws-credentials-file FILE
+                               credentials file (profile AWS_PROFILE or
+                               default), read again when it changes; after
+                               AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/
+                               AWS_SESSION_TOKEN and AWS_PROFILE
+      --aws-credentials-credential NAME
+                               that file as systemd credential NAME
     """
 
     /// The address in `--address-file` (a file, or `-` for standard input),
@@ -102,18 +135,115 @@ enum RemoteCommandLine {
             return Array(line.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }.reversed())
         }
         guard isRemote(address) else {
-            throw CommandError("\(addressFile) holds no http:// or https:// address", path: path)
+            throw CommandError("\(addressFile) holds no http://, https:// or s3:// address", path: path)
         }
         return address
     }
 
-    /// Whether `bundle` is an address rather than a path.
+    /// Whether `bundle` is an address (http, https, s3) rather than a path.
     static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }
 
     /// `bundle` as messages may show it: an address without its secrets.
     static func shown(_ bundle: [UInt8]) -> [UInt8] {
         guard isRemote(bundle) else { return bundle }
         return (try? RemoteLocation(bundle))?.displayName ?? Array("(invalid address)".utf8)
+    }
+
+    /// Largest `--prefetch-list`.
+    static let maximumPrefetchList = 16 << 20
+
+    /// The files of a `--prefetch-list`: the JSON `encfs-ctl MNT access-log
+    /// --json` prints (its `path` and `chunks`), or paths one per line
+    /// (empty lines and `#` comments skipped).
+    ///
+    /// - Throws: `CommandError` naming the file when it cannot be read or
+    ///   a JSON list cannot be parsed.
+    static func readPrefetchList(_ path: [UInt8]) throws -> [PrefetchItem] {
+        let text: [UInt8]
+        do { text = try LocalFiles.readSecretFile(path, limit: maximumPrefetchList).withUnsafeBytes { Array($0) } } catch {
+            throw CommandError("cannot read \(prefetchList)", path: path)
+        }
+        guard text.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") else {
+            return text.split(separator: 0x0A).compactMap { line in
+                var line = Array(line)
+                if line.last == 0x0D { line.removeLast() }
+                return line.isEmpty || line.first == UInt8(ascii: "#") ? nil : PrefetchItem(path: line, chunks: [])
+            }
+        }
+        guard let items = AccessLogJSON.items(text) else {
+            throw CommandError("\(prefetchList) is not the JSON of encfs-ctl access-log --json", path: path)
+        }
+        return items
+    }
+
+    /// The S3 settings in `args` (endpoint, region, addressing); the
+    /// credentials are found later (``resolveS3(_:for:args:)``).
+    ///
+    /// - Throws: `UsageError` for both addressing flags.
+    private static func s3Settings(from args: ArgumentParser.Result) throws -> S3Settings {
+        var settings = S3Settings()
+        settings.endpoint = args.value(s3Endpoint)
+        settings.region = args.value(s3Region).map { String(decoding: $0, as: UTF8.self) }
+        switch (args.has(s3PathStyle), args.has(s3VirtualHosted)) {
+        case (true, true): throw UsageError("\(s3PathStyle) and \(s3VirtualHosted) exclude each other")
+        case (true, false): settings.addressing = .pathStyle
+        case (false, true): settings.addressing = .virtualHosted
+        case (false, false): break
+        }
+        return settings
+    }
+
+    /// Takes every `AWS_*` variable out of the environment (the secret
+    /// ones' bytes overwritten, as `/proc/PID/environ` shows them), so that
+    /// no daemon inherits them.
+    static func takeAWSEnvironment() -> AWSCredentialChain.Environment {
+        func take(_ name: String) -> SecureBytes? { KeySources.takeEnvironment(name) }
+        func plain(_ name: String) -> [UInt8]? { take(name).flatMap { $0.count > 0 ? $0.withUnsafeBytes { Array($0) } : nil } }
+        var env = AWSCredentialChain.Environment()
+        env.accessKeyID = plain("AWS_ACCESS_KEY_ID")
+        env.secretAccessKey = take("AWS_SECRET_ACCESS_KEY").flatMap { $0.count > 0 ? $0 : nil }
+        env.sessionToken = take("AWS_SESSION_TOKEN").flatMap { $0.count > 0 ? $0 : nil }
+        env.profile = plain("AWS_PROFILE")
+        env.sharedCredentialsFile = plain("AWS_SHARED_CREDENTIALS_FILE")
+        env.configFile = plain("AWS_CONFIG_FILE")
+        env.region = plain("AWS_REGION")
+        env.defaultRegion = plain("AWS_DEFAULT_REGION")
+        env.endpoint = plain("AWS_ENDPOINT_URL_S3") ?? plain("AWS_ENDPOINT_URL")
+        if let home = getenv("HOME"), home.pointee == UInt8(ascii: "/") { env.home = Array(String(cString: home).utf8) }
+        // Any other AWS_* variable (AWS_CA_BUNDLE, AWS_ROLE_ARN…) goes too.
+        var others: [String] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            if strncmp(variable, "AWS_", 4) == 0, let equals = strchr(variable, Int32(UInt8(ascii: "="))) {
+                others.append(String(decoding: UnsafeRawBufferPointer(start: variable, count: equals - variable), as: UTF8.self))
+            }
+            entry += 1
+        }
+        others.forEach { _ = take($0) }
+        return env
+    }
+
+    /// For an `s3://` bundle: the region and the credentials from the
+    /// chain (``AWSCredentialChain``), `--aws-credentials-file` or
+    /// `--aws-credentials-credential`.
+    ///
+    /// - Throws: `RemoteError.credentials`, `KeyInputError` (credential).
+    static func resolveS3(_ options: inout RemoteOptions, environment: AWSCredentialChain.Environment,
+                          args: ArgumentParser.Result) throws {
+        if options.s3.region == nil { options.s3.region = AWSCredentialChain.region(environment) ?? "us-east-1" }
+        if options.s3.endpoint == nil { options.s3.endpoint = environment.endpoint }
+        var givenFile = args.value(awsCredentialsFile)
+        if let name = args.value(awsCredentialsCredential) { givenFile = try ServiceCredentials.path(of: name) }
+        options.s3.credentials = try AWSCredentialChain.credentials(environment, givenFile: try givenFile.map(absolutePath))
+    }
+
+    /// `path` made absolute (the daemon works from "/" and reads the
+    /// credentials file again).
+    static func absolutePath(_ path: [UInt8]) throws -> [UInt8] {
+        guard path.first != UInt8(ascii: "/") else { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { throw CommandError("cannot resolve path", path: path) }
+        return buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) } + [UInt8(ascii: "/")] + path
     }
 
     /// The remote settings in `args`, headers read from `--header-file`.
@@ -123,6 +253,9 @@ enum RemoteCommandLine {
     static func options(from args: ArgumentParser.Result) throws -> RemoteOptions {
         var options = RemoteOptions()
         options.cacheDirectory = args.value(cacheDir) ?? defaultCacheDirectory()
+        options.s3 = try s3Settings(from: args)
+        options.mirrors = args.values(mirror)
+        if let path = args.value(prefetchList) { options.prefetchList = try readPrefetchList(path) }
         if let text = args.value(cacheSize) {
             guard let size = ReaderOptions.parseSize(text) else { throw UsageError("\(cacheSize) must be a size such as 512M or 4G") }
             options.cacheSize = size
@@ -206,9 +339,13 @@ enum RemoteCommandLine {
     /// Opens `bundle`: a local file, or a remote bundle with `options`.
     /// A tool that only reads (inspect) uses the cache when it is free and
     /// goes without it when a mount holds it.
-    static func source(for bundle: [UInt8], options: RemoteOptions?) throws -> any ByteSource {
-        guard isRemote(bundle), let options else { return try FileByteSource(path: bundle) }
-        let location = try RemoteLocation(bundle)
+    static func source(for bundle: [UInt8], options: RemoteOptions?, args: ArgumentParser.Result) throws -> any ByteSource {
+        guard isRemote(bundle), var options else { return try FileByteSource(path: bundle) }
+        let environment = takeAWSEnvironment()
+        if RemoteLocation.isS3(bundle) || options.mirrors.contains(where: RemoteLocation.isS3) {
+            try resolveS3(&options, environment: environment, args: args)
+        }
+        let location = try RemoteLocation(bundle, s3: options.s3)
         do {
             return try RemoteBundleSource(location: location, options: options)
         } catch RemoteError.cache {
@@ -233,6 +370,13 @@ enum RemoteCommandLine {
         add(netTimeout, String(options.netTimeout))
         add(retries, String(options.retries))
         if let ca = options.caFile { out += [Array(caFile.utf8), ca] }
+        if let endpoint = options.s3.endpoint { out += [Array(s3Endpoint.utf8), endpoint] }
+        if let region = options.s3.region { add(s3Region, region) }
+        switch options.s3.addressing {
+        case .pathStyle: out.append(Array(s3PathStyle.utf8))
+        case .virtualHosted: out.append(Array(s3VirtualHosted.utf8))
+        case .automatic: break
+        }
         return out
     }
 
@@ -241,8 +385,16 @@ enum RemoteCommandLine {
     /// daemon makes no request of its own before fetching the index.
     ///
     /// - Throws: `CommandError` when the pipe cannot be made or filled.
-    static func secretHandOver(_ location: RemoteLocation, headers: [[UInt8]], opened: HTTPByteSource) throws -> FileDescriptor {
-        let payload = RemoteHandOver(url: location.url, headers: headers, pinned: opened.pinned).encoded()
+    static func secretHandOver(_ address: [UInt8], options: RemoteOptions, opened: HTTPByteSource) throws -> FileDescriptor {
+        var handOver = RemoteHandOver(url: address, headers: options.headers, pinned: opened.pinned)
+        if let credentials = options.s3.credentials {
+            handOver.credentials = credentials.current().credentials
+            handOver.credentialOrigin = credentials.origin
+        }
+        handOver.mirrors = options.mirrors
+        handOver.prefetchList = options.prefetchList ?? []
+        var payload = handOver.encoded()
+        defer { payload.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw CommandError("cannot create pipe for the mount daemon") }
         let read = FileDescriptor(taking: fds[0])

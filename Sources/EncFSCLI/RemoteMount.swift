@@ -24,6 +24,8 @@ enum RemoteMount {
                     openOptions: OpenOptions, diagnostics: Diagnostics) -> Int32 {
         var configuration = configuration
         var options = options
+        // Before anything else: no AWS_* variable reaches the daemon.
+        let environment = RemoteCommandLine.takeAWSEnvironment()
         let materials: [KeyMaterial]
         do {
             materials = try KeyOptions.gather(from: args, confirm: false)
@@ -43,7 +45,15 @@ enum RemoteMount {
             return ExitCode.failure
         }
         do {
-            let location = try RemoteLocation(url)
+            if RemoteLocation.isS3(url) || options.mirrors.contains(where: RemoteLocation.isS3) {
+                try RemoteCommandLine.resolveS3(&options, environment: environment, args: args)
+                if args.has("--foreground") {
+                    // This process serves: the line goes to the mount's log.
+                    let log = configuration.logFile.flatMap { try? MountLogger.appending(to: $0) } ?? MountLogger(sink: .syslog)
+                    options.s3.credentials?.logRotations { log.log("info", $0) }
+                }
+            }
+            let location = try RemoteLocation(url, s3: options.s3)
             if args.has("--foreground") {
                 let source = try RemoteBundleSource(location: location, options: options)
                 // Handed over, not kept: a lock must drop the last reference.
@@ -54,7 +64,7 @@ enum RemoteMount {
             }
             let http = try HTTPByteSource(location: location, options: options)
             let keys = try BundleReader.unlock(source: http, materials: materials, options: openOptions)
-            let handOver = try RemoteCommandLine.secretHandOver(location, headers: options.headers, opened: http)
+            let handOver = try RemoteCommandLine.secretHandOver(url, options: options, opened: http)
             try MountDaemon.start(bundle: handOver, contentKey: keys.contentKey,
                                   arguments: MountDaemonCommandLine.arguments(for: configuration, remote: options),
                                   mountpoint: configuration.mountpoint)
@@ -70,14 +80,24 @@ enum RemoteMount {
     /// `descriptor`.
     ///
     /// - Throws: `RemoteError`, `BundleError`.
-    static func receive(from descriptor: FileDescriptor, options: RemoteOptions) throws -> any ByteSource {
+    static func receive(from descriptor: FileDescriptor, options: RemoteOptions, logFile: [UInt8]?) throws -> any ByteSource {
         var bytes = [UInt8](repeating: 0, count: 512 << 10)
         defer { bytes.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         let n = try bytes.withUnsafeMutableBytes { try descriptor.read(into: $0) }
         let handOver = try RemoteHandOver(decoding: Array(bytes.prefix(n)))
         var options = options
         options.headers = handOver.headers
-        let http = try HTTPByteSource(location: try RemoteLocation(handOver.url), options: options, pinned: handOver.pinned)
+        options.mirrors = handOver.mirrors
+        options.prefetchList = handOver.prefetchList
+        if let credentials = handOver.credentials {
+            let source = AWSCredentialSource(origin: handOver.credentialOrigin, credentials: credentials)
+            // The daemon's log, as MountDaemon.serve opens it.
+            let log = logFile.flatMap { try? MountLogger.appending(to: $0) } ?? MountLogger(sink: .syslog)
+            source.logRotations { log.log("info", $0) }
+            options.s3.credentials = source
+        }
+        let http = try HTTPByteSource(location: try RemoteLocation(handOver.url, s3: options.s3), options: options,
+                                      pinned: handOver.pinned)
         return try RemoteBundleSource(http: http, options: options)
     }
 

@@ -144,6 +144,8 @@ package final class MountSession {
         self.autoUnmount = autoUnmount
         classicReason = Self.classicReason(autoUnmount: autoUnmount, waitsOnNetwork: waitsOnNetwork)
         let bundle = LockableBundle(reader: reader.take(), source: source, options: options, indexCacheBytes: indexCacheBytes)
+        // A remote bundle's --prefetch-list starts now, in the background.
+        if let recording = source as? AccessRecordingSource { _ = bundle.withReader { recording.startPrefetch(with: $0) } }
         context = MountContext(bundle: bundle, lockSettings: lock, logger: logger, logNames: logNames, accessRules: accessRules,
                                autoUnmount: autoUnmount)
         self.mountpoint = mountpoint

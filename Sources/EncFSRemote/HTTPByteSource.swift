@@ -17,25 +17,37 @@ import Glibc
 /// with ``RemoteError/replaced`` (the cache above keeps serving what it
 /// holds). Transient failures are retried with exponential backoff and
 /// full jitter until the read's deadline (``RemoteRetryPolicy``).
+///
+/// With `--mirror` addresses (``RemoteOptions/mirrors``) each read goes to
+/// the first source that is not set aside (``RemoteOrigin``). A mirror is
+/// checked before its first use to serve the same bundle: the same size,
+/// the same first ``headRange`` bytes (the header: bundle id, key slots,
+/// header MAC) and the same last 16 bytes (the sealed index's GCM tag,
+/// which any other index would change); ETags are not compared across
+/// servers (each computes its own). A source that fails is set aside with
+/// a backoff and the next one serves; each source but the last gets half
+/// the time left and one attempt, so that the others can still answer
+/// before the read's deadline.
 package final class HTTPByteSource: ByteSource {
     package let size: UInt64
     package let identity: ByteSourceIdentity
     package let displayName: [UInt8]
-    /// The pinned ETag; nil when the server sends none (the size is then
-    /// all that is pinned).
+    /// The pinned ETag of the bundle's own address; nil when the server
+    /// sends none (the size is then all that is pinned).
     package let etag: [UInt8]?
     /// Bytes asked for by the first request.
     package static let headRange = 64 << 10
+    /// Bytes at the end of the object a mirror must share (the sealed
+    /// index's tag).
+    package static let tailLength = 16
 
-    private let location: RemoteLocation
-    private let options: RemoteOptions
     /// The first bytes of the object, from the opening request.
     private let head: [UInt8]
-    /// Idle connections; at most `options.connections` exist.
-    private let idle: Mutex<[HTTPConnection]>
-    /// Counts free connection slots.
-    private let slots: DispatchSemaphore
-    private let wasReplaced = Atomic<Bool>(false)
+    /// The last ``tailLength`` bytes, fetched at opening when there are
+    /// mirrors to check against them; empty otherwise.
+    private let tail: [UInt8]
+    /// The bundle's own address, then each `--mirror`, in order.
+    private let origins: [RemoteOrigin]
     private let policy: RemoteRetryPolicy
 
     /// What the opening request pinned, for a second process to open the
@@ -44,48 +56,56 @@ package final class HTTPByteSource: ByteSource {
         package var size: UInt64
         package var etag: [UInt8]?
         package var head: [UInt8]
-        package init(size: UInt64, etag: [UInt8]?, head: [UInt8]) {
+        /// The last bytes (when there are mirrors).
+        package var tail: [UInt8]
+        package init(size: UInt64, etag: [UInt8]?, head: [UInt8], tail: [UInt8] = []) {
             self.size = size
             self.etag = etag
             self.head = head
+            self.tail = tail
         }
     }
 
     /// What this source pinned when it was opened.
-    package var pinned: Pinned { Pinned(size: size, etag: etag, head: head) }
+    package var pinned: Pinned { Pinned(size: size, etag: etag, head: head, tail: tail) }
 
     /// Takes over an object another process opened: no request is made;
     /// the first request will send `If-Match` with the pinned ETag.
     ///
-    /// - Throws: `RemoteError.setup` for a head longer than the object.
+    /// - Throws: `RemoteError.setup` for a head longer than the object;
+    ///   `.invalidURL` for a mirror; `.credentials`.
     package init(location: RemoteLocation, options: RemoteOptions, pinned: Pinned) throws(RemoteError) {
-        guard UInt64(pinned.head.count) <= pinned.size, pinned.head.count <= Self.headRange else {
+        guard UInt64(pinned.head.count) <= pinned.size, pinned.head.count <= Self.headRange,
+              pinned.tail.count <= min(Self.tailLength, Int(clamping: pinned.size)) else {
             throw .setup("inconsistent hand-over")
         }
-        self.location = location
-        self.options = options
+        let options = try Self.withCredentials(options, for: location)
         displayName = location.displayName
         policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
         size = pinned.size
         etag = pinned.etag
         head = pinned.head
+        tail = pinned.tail
         identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (pinned.etag ?? []))
-        idle = Mutex([])
-        slots = DispatchSemaphore(value: max(1, options.connections))
+        origins = [RemoteOrigin(location: location, options: options, state: .healthy, etag: pinned.etag, sendsIfMatch: true,
+                                hasAlternatives: !options.mirrors.isEmpty)]
+            + (try Self.mirrors(options))
     }
 
-    /// Opens the object at `location` with one range request.
+    /// Opens the object at `location` with one range request (two with
+    /// mirrors: the last bytes too).
     ///
     /// - Throws: `RemoteError`: ``RemoteError/rangesNotSupported`` for a
     ///   200, ``RemoteError/notThisBundle(_:)`` for a 416 or no total size,
     ///   ``RemoteError/forbidden`` for a 403, ``RemoteError/gaveUp(last:)``
     ///   when the server does not answer within the deadline.
     package init(location: RemoteLocation, options: RemoteOptions) throws(RemoteError) {
-        self.location = location
-        self.options = options
+        let options = try Self.withCredentials(options, for: location)
         displayName = location.displayName
         policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
         let first = try HTTPConnection(location: location, options: options, ifMatch: nil)
+        let credentials = location.signingRegion == nil ? nil : options.s3.credentials
+        var renewed = false
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.headRange, alignment: 16)
         defer { buffer.deallocate() }
         let response = try policy.run { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<HTTPConnection.Response> in
@@ -96,7 +116,9 @@ package final class HTTPByteSource: ByteSource {
             case 206: break
             case 200: throw .rangesNotSupported
             case 416: throw .notThisBundle("the server refused the first range (416)")
-            case 403: throw .forbidden
+            case 403:
+                if try Self.retryWithNewCredentials(response, credentials, renewed: &renewed) { return .retry("credentials rotated", after: 0) }
+                throw .forbidden
             default: throw .status(response.status)
             }
             guard let total = response.totalSize, response.rangeStart == 0,
@@ -105,22 +127,46 @@ package final class HTTPByteSource: ByteSource {
             }
             return .done(response)
         }
-        size = response.totalSize ?? 0
+        let size = response.totalSize ?? 0
+        self.size = size
         etag = response.etag
         head = Array(buffer.prefix(response.bodyLength))
         identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (response.etag ?? []))
         // The opening connection stays open for the next request, which
         // sends If-Match from now on like every other.
         guard (try? first.requireMatch(etag)) != nil else { throw .setup("libcurl refused an option") }
-        idle = Mutex([first])
-        slots = DispatchSemaphore(value: max(1, options.connections))
+        let own = RemoteOrigin(location: location, options: options, state: .healthy, etag: response.etag, sendsIfMatch: true,
+                               connection: first, hasAlternatives: !options.mirrors.isEmpty)
+        origins = [own] + (try Self.mirrors(options))
+        if origins.count > 1, size > UInt64(head.count) {
+            let count = min(Self.tailLength, Int(size - UInt64(head.count)))
+            let last = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+            defer { last.deallocate() }
+            try own.fetch(offset: size - UInt64(count), count: count, size: size, into: last, until: policy.deadline(), policy: policy)
+            tail = Array(last)
+        } else {
+            tail = []
+        }
+    }
+
+    /// The `--mirror` sources, unverified.
+    private static func mirrors(_ options: RemoteOptions) throws(RemoteError) -> [RemoteOrigin] {
+        var out: [RemoteOrigin] = []
+        for address in options.mirrors {
+            let location = try RemoteLocation(address, s3: options.s3)
+            let options = try withCredentials(options, for: location)
+            out.append(RemoteOrigin(location: location, options: options, state: .unverified, etag: nil, sendsIfMatch: false,
+                                    hasAlternatives: true))
+        }
+        return out
     }
 
     /// The deadline of a read that starts now (`--net-timeout`).
     package func deadline() -> DispatchTime { policy.deadline() }
 
-    /// Whether the object was found replaced since it was opened.
-    package var replaced: Bool { wasReplaced.load(ordering: .relaxed) }
+    /// Whether the object was found replaced since it was opened (at
+    /// every source).
+    package var replaced: Bool { origins.allSatisfy { $0.health.withLock { $0.state } == .refused } }
 
     package func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         guard offset < size, buffer.count > 0 else { return 0 }
@@ -136,7 +182,7 @@ package final class HTTPByteSource: ByteSource {
     }
 
     /// Fetches exactly `count` bytes at `offset` (within ``size``) with
-    /// retries until the deadline.
+    /// retries until the deadline, from the first source that answers.
     ///
     /// - Throws: `RemoteError`.
     ///
@@ -145,37 +191,127 @@ package final class HTTPByteSource: ByteSource {
     package func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
                       deadline: DispatchTime? = nil) throws(RemoteError) {
         let deadline = deadline ?? policy.deadline()
-        try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
-            guard !replaced else { throw .replaced }
-            let connection = try borrowConnection(until: deadline)
-            defer { giveBack(connection) }
-            let response = connection.get(offset: offset, count: count, into: buffer, timeoutMilliseconds: timeout)
-            if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
-            if let transient = Self.transientFailure(response) { return .retry(transient, after: response.retryAfter) }
-            switch response.status {
-            case 206: break
-            case 200: throw .rangesNotSupported
-            case 412, 404, 416:
-                wasReplaced.store(true, ordering: .relaxed)
-                throw .replaced
-            case 403: throw .forbidden
-            default: throw .status(response.status)
+        guard origins.count > 1 else {
+            let own = origins[0]
+            do {
+                try own.fetch(offset: offset, count: count, size: size, into: buffer, until: deadline, policy: policy)
+            } catch {
+                if case .replaced = error { own.failed(error, now: DispatchTime.now().uptimeNanoseconds) }
+                throw error
             }
-            if let total = response.totalSize, total != size {
-                wasReplaced.store(true, ordering: .relaxed)
-                throw .replaced
-            }
-            // A server (or a cache on the way) that ignores If-Match still
-            // names what it sent: another object's bytes are never used.
-            if let pinned = etag, let sent = response.etag, !Self.sameEntity(pinned, sent) {
-                wasReplaced.store(true, ordering: .relaxed)
-                throw .replaced
-            }
-            guard response.rangeStart == offset, response.bodyLength == count else {
-                return .retry("a short body", after: nil)
-            }
-            return .done(())
+            own.succeeded(bytes: count)
+            return
         }
+        try fetchFromMirrors(offset: offset, count: count, into: buffer, deadline: deadline)
+    }
+
+    /// ``fetch(offset:count:into:deadline:)`` over several sources: a
+    /// first pass over those not set aside, in order; then, while time is
+    /// left, every source not refused, soonest backoff end first.
+    private func fetchFromMirrors(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
+                                  deadline: DispatchTime) throws(RemoteError) {
+        var last = RemoteError.gaveUp(last: "no source answered")
+        var pass = 0
+        while true {
+            let now = DispatchTime.now().uptimeNanoseconds
+            var order = origins.filter { $0.usable(now: now, ignoringBackoff: pass > 0) }
+            if pass > 0 { order.sort { $0.health.withLock { $0.until } < $1.health.withLock { $0.until } } }
+            if order.isEmpty {
+                if origins.allSatisfy({ $0.health.withLock { $0.state } == .refused }) { throw .replaced }
+                pass += 1
+                continue
+            }
+            for (position, origin) in order.enumerated() {
+                let now = DispatchTime.now()
+                guard deadline == .distantFuture || now.uptimeNanoseconds + 1_000_000 < deadline.uptimeNanoseconds else { throw last }
+                let othersLeft = position < order.count - 1
+                let share: DispatchTime = !othersLeft ? deadline
+                    : deadline == .distantFuture ? now + .seconds(max(1, options.netTimeout / 2))
+                    : DispatchTime(uptimeNanoseconds: now.uptimeNanoseconds + max(1_000_000_000, (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 2))
+                let until = min(share, deadline)
+                do {
+                    try verify(origin, until: until)
+                    try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
+                                     policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy)
+                    origin.succeeded(bytes: count)
+                    return
+                } catch {
+                    origin.failed(error, now: DispatchTime.now().uptimeNanoseconds)
+                    last = error
+                }
+            }
+            pass += 1
+            guard deadline == .distantFuture || DispatchTime.now().uptimeNanoseconds + 100_000_000 < deadline.uptimeNanoseconds else {
+                throw last
+            }
+            usleep(UInt32.random(in: 20_000...100_000))
+        }
+    }
+
+    private var options: RemoteOptions { origins[0].options }
+
+    /// Checks, before its first use, that a mirror serves this bundle: the
+    /// same size, first bytes and last bytes.
+    ///
+    /// - Throws: ``RemoteError/notThisBundle(_:)`` when it serves another.
+    private func verify(_ origin: RemoteOrigin, until deadline: DispatchTime) throws(RemoteError) {
+        switch origin.health.withLock({ $0.state }) {
+        case .unverified: break
+        case .refused: throw .notThisBundle("a mirror serves another bundle")
+        case .healthy, .setAside: return
+        }
+        let single = RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0)
+        for (offset, expected) in [(UInt64(0), head), (size - UInt64(tail.count), tail)] where !expected.isEmpty {
+            let got = UnsafeMutableRawBufferPointer.allocate(byteCount: expected.count, alignment: 16)
+            defer { got.deallocate() }
+            do {
+                try origin.fetch(offset: offset, count: expected.count, size: size, into: got, until: deadline, policy: single)
+            } catch .replaced {
+                throw .notThisBundle("a mirror serves an object of another size")
+            }
+            guard expected.elementsEqual(got) else {
+                throw .notThisBundle(offset == 0 ? "a mirror serves another bundle header" : "a mirror serves another index")
+            }
+        }
+        origin.health.withLock { if $0.state == .unverified { $0.state = .healthy } }
+    }
+
+    /// Each source's state, bytes and errors, for `encfs-ctl MNT status`.
+    package var sourceStatus: [(address: [UInt8], state: String, bytes: UInt64, errors: Int, lastError: String?)] {
+        origins.map { origin in
+            origin.health.withLock { ($0.state.rawValue, $0.bytes, $0.errors, $0.lastError) }
+        }.enumerated().map { (index, health) in
+            (origins[index].location.displayName, health.0, health.1, health.2, health.3)
+        }
+    }
+
+    /// `options` with the credentials of an `s3://` address found (by
+    /// ``AWSCredentialChain``, from the environment) when none are given.
+    ///
+    /// - Throws: `RemoteError.credentials` when there are none.
+    static func withCredentials(_ options: RemoteOptions, for location: RemoteLocation) throws(RemoteError) -> RemoteOptions {
+        guard location.signingRegion != nil, options.s3.credentials == nil else { return options }
+        var options = options
+        options.s3.credentials = try AWSCredentialChain.credentials(.current(), givenFile: nil)
+        return options
+    }
+
+    /// What a 403 to a signed request means: true when newer credentials
+    /// were found (the file changed since the request was signed, or now)
+    /// and the request is worth one more try with them; nothing to do for
+    /// an unsigned one (false: the caller throws ``RemoteError/forbidden``).
+    ///
+    /// - Throws: ``RemoteError/credentialsRefused(code:)`` when the
+    ///   credentials were refused and no newer ones are there, or were
+    ///   already tried once for this read.
+    static func retryWithNewCredentials(_ response: HTTPConnection.Response, _ credentials: AWSCredentialSource?,
+                                        renewed: inout Bool) throws(RemoteError) -> Bool {
+        guard let credentials else { return false }
+        if !renewed, credentials.reloadAfterRefusal(seen: response.credentialsGeneration) {
+            renewed = true
+            return true
+        }
+        throw .credentialsRefused(code: response.errorCode)
     }
 
     /// Whether two ETags name the same entity: equal once a weak marker
@@ -184,24 +320,6 @@ package final class HTTPByteSource: ByteSource {
     static func sameEntity(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         func opaque(_ tag: [UInt8]) -> ArraySlice<UInt8> { tag.starts(with: Array("W/".utf8)) ? tag.dropFirst(2) : tag[...] }
         return opaque(a) == opaque(b)
-    }
-
-    /// A connection for one request: an idle one, or a new one while
-    /// fewer than `connections` exist; waits for one until `deadline`.
-    private func borrowConnection(until deadline: DispatchTime) throws(RemoteError) -> HTTPConnection {
-        guard slots.wait(timeout: deadline) == .success else { throw .gaveUp(last: "no free connection") }
-        if let connection = idle.withLock({ $0.popLast() }) { return connection }
-        do {
-            return try HTTPConnection(location: location, options: options, ifMatch: etag)
-        } catch {
-            slots.signal()
-            throw error
-        }
-    }
-
-    private func giveBack(_ connection: HTTPConnection) {
-        idle.withLock { $0.append(connection) }
-        slots.signal()
     }
 
     /// Why `response` is worth another attempt, or nil: no answer

@@ -1,4 +1,5 @@
 internal import CCurl
+import CryptCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -39,6 +40,12 @@ final class HTTPConnection: @unchecked Sendable {
         var etag: [UInt8]?
         /// `Retry-After` in seconds.
         var retryAfter: Int?
+        /// The S3 error code of an error answer (`<Code>…</Code>` in its
+        /// body), letters only.
+        var errorCode: String?
+        /// The generation of the credentials the request was signed with
+        /// (``AWSCredentialSource``), 0 when unsigned.
+        var credentialsGeneration = 0
     }
 
     /// Bytes of response headers kept for parsing.
@@ -48,6 +55,15 @@ final class HTTPConnection: @unchecked Sendable {
     private let sink: UnsafeMutablePointer<ccurl_sink>
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let headers: [[UInt8]]
+    /// The ETag sent as `If-Match`.
+    private var matchTag: [UInt8]?
+    /// Signs each request (AWS Signature V4, by libcurl) with these; nil
+    /// for an unsigned address.
+    private let credentials: AWSCredentialSource?
+    /// The generation of the credentials handed to libcurl; -1 none yet.
+    private var appliedGeneration = -1
+    /// The session token's header, rebuilt when the credentials change.
+    private var tokenHeader: [UInt8]?
 
     /// Sets up a handle for `location` with the options every request
     /// shares.
@@ -57,7 +73,10 @@ final class HTTPConnection: @unchecked Sendable {
     ///     only), the CA file, the deadline that sets the stall window.
     ///   - ifMatch: the pinned ETag, sent as `If-Match` on every request.
     /// - Throws: `RemoteError.setup` when libcurl refuses.
-    init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?) throws(RemoteError) {
+    ///   - abandon: a flag another thread sets to end the transfer in
+    ///     flight (its source was set aside); nil: never.
+    init(location: RemoteLocation, options: RemoteOptions, ifMatch: [UInt8]?,
+         abandon: UnsafePointer<Int32>? = nil) throws(RemoteError) {
         let curl = try LibCurl.shared()
         self.curl = curl
         guard let handle = curl.easyInit() else { throw .setup("curl_easy_init failed") }
@@ -66,6 +85,7 @@ final class HTTPConnection: @unchecked Sendable {
         sink.initialize(to: ccurl_sink())
         sink.pointee.headers = .allocate(capacity: Self.headerCapacity)
         sink.pointee.headers_capacity = Self.headerCapacity
+        sink.pointee.abandon = abandon
         var ok = location.url.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_URL, $0) } == CURLE_OK
         ok = ok && ccurl_set_sink(curl.setopt, handle, sink) == CURLE_OK
         // No signals from libcurl in a multithreaded daemon; timeouts are
@@ -87,6 +107,16 @@ final class HTTPConnection: @unchecked Sendable {
             ok = ok && caFile.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_CAINFO, $0) } == CURLE_OK
         }
         headers = options.headers
+        credentials = location.signingRegion == nil ? nil : options.s3.credentials
+        if let region = location.signingRegion {
+            // libcurl's Signature V4 (CURLOPT_AWS_SIGV4, libcurl ≥ 7.75):
+            // provider aws, service s3. It hashes the payload of a GET as
+            // empty unless x-amz-content-sha256 says otherwise, which S3
+            // refuses: the header (added with the others) says
+            // UNSIGNED-PAYLOAD, as S3 allows for any request.
+            ok = ok && credentials != nil
+            ok = ok && "aws:amz:\(region):s3".withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_AWS_SIGV4, $0) } == CURLE_OK
+        }
         ok = ok && (try? requireMatch(ifMatch)) != nil
         guard ok else {
             Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
@@ -99,8 +129,13 @@ final class HTTPConnection: @unchecked Sendable {
     ///
     /// - Throws: `RemoteError.setup` when libcurl refuses.
     func requireMatch(_ etag: [UInt8]?) throws(RemoteError) {
+        matchTag = etag
         var list: UnsafeMutablePointer<curl_slist>?
-        for header in headers + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []) {
+        var signing: [[UInt8]] = []
+        if credentials != nil { signing.append(Array("x-amz-content-sha256: UNSIGNED-PAYLOAD".utf8)) }
+        if let tokenHeader { signing.append(tokenHeader) }
+        defer { for var line in signing { line.withUnsafeMutableBytes { SecureBytes.wipe($0) } } }
+        for header in headers + signing + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []) {
             guard let longer = header.withCString({ curl.slistAppend(list, $0) }) else {
                 curl.slistFreeAll(list)
                 throw .setup("out of memory for request headers")
@@ -115,7 +150,35 @@ final class HTTPConnection: @unchecked Sendable {
         headerList = list
     }
 
-    deinit { Self.release(curl: curl, handle: handle, sink: sink, list: headerList) }
+    /// Hands libcurl the credentials of the current generation when they
+    /// are newer than those it has: key id and secret key (which it signs
+    /// with), the session token's header.
+    ///
+    /// - Returns: the generation the next request is signed with.
+    private func applyCredentials() -> Int {
+        guard let credentials else { return 0 }
+        let (current, generation) = credentials.current()
+        guard generation != appliedGeneration else { return generation }
+        _ = current.accessKeyID.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_USERNAME, $0) }
+        // A NUL-terminated copy in wiping storage; libcurl keeps its own.
+        let secret = current.secretAccessKey
+        let terminated = SecureBytes(count: secret.count + 1) { (out: UnsafeMutableRawBufferPointer) in
+            secret.withUnsafeBytes { out.copyMemory(from: $0) }
+        }
+        _ = terminated.withUnsafeBytes { ccurl_setopt_string(curl.setopt, handle, CURLOPT_PASSWORD, $0.baseAddress?.assumingMemoryBound(to: CChar.self)) }
+        if var old = tokenHeader { old.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        tokenHeader = current.sessionToken.map { token in token.withUnsafeBytes { Array("x-amz-security-token: ".utf8) + Array($0) } }
+        // The token's header goes into the header list; on failure the
+        // request goes without it and the server's refusal says so.
+        try? requireMatch(matchTag)
+        appliedGeneration = generation
+        return generation
+    }
+
+    deinit {
+        if var old = tokenHeader { old.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
+    }
 
     private static func release(curl: LibCurl, handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
                                 list: UnsafeMutablePointer<curl_slist>?) {
@@ -138,6 +201,7 @@ final class HTTPConnection: @unchecked Sendable {
         sink.pointee.body_overflow = 0
         sink.pointee.headers_length = 0
         sink.pointee.error.0 = 0
+        let generation = applyCredentials()
         let range = "\(offset)-\(offset + UInt64(count) - 1)"
         _ = range.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_RANGE, $0) }
         _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
@@ -151,6 +215,10 @@ final class HTTPConnection: @unchecked Sendable {
                                 status: status, bodyLength: sink.pointee.body_length,
                                 overflowed: sink.pointee.body_overflow != 0)
         parseHeaders(into: &response)
+        response.credentialsGeneration = generation
+        if status >= 400, let body = sink.pointee.body {
+            response.errorCode = Self.errorCode(in: UnsafeRawBufferPointer(start: body, count: sink.pointee.body_length))
+        }
         sink.pointee.body = nil
         return response
     }
@@ -172,6 +240,19 @@ final class HTTPConnection: @unchecked Sendable {
             default: break
             }
         }
+    }
+
+    /// The `<Code>` of an S3 error document: up to 64 ASCII letters, nil
+    /// otherwise (the text comes from the server).
+    static func errorCode(in body: UnsafeRawBufferPointer) -> String? {
+        let open = Array("<Code>".utf8)
+        guard body.count > open.count,
+              let at = (0...(body.count - open.count)).first(where: { i in open.indices.allSatisfy { body[i + $0] == open[$0] } }) else {
+            return nil
+        }
+        let letters = body[(at + open.count)...].prefix { (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+        guard !letters.isEmpty, letters.count <= 64 else { return nil }
+        return String(decoding: letters, as: UTF8.self)
     }
 
     /// `bytes a-b/TOTAL` (or `bytes */TOTAL` with a 416).

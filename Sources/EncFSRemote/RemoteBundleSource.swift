@@ -51,14 +51,14 @@ package final class RemoteBundleSource: ByteSource {
     private let chunkStride: UInt64?
     /// Where the payload starts: the first file's first chunk, the anchor
     /// of units that no read started (read-ahead, `--prefetch all`).
-    private let payloadStart: UInt64
+    let payloadStart: UInt64
     /// Units being fetched (none overlaps another or a stored unit), and
     /// where units were dropped.
     private let inFlight = Mutex<Claims>(Claims())
     /// Where the sealed index starts: units there lie on a grid of
     /// ``unitSize`` from it, as the index has no chunks to align to, and
     /// is read in pieces (its tag first) that belong in one unit.
-    private let indexStart: UInt64
+    let indexStart: UInt64
     /// Units whose last fetch failed, when and why.
     private let failures = Mutex<[Failure]>([])
     /// How long a failed unit fails at once: the kernel asks again for the
@@ -103,6 +103,12 @@ package final class RemoteBundleSource: ByteSource {
     private let background = DispatchQueue(label: "encfs.remote.readahead", attributes: .concurrent)
     /// `--prefetch all` walks the bundle here, one unit at a time.
     private let prefetching = DispatchQueue(label: "encfs.remote.prefetch")
+    /// The payload's chunks read since opening (`encfs-ctl MNT access-log`).
+    let accessed: AccessLog
+    /// `--prefetch-list`: fetched first once the reader is open.
+    let prefetchList: [PrefetchItem]?
+    /// `--connections`: how many list ranges are fetched at once.
+    let connectionCount: Int
     /// Units fetched ahead of a sequential reader.
     static let readAheadUnits = 2
     /// The least rest of a unit worth a request of its own after the
@@ -180,6 +186,9 @@ package final class RemoteBundleSource: ByteSource {
         payloadStart = UInt64(header.headerLength)
         indexStart = UInt64(header.headerLength) + header.indexOffset
         waitingSlots = DispatchSemaphore(value: max(1, options.maximumWaitingReads))
+        accessed = AccessLog(payload: payloadStart..<max(payloadStart, indexStart), granule: chunkStride ?? unitSize)
+        prefetchList = options.prefetchList
+        connectionCount = options.connections
         if let root = options.cacheDirectory, options.cacheSize > 0 {
             let version = Array("\(http.size)\n".utf8) + (http.etag ?? [])
             cache = try CiphertextCache(root: root, bundleID: header.bundleID, version: version, limit: options.cacheSize,
@@ -196,6 +205,9 @@ package final class RemoteBundleSource: ByteSource {
     package func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
         guard offset < size, buffer.count > 0 else { return 0 }
         let count = Int(min(UInt64(buffer.count), size - offset))
+        if offset < indexStart, offset + UInt64(count) > payloadStart {
+            accessed.record((max(offset, payloadStart) - payloadStart)..<(min(offset + UInt64(count), indexStart) - payloadStart))
+        }
         // One deadline for the whole read, however many units it spans.
         let deadline = http.deadline()
         let previousEnd = lastEnd.exchange(offset + UInt64(count), ordering: .relaxed)
@@ -563,21 +575,35 @@ package final class RemoteBundleSource: ByteSource {
     }
 
     /// `--prefetch all`: every unit, in order, until the cache is full.
-    private func prefetchEverything() {
+    private func prefetchEverything() { prefetch([headEnd..<pinnedStart]) }
+
+    /// Fetches the units holding `ranges` into the cache in the background,
+    /// until the cache is full: in order for one range (`--prefetch all`),
+    /// else over as many requests at once as there are connections (a
+    /// start-up list is many small files: one at a time, each would cost a
+    /// round trip).
+    func prefetch(_ ranges: [Range<UInt64>]) {
         guard let cache else { return }
+        let workers = max(1, min(connectionCount, ranges.count))
         prefetching.async { [self] in
-            var position = headEnd
-            while position < pinnedStart {
-                guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
-                let from = position
-                defer { if position <= from { position = pinnedStart } }
-                switch claim(at: position, anchor: position == headEnd ? payloadStart : position, in: cache) {
-                case .stored(let unit), .waitFor(let unit, _):
-                    position = unit.upperBound
-                case .owned(let unit, let group):
-                    fetchWhole(unit, group: group, cache: cache)
-                    position = unit.upperBound
-                }
+            DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                for index in stride(from: worker, to: ranges.count, by: workers) { prefetch(ranges[index], cache: cache) }
+            }
+        }
+    }
+
+    private func prefetch(_ range: Range<UInt64>, cache: CiphertextCache) {
+        var position = max(range.lowerBound, headEnd)
+        while position < min(range.upperBound, pinnedStart) {
+            guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
+            let from = position
+            defer { if position <= from { position = range.upperBound } }
+            switch claim(at: position, anchor: position == headEnd ? payloadStart : position, in: cache) {
+            case .stored(let unit), .waitFor(let unit, _):
+                position = unit.upperBound
+            case .owned(let unit, let group):
+                fetchWhole(unit, group: group, cache: cache)
+                position = unit.upperBound
             }
         }
     }
@@ -610,5 +636,23 @@ package final class RemoteBundleSource: ByteSource {
             claims.holes.removeFirst(max(0, claims.holes.count - Claims.holeLimit))
         }
         return true
+    }
+}
+
+extension RemoteBundleSource: StatusReportingSource {
+    /// `sources=N`, then for each source `source.I.address` (as shown:
+    /// no query string), `.state`, `.bytes`, `.errors`, `.last_error`.
+    package var statusFields: [(String, String)] {
+        let sources = http.sourceStatus
+        var fields = [("sources", String(sources.count))]
+        for (index, source) in sources.enumerated() {
+            func line(_ text: String) -> String { String(text.map { $0 == "\n" ? "?" : $0 }) }
+            fields += [("source.\(index).address", line(String(decoding: source.address, as: UTF8.self))),
+                       ("source.\(index).state", source.state),
+                       ("source.\(index).bytes", String(source.bytes)),
+                       ("source.\(index).errors", String(source.errors)),
+                       ("source.\(index).last_error", line(source.lastError ?? ""))]
+        }
+        return fields
     }
 }

@@ -20,6 +20,13 @@ package enum RemoteError: Error, Sendable, CustomStringConvertible {
     case replaced
     /// 403: the server refuses (a presigned URL that has expired).
     case forbidden
+    /// The AWS credentials cannot be found or read (names a file or a
+    /// variable, never a value).
+    case credentials(String)
+    /// The server refused the signed request: its S3 error code
+    /// (`SignatureDoesNotMatch`, `InvalidAccessKeyId`, `ExpiredToken`…),
+    /// nil when it sent none. Newer credentials were looked for first.
+    case credentialsRefused(code: String?)
     /// A status that retrying will not change.
     case status(Int)
     /// Transient failures went on until the read's deadline or the retry
@@ -45,12 +52,27 @@ package enum RemoteError: Error, Sendable, CustomStringConvertible {
         case .notThisBundle(let why): return "the object at this address is not the bundle that was expected (\(why))"
         case .replaced: return "the remote bundle was replaced since it was mounted; only cached data can be read"
         case .forbidden: return "the server refused access (403); a presigned URL may have expired"
+        case .credentials(let why): return "AWS credentials: \(why)"
+        case .credentialsRefused(let code): return "the server refused the AWS credentials" + Self.explained(code)
         case .status(let code): return "the server answered \(code)"
         case .gaveUp(let last): return "the server did not deliver in time (\(last))"
         case .busy: return "too many reads are waiting for the server"
         case .setup(let why): return "cannot set up HTTP: \(why)"
         case .tls(let why): return "TLS: \(why) (is --ca-file right?)"
         case .cache(let why, _): return "cache: \(why)"
+        }
+    }
+
+    /// What an S3 error code says about the credentials, for the message.
+    private static func explained(_ code: String?) -> String {
+        switch code {
+        case "SignatureDoesNotMatch"?: return " (SignatureDoesNotMatch: the secret access key is wrong for this key id)"
+        case "InvalidAccessKeyId"?: return " (InvalidAccessKeyId: the key id is unknown or was revoked)"
+        case "ExpiredToken"?: return " (ExpiredToken: the session token has expired)"
+        case "InvalidToken"?, "InvalidClientTokenId"?: return " (\(code ?? ""): the session token is not valid for this key id)"
+        case "AccessDenied"?: return " (AccessDenied: these credentials may not read this object)"
+        case let code?: return " (\(code))"
+        case nil: return " (403)"
         }
     }
 

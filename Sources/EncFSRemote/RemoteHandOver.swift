@@ -1,3 +1,5 @@
+import CryptCore
+
 /// What the mount command hands its daemon for a remote bundle, through a
 /// pipe and never argv: the address (its query string may be a
 /// signature), the extra headers (an `Authorization:` value), and what the
@@ -5,11 +7,24 @@
 ///
 /// Encoding: each field as a 4-byte big-endian length then its bytes:
 /// url, header count then each header, size (8 bytes, as a field), ETag
-/// (a 0xFFFFFFFF length for none), head.
+/// (a 0xFFFFFFFF length for none), head; then the AWS credentials of an
+/// `s3://` address (key id, empty for none; secret key; session token or
+/// none; the file they came from or none; its profile; one byte: 1 for a
+/// config file) and the `--mirror` addresses (a count, then each: a
+/// presigned mirror's query string is as secret as the address's), then
+/// the object's last bytes (pinned for the mirrors), then the
+/// `--prefetch-list` (a count; each: path, a range count, 8-byte bounds).
 package struct RemoteHandOver: Sendable, Equatable {
     package var url: [UInt8]
     package var headers: [[UInt8]]
     package var pinned: HTTPByteSource.Pinned
+    /// The credentials an `s3://` address is signed with, and where they
+    /// came from (the daemon reads that file again when it changes).
+    package var credentials: AWSCredentials?
+    package var credentialOrigin: AWSCredentialSource.Origin = .fixed
+    package var mirrors: [[UInt8]] = []
+    /// `--prefetch-list`, read by the command.
+    package var prefetchList: [PrefetchItem] = []
 
     package init(url: [UInt8], headers: [[UInt8]], pinned: HTTPByteSource.Pinned) {
         self.url = url
@@ -30,6 +45,28 @@ package struct RemoteHandOver: Sendable, Equatable {
         withUnsafeBytes(of: pinned.size.bigEndian) { out += $0 }
         if let etag = pinned.etag { field(etag) } else { length(.max) }
         field(pinned.head)
+        field(credentials?.accessKeyID ?? [])
+        field(credentials?.secretAccessKey.withUnsafeBytes { Array($0) } ?? [])
+        if let token = credentials?.sessionToken { field(token.withUnsafeBytes { Array($0) }) } else { length(.max) }
+        if case .file(let path, let profile, let configFile) = credentialOrigin {
+            field(path)
+            field(profile)
+            out.append(configFile ? 1 : 0)
+        } else {
+            length(.max)
+        }
+        length(UInt32(mirrors.count))
+        mirrors.forEach(field)
+        field(pinned.tail)
+        length(UInt32(prefetchList.count))
+        for item in prefetchList {
+            field(item.path)
+            length(UInt32(item.chunks.count))
+            for chunks in item.chunks {
+                withUnsafeBytes(of: chunks.lowerBound.bigEndian) { out += $0 }
+                withUnsafeBytes(of: chunks.upperBound.bigEndian) { out += $0 }
+            }
+        }
         return out
     }
 
@@ -57,6 +94,40 @@ package struct RemoteHandOver: Sendable, Equatable {
         let etagLength = try number(4)
         let etag = etagLength == UInt64(UInt32.max) ? nil : Array(try take(Int(etagLength)))
         pinned = HTTPByteSource.Pinned(size: size, etag: etag, head: try field())
+        let keyID = try field()
+        let secret = try field()
+        defer { secret.withUnsafeBytes { SecureBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
+        let tokenLength = try number(4)
+        let token = tokenLength == UInt64(UInt32.max) ? nil : Array(try take(Int(tokenLength)))
+        defer { token?.withUnsafeBytes { SecureBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
+        if !keyID.isEmpty {
+            credentials = AWSCredentials(accessKeyID: keyID, secretAccessKey: SecureBytes(copying: secret),
+                                         sessionToken: token.map { SecureBytes(copying: $0) })
+        }
+        let pathLength = try number(4)
+        if pathLength != UInt64(UInt32.max) {
+            let path = Array(try take(Int(pathLength)))
+            credentialOrigin = .file(path: path, profile: try field(), configFile: try number(1) == 1)
+        }
+        let mirrorCount = try number(4)
+        guard mirrorCount <= 64 else { throw .setup("malformed hand-over from the mount command") }
+        for _ in 0..<mirrorCount { mirrors.append(try field()) }
+        pinned.tail = try field()
+        let items = try number(4)
+        guard items <= 1 << 20 else { throw .setup("malformed hand-over from the mount command") }
+        for _ in 0..<items {
+            let path = try field()
+            let ranges = try number(4)
+            guard ranges <= 1 << 20 else { throw .setup("malformed hand-over from the mount command") }
+            var chunks: [Range<UInt64>] = []
+            for _ in 0..<ranges {
+                let lower = try number(8)
+                let upper = try number(8)
+                guard lower <= upper else { throw .setup("malformed hand-over from the mount command") }
+                chunks.append(lower..<upper)
+            }
+            prefetchList.append(PrefetchItem(path: path, chunks: chunks))
+        }
         guard at == bytes.count else { throw .setup("malformed hand-over from the mount command") }
     }
 }

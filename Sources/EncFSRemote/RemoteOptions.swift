@@ -46,6 +46,14 @@ public struct RemoteOptions: Sendable, Equatable {
     /// threads stay free for cached data (the mount sets it below its
     /// thread count).
     public var maximumWaitingReads: Int = 64
+    /// How `s3://` addresses are signed and sent (``S3Settings``).
+    package var s3 = S3Settings()
+    /// Other addresses of the same bundle (`--mirror`, in order), read
+    /// from when the ones before them fail.
+    package var mirrors: [[UInt8]] = []
+    /// Files (and chunk ranges) fetched first, in the background, once the
+    /// mount is open (`--prefetch-list`).
+    package var prefetchList: [PrefetchItem]?
 
     public init() {}
 

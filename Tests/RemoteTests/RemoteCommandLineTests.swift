@@ -128,7 +128,7 @@ final class RemoteCommandLineTests: XCTestCase {
         XCTAssertEqual(read.mountpoint, Array("/m".utf8))
         let notAnAddress = try temporaryFile("/srv/local.encfs?s3cr3t\n")
         XCTAssertThrowsError(try configuration(["--address-file", notAnAddress, "/m"])) { error in
-            XCTAssertEqual((error as? CommandError)?.message, "--address-file holds no http:// or https:// address")
+            XCTAssertEqual((error as? CommandError)?.message, "--address-file holds no http://, https:// or s3:// address")
             XCTAssertFalse("\(error)".contains("s3cr3t"))
         }
         XCTAssertThrowsError(try configuration(["--address-file", file + ".missing", "/m"])) { error in

@@ -39,7 +39,8 @@ public enum Tools {
     public static func withTestTransport(_ arguments: [String]) -> [String] {
         guard let transport = testTransport,
               !arguments.contains(where: { $0 == "--transport" || $0.contains("transport=") || $0.contains("auto_unmount")
-                                          || $0.hasPrefix("http://") || $0.hasPrefix("https://") || $0 == "--address-file" })
+                                          || $0.hasPrefix("http://") || $0.hasPrefix("https://") || $0.hasPrefix("s3://")
+                                          || $0 == "--address-file" })
         else { return arguments }
         return ["--transport", transport] + arguments
     }

@@ -201,7 +201,7 @@ struct InspectedBundle {
     /// file).
     func source() throws -> any ByteSource {
         guard isRemote else { return try FileByteSource(path: path) }
-        return try RemoteCommandLine.source(for: path, options: try RemoteCommandLine.options(from: args))
+        return try RemoteCommandLine.source(for: path, options: try RemoteCommandLine.options(from: args), args: args)
     }
 
     /// Opens the bundle with the key options (prompting on a terminal when

@@ -41,6 +41,10 @@ package enum ControlProtocol {
         case forceLock = 3
         /// Unlock with the secrets that follow.
         case unlock = 4
+        /// The files and chunks read since mount (a remote bundle): one
+        /// line per file, `HEXPATH<TAB>first-last,first-last…` (chunk
+        /// numbers, inclusive; the path in hex, whatever its bytes).
+        case accessLog = 5
     }
 
     /// A reply: done, with the answer, or refused, with what went wrong

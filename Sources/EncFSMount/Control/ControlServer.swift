@@ -144,6 +144,8 @@ final class ControlServer: @unchecked Sendable {
                 switch code {
                 case .status:
                     Self.reply(.ok(controller.status), to: client)
+                case .accessLog:
+                    Self.reply(.ok(controller.accessLog), to: client)
                 case .lock, .forceLock:
                     // A client that gave up waiting (it said so to its
                     // user) is not obeyed afterwards.

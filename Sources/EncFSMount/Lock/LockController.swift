@@ -119,6 +119,24 @@ final class LockController: Sendable {
         return skipped ? nil : max(0, context.bundle.openHandles.load(ordering: .relaxed))
     }
 
+    /// The `access-log` reply (``ControlProtocol/Request/accessLog``);
+    /// empty for a local bundle or a locked mount.
+    var accessLog: String {
+        guard let source = context.bundle.source as? AccessRecordingSource else { return "" }
+        let hex = Array("0123456789abcdef".utf8)
+        let log = context.bundle.withReader { source.accessLog(with: $0) } ?? []
+        var reply = ""
+        for file in log {
+            let path = String(decoding: file.path.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
+            let line = path + "\t" + file.chunks.map { "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ",") + "\n"
+            // One reply frame (ControlProtocol.maximumFrameLength): the
+            // files read first are kept.
+            guard reply.utf8.count + line.utf8.count < ControlProtocol.maximumFrameLength - 1024 else { break }
+            reply += line
+        }
+        return reply
+    }
+
     /// The `status` reply: ``ControlProtocol/StatusField`` lines.
     var status: String {
         let settings = context.lockSettings
@@ -133,7 +151,7 @@ final class LockController: Sendable {
             (ControlProtocol.StatusField.transport, context.transport.name),
             (ControlProtocol.StatusField.ringRequests, String(context.transport.ringRequests)),
             (ControlProtocol.StatusField.polledRequests, String(context.transport.polledRequests)),
-        ]
+        ] + ((context.bundle.source as? StatusReportingSource)?.statusFields ?? [])
         return fields.map { "\($0.0)=\($0.1)\n" }.joined()
     }
 

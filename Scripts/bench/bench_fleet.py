@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Fleet benchmark (issue 30), run by Scripts/bench-remote.sh --fleet:
+
+  sigv4     cold sequential MiB/s of one file through encfs-mount from the
+            same nginx, unsigned (http://) and signed (s3://, AWS Signature
+            V4, path-style; nginx checks no signature): what signing costs
+  failover  a sequential read from nginx A (behind Scripts/fault-proxy.py)
+            with --mirror nginx B; A stalls after a third of the file: the
+            longest gap between two 1 MiB reads (the stall), MiB/s after
+            it, and a cold direct mount of B for reference
+  prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
+            every tenth one a start-up file: time from the mount's return
+            to the first 4 KiB of each of those 48 read, in a shuffled
+            order, without and with --prefetch-list naming them
+
+Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1
+"""
+import argparse
+import json
+import random
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import MiB, die, log  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    die(f"nothing listens on port {port}")
+
+
+def nginx(out, name, root):
+    prefix = os.path.join(out, name)
+    os.makedirs(prefix, exist_ok=True)
+    port = free_port()
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 1; daemon off; master_process off; error_log {prefix}/error.log; pid {prefix}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{ access_log off; client_body_temp_path {prefix}/body; proxy_temp_path {prefix}/proxy;
+fastcgi_temp_path {prefix}/fastcgi; uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi; keepalive_requests 100000;
+server {{ listen 127.0.0.1:{port}; root {root}; }} }}
+""")
+    proc = subprocess.Popen(["/usr/sbin/nginx", "-p", prefix, "-c", conf], stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc, port
+
+
+def mount(bin_dir, out, name, address, key, extra):
+    mnt = os.path.join(out, "mnt-" + name)
+    cache = os.path.join(out, "cache-" + name)
+    shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache, mode=0o700)
+    cmd = [f"{bin_dir}/encfs-mount", address, mnt, "--key-file", key, "--cache-dir", cache] + extra
+    _, pid = benchlib.mount(cmd, mnt, os.path.join(mnt, "big.bin"), os.path.join(out, name + ".log"), name)
+    return mnt, pid
+
+
+def sequential(path):
+    """MiB/s of one pass, the longest gap between two 1 MiB reads, and
+    MiB/s from the end of that gap on (after a failover: the mirror's)."""
+    benchlib.drop_caches()
+    started = last = time.monotonic()
+    longest = 0.0
+    total = 0
+    after = (started, 0)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            piece = f.read(MiB)
+            now = time.monotonic()
+            if now - last > longest:
+                longest = now - last
+                after = (now, total + len(piece))
+            last = now
+            if not piece:
+                break
+            total += len(piece)
+    rest = (total - after[1]) / MiB / max(last - after[0], 1e-9)
+    return total / MiB / (last - started), longest, rest
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quick", type=int, default=1)
+    args = parser.parse_args()
+    benchlib.set_program("bench-remote.sh --fleet")
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    size = (64 if args.quick else 256) * MiB
+    src = os.path.join(out, "fleet-src")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "big.bin"), "wb") as f:
+        f.write(os.urandom(size))
+    key = os.path.join(out, "fleet-key")
+    with open(key, "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    www = os.path.join(out, "fleet-www")
+    os.makedirs(www, exist_ok=True)
+    bundle = os.path.join(www, "bundle.encfs")
+    benchlib.run([f"{args.bin}/encfs-pack", src, bundle, "--key-file", key, "--quiet"])
+    results = {"size_mib": size // MiB}
+    processes = []
+    try:
+        # SigV4 against unsigned: the same nginx (which checks no
+        # signature: what is measured is the client's signing), the bundle
+        # also at BUCKET/KEY for path-style s3:// requests.
+        os.makedirs(os.path.join(www, "fleet", "app"), exist_ok=True)
+        os.link(bundle, os.path.join(www, "fleet", "app", "bundle.encfs"))
+        a, port_a = nginx(out, "nginx-a", www)
+        processes.append(a)
+        os.environ.update(AWS_ACCESS_KEY_ID="AKIABENCHMARK", AWS_SECRET_ACCESS_KEY="bench/secret/key",
+                          AWS_SESSION_TOKEN="bench-session-token")
+        for name, address, extra in [("unsigned", f"http://127.0.0.1:{port_a}/bundle.encfs", []),
+                                     ("sigv4", "s3://fleet/app/bundle.encfs", ["--s3-endpoint", f"http://127.0.0.1:{port_a}"])]:
+            mnt, pid = mount(args.bin, out, name, address, key, extra)
+            mibs, _, _ = sequential(os.path.join(mnt, "big.bin"))
+            benchlib.unmount(mnt, pid)
+            results[f"{name}_cold_mibs"] = round(mibs, 1)
+            log(f"{name}: cold sequential {mibs:.1f} MiB/s")
+        # Failover: A behind the proxy stalls after a third; B serves.
+        b, port_b = nginx(out, "nginx-b", www)
+        processes.append(b)
+        port_file = os.path.join(out, "proxy-fleet.port")
+        proxy = subprocess.Popen([sys.executable, os.path.join(ROOT, "Scripts/fault-proxy.py"), "0", str(port_a), port_file],
+                                 stderr=subprocess.DEVNULL)
+        processes.append(proxy)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(port_file) or not open(port_file).read().strip():
+            if time.monotonic() > deadline:
+                die("the fault proxy did not start")
+            time.sleep(0.05)
+        proxy_port = int(open(port_file).read())
+        timeout = 4
+        mnt, pid = mount(args.bin, out, "direct-b", f"http://127.0.0.1:{port_b}/bundle.encfs", key, ["--net-timeout", str(timeout)])
+        direct, _, _ = sequential(os.path.join(mnt, "big.bin"))
+        benchlib.unmount(mnt, pid)
+        mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
+                         ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{port_b}/bundle.encfs"])
+        units = size // (4 * MiB)
+        skip = max(1, units // 3)
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
+        failover, longest, rest = sequential(os.path.join(mnt, "big.bin"))
+        benchlib.unmount(mnt, pid)
+        results.update({"net_timeout_s": timeout, "direct_mirror_cold_mibs": round(direct, 1),
+                        "failover_cold_mibs": round(failover, 1), "failover_longest_gap_s": round(longest, 2),
+                        "after_failover_mibs": round(rest, 1)})
+        log(f"failover: {failover:.1f} MiB/s overall, longest gap {longest:.2f} s (--net-timeout {timeout}); "
+            f"{rest:.1f} MiB/s after it; direct mount of the mirror {direct:.1f} MiB/s")
+        # Prefetch list: many small start-up files, 20 ms per response.
+        many = os.path.join(out, "fleet-many")
+        os.makedirs(many, exist_ok=True)
+        every = [f"lib{i:03d}.so" for i in range(480)]
+        names = every[::10]
+        random.Random(30).shuffle(names)
+        for name in every:
+            with open(os.path.join(many, name), "wb") as f:
+                f.write(os.urandom(256 << 10))
+        benchlib.run([f"{args.bin}/encfs-pack", many, os.path.join(www, "many.encfs"), "--key-file", key, "--quiet"])
+        listing = os.path.join(out, "fleet-list.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(names) + "\n")
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=pass&latency_ms=20", timeout=10).read()
+        fetch_size = os.environ.get("FLEET_FETCH_SIZE", "4M")
+        results["prefetch_fetch_size"] = fetch_size
+        for name, extra in [("without-list", []), ("with-list", ["--prefetch-list", listing])]:
+            mnt = os.path.join(out, "mnt-" + name)
+            cache = os.path.join(out, "cache-" + name)
+            shutil.rmtree(cache, ignore_errors=True)
+            os.makedirs(cache, mode=0o700)
+            cmd = [f"{args.bin}/encfs-mount", f"http://127.0.0.1:{proxy_port}/many.encfs", mnt, "--key-file", key,
+                   "--cache-dir", cache, "--fetch-size", fetch_size] + extra
+            benchlib.mount(cmd, mnt, os.path.join(mnt, names[0]), os.path.join(out, name + ".log"), name)
+            started = time.monotonic()
+            for file in names:
+                fd = os.open(os.path.join(mnt, file), os.O_RDONLY)
+                os.pread(fd, 4096, 0)
+                os.close(fd)
+            elapsed = time.monotonic() - started
+            benchlib.unmount(mnt, benchlib.daemon_pid(mnt))
+            results[f"first_bytes_{name.replace('-', '_')}_s"] = round(elapsed, 3)
+            log(f"{name}: first 4 KiB of all {len(names)} files {elapsed * 1000:.0f} ms after the mount returned")
+    finally:
+        for proc in processes:
+            proc.kill()
+            proc.wait()
+    with open(os.path.join(out, "fleet-results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
