@@ -24,8 +24,7 @@
 #     turn) carries "// EINTR-ok: why" on the line above. C shims are not
 #     checked;
 #   - no function over 80 lines without a "// Long because:" comment above
-#     it (Scripts/long-functions.sh --check: it fails for the directories
-#     it enforces and reports the others).
+#     it anywhere in Sources/ (Scripts/long-functions.sh --check).
 #
 # usage: Scripts/check-layering.sh   (no arguments; one line per violation, exit 1)
 set -euo pipefail

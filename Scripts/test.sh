@@ -10,12 +10,15 @@
 # usage: Scripts/test.sh          (as root, no other arguments)
 #        Scripts/test.sh --fast   (any user: no root, no mounts, no fuzzing)
 #
-# --fast keeps the layering check and the warnings-as-errors release build
-# (LibraryTests, CLITests and the fuzz replays run the release binaries),
+# --fast keeps the layering check and a warnings-as-errors release build,
 # then runs only the targets that mount nothing: CryptCoreTests,
 # FormatTests, LibraryTests, CLITests, RemoteTests and MountUnitTests,
 # minus the few slow tests listed in $slow (they run in the full suite).
-# Tests that need root skip themselves.
+# Tests that need root skip themselves. Its tests are built optimized too
+# (release, with -enable-testing for their @testable imports), in their
+# own build directory .build/fast so that neither this nor the full
+# suite's build undoes the other; LibraryTests, CLITests and the fuzz
+# replays run the binaries of that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -25,20 +28,25 @@ if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
 [ "$fast" -eq 1 ] || Scripts/install-deps.sh
 Scripts/check-layering.sh
 
+if [ "$fast" -eq 1 ]; then
+  # Each of these takes seconds to tens of seconds even optimized (big
+  # index tables, every mutation of a PEM); the full suite runs them.
+  slow='^(FormatTests\.PagedIndexTests/testChunkTableAcrossTablePages|FormatTests\.PagedIndexTests/testPack_Automatic'
+  slow+='|FormatTests\.IndexPageSizeTests/testLargeTable|CryptCoreTests\.AsymmetricKeysTests/testPEM_MutatedInputsNeverCrash)'
+  build=(-c release --scratch-path .build/fast)
+  echo "== release build with its tests, for testing (warnings are errors)"
+  swift build "${build[@]}" --build-tests -Xswiftc -enable-testing -Xswiftc -warnings-as-errors
+  ENCFS_BIN_DIR="$(swift build "${build[@]}" --show-bin-path)"
+  export ENCFS_BIN_DIR
+  echo "== fast tier: crypto, format, library, CLI, remote and unit tests (no root, no mounts)"
+  exec swift test "${build[@]}" --skip-build --disable-swift-testing \
+    --filter '^(CryptCoreTests|FormatTests|LibraryTests|CLITests|RemoteTests|MountUnitTests)\.' --skip "$slow" "$@"
+fi
+
 echo "== release build (warnings are errors)"
 swift build -c release -Xswiftc -warnings-as-errors
 ENCFS_BIN_DIR="$(swift build -c release --show-bin-path)"
 export ENCFS_BIN_DIR
-
-if [ "$fast" -eq 1 ]; then
-  # Each of these takes seconds to tens of seconds in a debug build (big
-  # index tables, every mutation of a PEM); the full suite runs them.
-  slow='^(FormatTests\.PagedIndexTests/testChunkTableAcrossTablePages|FormatTests\.PagedIndexTests/testPack_Automatic'
-  slow+='|FormatTests\.IndexPageSizeTests/testLargeTable|CryptCoreTests\.AsymmetricKeysTests/testPEM_MutatedInputsNeverCrash)'
-  echo "== fast tier: crypto, format, library, CLI, remote and unit tests (no root, no mounts)"
-  exec swift test --disable-swift-testing \
-    --filter '^(CryptCoreTests|FormatTests|LibraryTests|CLITests|RemoteTests|MountUnitTests)\.' --skip "$slow" "$@"
-fi
 
 echo "== tests"
 status=0

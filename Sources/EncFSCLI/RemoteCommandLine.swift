@@ -395,10 +395,11 @@ enum RemoteCommandLine {
         handOver.prefetchList = options.prefetchList ?? []
         var payload = handOver.encoded()
         defer { payload.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw CommandError("cannot create pipe for the mount daemon") }
-        let read = FileDescriptor(taking: fds[0])
-        let write = FileDescriptor(taking: fds[1])
+        // Not close-on-exec, as before (the spawn's dup2 puts the read end
+        // at fd 5 either way).
+        guard let (read, write) = try? FileDescriptor.pipe(closeOnExec: false) else {
+            throw CommandError("cannot create pipe for the mount daemon")
+        }
         // The pipe must hold it all, since nobody reads until the daemon
         // starts: 256 KiB (F_SETPIPE_SZ, not imported) fits the 64 KiB head,
         // the 32 KiB header file at most and an address.

@@ -103,6 +103,7 @@ enum CallerProcess {
     static func withIdentity<R>(ofThread tid: pid_t, readingExecutable: Bool, readingCgroup: Bool,
                                 _ body: (_ executable: Executable, _ cgroup: UnsafeRawBufferPointer) -> R) -> R? {
         guard tid > 0, let (pidfd, pid) = openProcess(ofThread: tid) else { return nil }
+        // Raw, closed here: this check allocates nothing (a FileDescriptor is a class).
         defer { close(pidfd) }
         return withUnsafeTemporaryAllocation(byteCount: maximumPathLength + maximumCgroupFileLength, alignment: 1) { scratch -> R? in
             var executable = Executable.none
@@ -205,6 +206,7 @@ enum CallerProcess {
     private static func readFile(_ pid: pid_t, _ name: StaticString, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         let fd = withProcPath(pid, name) { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { return nil }
+        // Raw, closed here, like the pidfd: nothing allocated per check.
         defer { close(fd) }
         var total = 0
         while total < buffer.count {

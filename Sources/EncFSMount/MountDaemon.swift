@@ -30,9 +30,12 @@ package enum MountDaemon {
     /// The daemon's process name, for ps, pgrep and killall: executing
     /// /proc/self/exe would name it "exe".
     package static let processName = "encfs-mount"
-    static let keyFD: Int32 = 3
-    static let statusFD: Int32 = 4
-    static let bundleFD: Int32 = 5
+    /// Where the daemon finds the content key (the command writes it, then closes).
+    static let keyFD = FileDescriptor.Borrowed(3, path: Array("key channel (fd 3)".utf8))
+    /// Where the daemon writes its verdict (mounted, or why not).
+    static let statusFD = FileDescriptor.Borrowed(4, path: Array("verdict pipe (fd 4)".utf8))
+    /// The bundle file, or a remote bundle's hand-over pipe.
+    static let bundleFD = FileDescriptor.Borrowed(5, path: Array("bundle (fd 5)".utf8))
     /// Longest verdict read from the daemon.
     static let maximumStatusLength = 4096
 
@@ -137,9 +140,9 @@ package enum MountDaemon {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, key.rawValue, keyFD)
-        posix_spawn_file_actions_adddup2(&actions, verdict.rawValue, statusFD)
-        posix_spawn_file_actions_adddup2(&actions, bundle.rawValue, bundleFD)
+        posix_spawn_file_actions_adddup2(&actions, key.rawValue, keyFD.rawValue)
+        posix_spawn_file_actions_adddup2(&actions, verdict.rawValue, statusFD.rawValue)
+        posix_spawn_file_actions_adddup2(&actions, bundle.rawValue, bundleFD.rawValue)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
@@ -184,12 +187,9 @@ package enum MountDaemon {
 
     /// A pipe, both ends close-on-exec and numbered 10 or more.
     private static func makePipe() throws(MountError) -> (read: FileDescriptor, write: FileDescriptor) {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw .daemonNotStarted(errno: errno, operation: "create pipe") }
-        // pipe2 is not imported; the originals close when these go.
-        let read = FileDescriptor(taking: fds[0])
-        let write = FileDescriptor(taking: fds[1])
+        // The originals close when these go; the copies are close-on-exec.
         do {
+            let (read, write) = try FileDescriptor.pipe(closeOnExec: false)
             return (try read.duplicate(lowest: 10), try write.duplicate(lowest: 10))
         } catch {
             throw .daemonNotStarted(errno: error.errno, operation: "create pipe")
@@ -214,8 +214,8 @@ package enum MountDaemon {
         ProcessHardening.setProcessName(processName)
         // dup2 cleared close-on-exec: keep the verdict pipe from anything
         // libfuse starts (fusermount3), or the command would wait for it.
-        _ = fcntl(statusFD, F_SETFD, FD_CLOEXEC)
-        var verdict: FileDescriptor? = FileDescriptor(taking: statusFD)
+        _ = fcntl(statusFD.rawValue, F_SETFD, FD_CLOEXEC)
+        var verdict: FileDescriptor? = FileDescriptor(taking: statusFD.rawValue, path: statusFD.path)
         func report(_ status: Verdict) {
             status.encoded.withUnsafeBytes { try? verdict?.writeAll($0) }
             verdict = nil
@@ -245,7 +245,7 @@ package enum MountDaemon {
         do {
             // The command checked only the header; a damaged index is
             // reported from here, naming the bundle.
-            source = try openSource(FileDescriptor(taking: bundleFD, path: configuration.bundlePath))
+            source = try openSource(FileDescriptor(taking: bundleFD.rawValue, path: configuration.bundlePath))
             // The origin too: the daemon reads the index a signature covers.
             // The handoff is the only holder until the session takes it.
             reader = ReaderHandoff(try key.map {
@@ -274,7 +274,7 @@ package enum MountDaemon {
 
     /// The content key from fd 3 (closed afterwards).
     private static func receiveKey() throws -> SymmetricKey {
-        let channel = FileDescriptor(taking: keyFD)
+        let channel = FileDescriptor(taking: keyFD.rawValue, path: keyFD.path)
         let raw = try SecureBytes(count: SymmetricKey.byteCount) { (out: UnsafeMutableRawBufferPointer) throws in
             guard try channel.read(into: out) == SymmetricKey.byteCount else { throw MountError.keyNotHandedOver(errno: EPIPE) }
         }

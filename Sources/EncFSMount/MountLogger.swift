@@ -12,7 +12,7 @@ import Glibc
 package final class MountLogger: Sendable {
     package enum Sink: Sendable {
         case standardError
-        case file(Int32)
+        case file(FileDescriptor)
         case syslog
     }
 
@@ -26,7 +26,7 @@ package final class MountLogger: Sendable {
     }
 
     /// A logger appending to `path` (absolute; created 0600). The
-    /// descriptor stays open for the life of the process.
+    /// descriptor (close-on-exec) stays open as long as the logger.
     ///
     /// A root daemon writes lines partly chosen by callers (names, paths)
     /// there, so the file is opened as ``TrustedPath`` opens it: never
@@ -36,11 +36,7 @@ package final class MountLogger: Sendable {
     ///
     /// - Throws: ``TrustedPathError`` naming what was refused.
     package static func appending(to path: [UInt8]) throws(TrustedPathError) -> MountLogger {
-        let file = try TrustedPath.openForAppending(path)
-        // The logger keeps a raw descriptor for the process's life.
-        let fd = fcntl(file.rawValue, F_DUPFD_CLOEXEC, 0)
-        guard fd >= 0 else { throw .io(errno: errno, path) }
-        return MountLogger(sink: .file(fd))
+        MountLogger(sink: .file(try TrustedPath.openForAppending(path)))
     }
 
     /// Logs once, at start, when key memory could not be locked.
@@ -61,11 +57,11 @@ package final class MountLogger: Sendable {
         switch sink {
         case .standardError:
             writeLine(2, Array("encfs-mount: ".utf8) + line)
-        case .file(let fd):
+        case .file(let file):
             var ts = timespec()
             clock_gettime(CLOCK_REALTIME, &ts)
             let stamp = RFC3339.format(seconds: Int64(ts.tv_sec))
-            writeLine(fd, Array("\(stamp) encfs-mount[\(getpid())]: ".utf8) + line)
+            writeLine(file.rawValue, Array("\(stamp) encfs-mount[\(getpid())]: ".utf8) + line)
         case .syslog:
             line.append(0)
             line.withUnsafeBufferPointer { b in

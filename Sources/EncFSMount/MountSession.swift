@@ -277,12 +277,15 @@ package final class MountSession {
             return "mount not found in /proc/self/mountinfo"
         }
         let path = "/sys/class/bdi/\(device)/read_ahead_kb"
-        let fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return "cannot open \(path): \(String(cString: strerror(errno)))" }
-        defer { close(fd) }
+        let file: FileDescriptor
+        do { file = try FileDescriptor.open(Array(path.utf8), flags: O_WRONLY) } catch {
+            return "cannot open \(path): \(String(cString: strerror(error.errno)))"
+        }
         let text = Array("\(kilobytes)\n".utf8)
-        let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        return written == text.count ? nil : "cannot write \(path): \(String(cString: strerror(errno)))"
+        do { try text.withUnsafeBytes { try file.writeAll($0) } } catch {
+            return "cannot write \(path): \(String(cString: strerror((error as? BundleError)?.errno ?? EIO)))"
+        }
+        return nil
     }
 
     /// "MAJ:MIN" of the newest fuse.encfs mount at `mountpoint` (an absolute
@@ -317,14 +320,12 @@ package final class MountSession {
                 escaped.append(byte)
             }
         }
-        let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(Array("/proc/self/mountinfo".utf8), flags: O_RDONLY) else { return nil }
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = SystemCall.retryingInterrupts { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }
-            if n <= 0 { break }
+            // Fills the chunk unless the end came first.
+            guard let n = try? chunk.withUnsafeMutableBytes({ try file.read(into: $0) }), n > 0 else { break }
             contents += chunk[0..<n]
         }
         var found: (fields: [[UInt8]], dash: Int)?

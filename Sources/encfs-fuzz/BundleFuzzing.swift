@@ -90,14 +90,12 @@ enum BundleFuzzing {
 
     /// Replaces the scratch file's contents with `input`.
     private static func write(_ input: UnsafeRawBufferPointer) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { FuzzTarget.finding("cannot create the scratch bundle (errno \(errno))") }
-        defer { close(fd) }
-        var done = 0
-        while done < input.count, let base = input.baseAddress {
-            let n = Glibc.write(fd, base + done, input.count - done)
-            guard n > 0 else { FuzzTarget.finding("cannot write the scratch bundle (errno \(errno))") }
-            done += n
+        let file: FileDescriptor
+        do { file = try FileDescriptor.open(Array(path.utf8), flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600) } catch {
+            FuzzTarget.finding("cannot create the scratch bundle (errno \(error.errno))")
+        }
+        do { try file.writeAll(input) } catch {
+            FuzzTarget.finding("cannot write the scratch bundle (errno \(error.errno))")
         }
     }
 

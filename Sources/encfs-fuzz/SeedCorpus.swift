@@ -290,31 +290,19 @@ enum SeedCorpus {
     }
 
     private static func writeFile(_ path: String, _ bytes: [UInt8]) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw BundleError.io(errno: errno, operation: "create file", path: Array(path.utf8)) }
-        defer { close(fd) }
-        try bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count, let base = raw.baseAddress {
-                let n = SystemCall.retryingInterrupts { Glibc.write(fd, base + done, raw.count - done) }
-                guard n > 0 else { throw BundleError.io(errno: errno, operation: "write", path: Array(path.utf8)) }
-                done += n
-            }
-        }
+        let file = try FileDescriptor.open(Array(path.utf8), flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644,
+                                           operation: "create file")
+        try bytes.withUnsafeBytes { try file.writeAll($0) }
     }
 
     static func readFile(_ path: String) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw BundleError.io(errno: errno, operation: "open", path: Array(path.utf8)) }
-        defer { close(fd) }
+        let file = try FileDescriptor.open(Array(path.utf8), flags: O_RDONLY)
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = try SystemCall.retrying("read", path: Array(path.utf8)) {
-                buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            }
-            if n == 0 { return out }
+            let n = try buffer.withUnsafeMutableBytes { try file.read(into: $0) }
             out += buffer[0..<n]
+            if n < buffer.count { return out }
         }
     }
 

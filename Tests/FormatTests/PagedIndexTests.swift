@@ -15,6 +15,24 @@ final class PagedIndexTests: XCTestCase {
     override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
+    /// The trees of ``makeTree(perDirectory:climbingLink:)`` and the
+    /// bundles packed from them, made once for the class: writing and
+    /// packing 2,500 files was most of each test's time. A test gets its
+    /// own copy of a bundle (``pack(_:layout:compression:name:)``), so
+    /// the damage one test does is not seen by the next. XCTest runs the
+    /// tests of a class one after another, on one thread.
+    nonisolated(unsafe) private static var shared: TemporaryDirectory?
+    private static func sharedDirectory() throws -> TemporaryDirectory {
+        if let shared { return shared }
+        let made = try TemporaryDirectory(prefix: "encfs-format-tests-shared", under: "/tmp")
+        shared = made
+        return made
+    }
+    override class func tearDown() {
+        shared = nil
+        super.tearDown()
+    }
+
     /// Sibling names of this length: records and names of about 2,500
     /// files fill several 64 KiB record pages.
     private func fileName(_ i: Int) -> String { "file-\(String(i + 100_000).dropFirst())-with-a-longer-name.txt" }
@@ -24,7 +42,7 @@ final class PagedIndexTests: XCTestCase {
     /// and a compressible 300 KiB text file with a copy. `d0/link` climbs
     /// with "..", so opening checks it (loading pages) unless left out.
     private func makeTree(perDirectory: Int = 500, climbingLink: Bool = true) throws -> [UInt8] {
-        let source = tmp.appending("source-\(perDirectory)-\(climbingLink)")
+        let source = try Self.sharedDirectory().appending("source-\(perDirectory)-\(climbingLink)")
         if FileTree.exists(source) { return source }
         try FileTree.makeDirectory(source)
         var generator = SeededGenerator(seed: 21)
@@ -48,6 +66,16 @@ final class PagedIndexTests: XCTestCase {
     private func pack(_ source: [UInt8], layout: IndexLayout, compression: CompressionMethod = .zstd,
                       name: String = "bundle") throws -> [UInt8] {
         let path = tmp.appending("\(name)-\(layout)-\(compression.name).bundle")
+        // A shared tree's bundle is packed once and copied.
+        let shared = try Self.sharedDirectory()
+        guard source.starts(with: shared.path + [UInt8(ascii: "/")]) else { return try pack(source, layout: layout, compression: compression, to: path) }
+        let pristine = shared.appending("\(name)-\(layout)-\(compression.name)-\(String(decoding: source.split(separator: 0x2F).last ?? [], as: UTF8.self)).bundle")
+        if !FileTree.exists(pristine) { _ = try pack(source, layout: layout, compression: compression, to: pristine) }
+        try FileTree.writeFile(path, try FileTree.readFile(pristine))
+        return path
+    }
+
+    private func pack(_ source: [UInt8], layout: IndexLayout, compression: CompressionMethod, to path: [UInt8]) throws -> [UInt8] {
         var options = PackOptions()
         options.chunkSizeLog2 = 12
         options.keys = [.rawKey(key)]

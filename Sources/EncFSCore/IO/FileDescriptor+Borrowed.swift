@@ -27,6 +27,9 @@ extension FileDescriptor {
         package static let standardInput = Borrowed(0, path: Array("stdin".utf8))
         /// Descriptor 1.
         package static let standardOutput = Borrowed(1, path: Array("stdout".utf8))
+        /// The working directory, as the `*at` calls name it (`AT_FDCWD`):
+        /// a directory argument only, never read or written.
+        package static let currentDirectory = Borrowed(AT_FDCWD, path: Array(".".utf8))
 
         /// Reads from the current position until `buffer` is full or end of file.
         ///

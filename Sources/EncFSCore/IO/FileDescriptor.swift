@@ -46,6 +46,24 @@ package final class FileDescriptor: Sendable {
         return FileDescriptor(taking: fd, path: shown ?? name)
     }
 
+    /// A new pipe. The corresponding C function is `pipe`.
+    ///
+    /// - Parameter closeOnExec: whether both ends are marked close-on-exec
+    ///   (`pipe2` is not imported, so the mark is set right after `pipe`).
+    ///   Without it, a process started later inherits both ends, as from a
+    ///   plain `pipe`.
+    /// - Throws: `BundleError.io` naming `operation`.
+    package static func pipe(closeOnExec: Bool,
+                             operation: StaticString = "create pipe") throws(BundleError) -> (read: FileDescriptor, write: FileDescriptor) {
+        var fds: [Int32] = [-1, -1]
+        _ = try SystemCall.retrying(operation) { Glibc.pipe(&fds) }
+        if closeOnExec {
+            _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        }
+        return (FileDescriptor(taking: fds[0]), FileDescriptor(taking: fds[1]))
+    }
+
     /// A close-on-exec copy numbered `lowest` or above. The corresponding C
     /// function is `fcntl(F_DUPFD_CLOEXEC)`.
     package func duplicate(lowest: Int32 = 0) throws(BundleError) -> FileDescriptor {

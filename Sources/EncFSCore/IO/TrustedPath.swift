@@ -45,7 +45,7 @@ package enum TrustedPath {
     /// - Throws: ``TrustedPathError`` naming the component at fault.
     package static func openDirectory(_ path: [UInt8], rule: Rule, create: Bool) throws(TrustedPathError) -> FileDescriptor {
         guard path.first == UInt8(ascii: "/") else { throw .relative(path) }
-        let root = try openComponent(at: AT_FDCWD, Array("/".utf8), shown: Array("/".utf8))
+        let root = try openComponent(at: .currentDirectory, Array("/".utf8), shown: Array("/".utf8))
         try check(root, shown: Array("/".utf8), rule: .passable)
         var walked: [(file: FileDescriptor, shown: [UInt8])] = [(root, Array("/".utf8))]
         var pending = Array(components(of: path).reversed())
@@ -67,7 +67,7 @@ package enum TrustedPath {
                 pending += components(of: target).reversed()
                 continue
             }
-            let file = try openComponent(at: current.rawValue, name, shown: shown)
+            let file = try openComponent(at: current.borrowed, name, shown: shown)
             st = try status(file, shown: shown)
             try check(st, shown: shown, rule: pending.isEmpty ? rule : .passable)
             walked.append((file, shown))
@@ -86,7 +86,7 @@ package enum TrustedPath {
                                          create: Bool) throws(TrustedPathError) -> FileDescriptor {
         let st = try entryStatus(directory, name, shown: shown, create: create)
         guard st.st_mode & S_IFMT != S_IFLNK else { throw .symbolicLink(shown) }
-        let file = try openComponent(at: directory.rawValue, name, shown: shown)
+        let file = try openComponent(at: directory.borrowed, name, shown: shown)
         try check(file, shown: shown, rule: rule)
         return file
     }
@@ -158,8 +158,11 @@ package enum TrustedPath {
         return st
     }
 
-    private static func openComponent(at directory: Int32, _ name: [UInt8], shown: [UInt8]) throws(TrustedPathError) -> FileDescriptor {
-        let fd = name.withCString { openat(directory, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+    private static func openComponent(at directory: FileDescriptor.Borrowed, _ name: [UInt8],
+                                      shown: [UInt8]) throws(TrustedPathError) -> FileDescriptor {
+        let fd = SystemCall.retryingInterrupts {
+            name.withCString { openat(directory.rawValue, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+        }
         guard fd >= 0 else {
             // Replaced by a link or a file since it was looked at.
             throw errno == ELOOP || errno == ENOTDIR ? .notADirectory(shown) : .io(errno: errno, shown)

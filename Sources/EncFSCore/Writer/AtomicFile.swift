@@ -35,16 +35,25 @@ package final class AtomicFile {
         } else {
             directory = [0x2E]
         }
-        var fd = directory.withCString { open($0, Self.openTemporaryFlag | O_RDWR | O_CLOEXEC, mode) }
-        if fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+        let parent = directory
+        func create(_ path: [UInt8], flags: Int32) throws(BundleError) -> FileDescriptor {
+            let fd = try SystemCall.retrying("create output file in", path: parent) {
+                path.withCString { open($0, flags | O_RDWR | O_CLOEXEC, mode) }
+            }
+            return FileDescriptor(taking: fd, path: destination)
+        }
+        do throws(BundleError) {
+            file = try create(parent, flags: Self.openTemporaryFlag)
+        } catch where [EOPNOTSUPP, EISDIR, EINVAL].contains(error.errno) {
             // No O_TMPFILE on this file system: use a hidden named file.
             let name = try Self.temporaryName(for: destination)
             InterruptCleanup.arm(name)
-            fd = name.withCString { open($0, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode) }
-            if fd >= 0 { namedTemporary = name } else { InterruptCleanup.disarm() }
+            do { file = try create(name, flags: O_CREAT | O_EXCL) } catch {
+                InterruptCleanup.disarm()
+                throw error
+            }
+            namedTemporary = name
         }
-        guard fd >= 0 else { throw BundleError.lastIO("create output file in", directory) }
-        file = FileDescriptor(taking: fd, path: destination)
     }
 
     deinit {

@@ -44,11 +44,7 @@ final class ControlServer: @unchecked Sendable {
             controller.context.logger.log("info", "removed \(swept) control socket\(swept == 1 ? "" : "s") of killed daemons",
                                           path: directory)
         }
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw BundleError.io(errno: errno, operation: "create pipe", path: []) }
-        wake = (FileDescriptor(taking: fds[0]), FileDescriptor(taking: fds[1]))
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        wake = try FileDescriptor.pipe(closeOnExec: true)
     }
 
     deinit {

@@ -410,12 +410,11 @@ final class FUSETransport: @unchecked Sendable {
     /// from /sys/devices/system/cpu/possible ("0-1", "0-3,6"), highest + 1.
     static func possibleCPUs() -> Int {
         let fallback = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_CONF))))
-        let fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return fallback }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(Array("/sys/devices/system/cpu/possible".utf8), flags: O_RDONLY) else {
+            return fallback
+        }
         var bytes = [UInt8](repeating: 0, count: 256)
-        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard n > 0 else { return fallback }
+        guard let n = try? bytes.withUnsafeMutableBytes({ try file.read(into: $0) }), n > 0 else { return fallback }
         let text = String(decoding: bytes[0..<n], as: UTF8.self).trimmingSuffix()
         let highest = text.split(separator: ",").compactMap { $0.split(separator: "-").last.flatMap { Int($0) } }.max()
         return highest.map { $0 + 1 } ?? fallback

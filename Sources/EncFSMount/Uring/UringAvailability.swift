@@ -1,4 +1,5 @@
 import CUring
+import EncFSCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,21 +55,17 @@ enum UringAvailability {
 
     /// The parameter's value ("Y" or "N"), nil when it does not exist.
     static func readParameter() -> String? {
-        let fd = open(parameterPath, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(Array(parameterPath.utf8), flags: O_RDONLY) else { return nil }
         var byte: UInt8 = 0
-        guard read(fd, &byte, 1) == 1 else { return nil }
+        guard (try? withUnsafeMutableBytes(of: &byte) { try file.read(into: $0) }) == 1 else { return nil }
         return String(UnicodeScalar(byte))
     }
 
-    /// Writes "Y" or "N" to the parameter; false with errno on failure.
+    /// Writes "Y" or "N" to the parameter; false on failure.
     @discardableResult
     static func writeParameter(_ value: String) -> Bool {
-        let fd = open(parameterPath, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(Array(parameterPath.utf8), flags: O_WRONLY) else { return false }
         let text = Array("\(value)\n".utf8)
-        return text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == text.count
+        return (try? text.withUnsafeBytes { try file.writeAll($0) }) != nil
     }
 }
