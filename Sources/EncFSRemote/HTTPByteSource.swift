@@ -19,7 +19,10 @@ import Glibc
 /// full jitter until the read's deadline (``RemoteRetryPolicy``).
 ///
 /// With `--mirror` addresses (``RemoteOptions/mirrors``) each read goes to
-/// the first source that is not set aside (``RemoteOrigin``). A mirror is
+/// the first source that is not set aside (``RemoteOrigin``), and so does
+/// the opening request: when the bundle's own address does not answer it,
+/// the first mirror that does pins the bundle, and the own address is set
+/// aside and checked like a mirror when it comes back. A mirror is
 /// checked before its first use to serve the same bundle: the same size,
 /// the same first ``headRange`` bytes (the header: bundle id, key slots,
 /// header MAC) and the same last 16 bytes (the sealed index's GCM tag,
@@ -32,7 +35,8 @@ package final class HTTPByteSource: ByteSource {
     package let size: UInt64
     package let identity: ByteSourceIdentity
     package let displayName: [UInt8]
-    /// The pinned ETag of the bundle's own address; nil when the server
+    /// The pinned ETag of the source that answered the opening request
+    /// (the bundle's own address unless it was down); nil when the server
     /// sends none (the size is then all that is pinned).
     package let etag: [UInt8]?
     /// Bytes asked for by the first request.
@@ -58,16 +62,23 @@ package final class HTTPByteSource: ByteSource {
         package var head: [UInt8]
         /// The last bytes (when there are mirrors).
         package var tail: [UInt8]
-        package init(size: UInt64, etag: [UInt8]?, head: [UInt8], tail: [UInt8] = []) {
+        /// Which source answered the opening request (0: the bundle's own
+        /// address, n: the n-th `--mirror`); `etag` is that source's.
+        package var source: Int
+        package init(size: UInt64, etag: [UInt8]?, head: [UInt8], tail: [UInt8] = [], source: Int = 0) {
             self.size = size
             self.etag = etag
             self.head = head
             self.tail = tail
+            self.source = source
         }
     }
 
     /// What this source pinned when it was opened.
-    package var pinned: Pinned { Pinned(size: size, etag: etag, head: head, tail: tail) }
+    package var pinned: Pinned { Pinned(size: size, etag: etag, head: head, tail: tail, source: answered) }
+
+    /// Which source answered the opening request (``Pinned/source``).
+    private let answered: Int
 
     /// Takes over an object another process opened: no request is made;
     /// the first request will send `If-Match` with the pinned ETag.
@@ -76,7 +87,8 @@ package final class HTTPByteSource: ByteSource {
     ///   `.invalidURL` for a mirror; `.credentials`.
     package init(location: RemoteLocation, options: RemoteOptions, pinned: Pinned) throws(RemoteError) {
         guard UInt64(pinned.head.count) <= pinned.size, pinned.head.count <= Self.headRange,
-              pinned.tail.count <= min(Self.tailLength, Int(clamping: pinned.size)) else {
+              pinned.tail.count <= min(Self.tailLength, Int(clamping: pinned.size)),
+              pinned.source >= 0, pinned.source <= options.mirrors.count else {
             throw .setup("inconsistent hand-over")
         }
         let options = try Self.withCredentials(options, for: location)
@@ -87,9 +99,12 @@ package final class HTTPByteSource: ByteSource {
         head = pinned.head
         tail = pinned.tail
         identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (pinned.etag ?? []))
-        origins = [RemoteOrigin(location: location, options: options, state: .healthy, etag: pinned.etag, sendsIfMatch: true,
-                                hasAlternatives: !options.mirrors.isEmpty)]
-            + (try Self.mirrors(options))
+        answered = pinned.source
+        origins = try Self.origins(location, options, answered: pinned.source, etag: pinned.etag, connection: nil)
+        if answered != 0 {
+            // The command found it down: it waits out a backoff here too.
+            origins[0].failed(.gaveUp(last: "no answer when the bundle was opened"), now: DispatchTime.now().uptimeNanoseconds)
+        }
     }
 
     /// Opens the object at `location` with one range request (two with
@@ -103,13 +118,76 @@ package final class HTTPByteSource: ByteSource {
         let options = try Self.withCredentials(options, for: location)
         displayName = location.displayName
         policy = RemoteRetryPolicy(timeoutSeconds: options.netTimeout, retries: options.retries)
-        let first = try HTTPConnection(location: location, options: options, ifMatch: nil)
-        let credentials = location.signingRegion == nil ? nil : options.s3.credentials
-        var renewed = false
+        var candidates = [(location, options)]
+        for address in options.mirrors {
+            let mirror = try RemoteLocation(address, s3: options.s3)
+            candidates.append((mirror, try Self.withCredentials(options, for: mirror)))
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.headRange, alignment: 16)
         defer { buffer.deallocate() }
-        let response = try policy.run { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<HTTPConnection.Response> in
-            let response = first.get(offset: 0, count: buffer.count, into: buffer, timeoutMilliseconds: timeout)
+        let opening = try Self.open(candidates, into: buffer, policy: policy)
+        let response = opening.response
+        let size = response.totalSize ?? 0
+        self.size = size
+        etag = response.etag
+        head = Array(buffer.prefix(response.bodyLength))
+        identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (response.etag ?? []))
+        answered = opening.answered
+        // The opening connection stays open for the next request; the own
+        // address's sends If-Match from now on like every other.
+        if answered == 0 { guard (try? opening.connection.requireMatch(etag)) != nil else { throw .setup("libcurl refused an option") } }
+        origins = try Self.origins(location, options, answered: answered, etag: response.etag, connection: opening.connection)
+        let now = DispatchTime.now().uptimeNanoseconds
+        for (position, error) in opening.failures.enumerated() { origins[position].failed(error, now: now) }
+        if origins.count > 1, size > UInt64(head.count) {
+            let count = min(Self.tailLength, Int(size - UInt64(head.count)))
+            let last = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+            defer { last.deallocate() }
+            try origins[answered].fetch(offset: size - UInt64(count), count: count, size: size, into: last, until: policy.deadline(),
+                                        policy: policy)
+            tail = Array(last)
+        } else {
+            tail = []
+        }
+    }
+
+    /// The opening request to each of `candidates` (the own address, then
+    /// each mirror) in turn until one answers; each but the last gets half
+    /// the time left and one attempt (as in ``fetchFromMirrors``).
+    ///
+    /// - Returns: which one answered, its connection and response, and the
+    ///   failures of those before it, in order.
+    /// - Throws: the own address's error when none answers.
+    private static func open(_ candidates: [(RemoteLocation, RemoteOptions)], into buffer: UnsafeMutableRawBufferPointer,
+                             policy: RemoteRetryPolicy) throws(RemoteError)
+        -> (answered: Int, connection: HTTPConnection, response: HTTPConnection.Response, failures: [RemoteError]) {
+        let deadline = policy.deadline()
+        var failures: [RemoteError] = []
+        for (position, (location, options)) in candidates.enumerated() {
+            let othersLeft = position < candidates.count - 1
+            do {
+                let connection = try HTTPConnection(location: location, options: options, ifMatch: nil)
+                let credentials = location.signingRegion == nil ? nil : options.s3.credentials
+                let response = try openingRequest(connection, credentials: credentials, into: buffer,
+                                                  policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy,
+                                                  until: othersLeft ? share(of: deadline, timeoutSeconds: policy.timeoutSeconds) : deadline)
+                return (position, connection, response, failures)
+            } catch {
+                guard othersLeft else { throw failures.first ?? error }
+                failures.append(error)
+            }
+        }
+        preconditionFailure("internal error: no source to open")
+    }
+
+    /// One source's opening request: the first ``headRange`` bytes into
+    /// `buffer`, with the size in the response.
+    private static func openingRequest(_ connection: HTTPConnection, credentials: AWSCredentialSource?,
+                                       into buffer: UnsafeMutableRawBufferPointer, policy: RemoteRetryPolicy,
+                                       until deadline: DispatchTime) throws(RemoteError) -> HTTPConnection.Response {
+        var renewed = false
+        return try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<HTTPConnection.Response> in
+            let response = connection.get(offset: 0, count: buffer.count, into: buffer, timeoutMilliseconds: timeout)
             if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
             if let transient = Self.transientFailure(response) { return .retry(transient, after: response.retryAfter) }
             switch response.status {
@@ -127,36 +205,36 @@ package final class HTTPByteSource: ByteSource {
             }
             return .done(response)
         }
-        let size = response.totalSize ?? 0
-        self.size = size
-        etag = response.etag
-        head = Array(buffer.prefix(response.bodyLength))
-        identity = ByteSourceIdentity(bytes: Array("\(size)/".utf8) + (response.etag ?? []))
-        // The opening connection stays open for the next request, which
-        // sends If-Match from now on like every other.
-        guard (try? first.requireMatch(etag)) != nil else { throw .setup("libcurl refused an option") }
-        let own = RemoteOrigin(location: location, options: options, state: .healthy, etag: response.etag, sendsIfMatch: true,
-                               connection: first, hasAlternatives: !options.mirrors.isEmpty)
-        origins = [own] + (try Self.mirrors(options))
-        if origins.count > 1, size > UInt64(head.count) {
-            let count = min(Self.tailLength, Int(size - UInt64(head.count)))
-            let last = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
-            defer { last.deallocate() }
-            try own.fetch(offset: size - UInt64(count), count: count, size: size, into: last, until: policy.deadline(), policy: policy)
-            tail = Array(last)
-        } else {
-            tail = []
-        }
     }
 
-    /// The `--mirror` sources, unverified.
-    private static func mirrors(_ options: RemoteOptions) throws(RemoteError) -> [RemoteOrigin] {
-        var out: [RemoteOrigin] = []
-        for address in options.mirrors {
-            let location = try RemoteLocation(address, s3: options.s3)
-            let options = try withCredentials(options, for: location)
-            out.append(RemoteOrigin(location: location, options: options, state: .unverified, etag: nil, sendsIfMatch: false,
-                                    hasAlternatives: true))
+    /// The time a source that is not the last may take of a request due by
+    /// `deadline`: half of what is left, at least a second.
+    private static func share(of deadline: DispatchTime, timeoutSeconds: Int) -> DispatchTime {
+        let now = DispatchTime.now()
+        guard deadline != .distantFuture else { return now + .seconds(max(1, timeoutSeconds / 2)) }
+        let left = deadline.uptimeNanoseconds > now.uptimeNanoseconds ? deadline.uptimeNanoseconds - now.uptimeNanoseconds : 0
+        return min(deadline, DispatchTime(uptimeNanoseconds: now.uptimeNanoseconds + max(1_000_000_000, left / 2)))
+    }
+
+    /// The sources in order, the one that answered the opening request
+    /// (`answered`) healthy with `etag` pinned and `connection` kept. The
+    /// own address sends `If-Match` when it answered; otherwise it is
+    /// checked like a mirror before its first use.
+    private static func origins(_ location: RemoteLocation, _ options: RemoteOptions, answered: Int, etag: [UInt8]?,
+                                connection: HTTPConnection?) throws(RemoteError) -> [RemoteOrigin] {
+        let hasAlternatives = !options.mirrors.isEmpty
+        var out = [answered == 0
+            ? RemoteOrigin(location: location, options: options, state: .healthy, etag: etag, sendsIfMatch: true,
+                           connection: connection, hasAlternatives: hasAlternatives)
+            : RemoteOrigin(location: location, options: options, state: .unverified, etag: nil, sendsIfMatch: false,
+                           hasAlternatives: true)]
+        for (position, address) in options.mirrors.enumerated() {
+            let mirror = try RemoteLocation(address, s3: options.s3)
+            let options = try withCredentials(options, for: mirror)
+            let opened = position + 1 == answered
+            out.append(RemoteOrigin(location: mirror, options: options, state: opened ? .healthy : .unverified,
+                                    etag: opened ? etag : nil, sendsIfMatch: false,
+                                    connection: opened ? connection : nil, hasAlternatives: true))
         }
         return out
     }
@@ -225,10 +303,7 @@ package final class HTTPByteSource: ByteSource {
                 let now = DispatchTime.now()
                 guard deadline == .distantFuture || now.uptimeNanoseconds + 1_000_000 < deadline.uptimeNanoseconds else { throw last }
                 let othersLeft = position < order.count - 1
-                let share: DispatchTime = !othersLeft ? deadline
-                    : deadline == .distantFuture ? now + .seconds(max(1, options.netTimeout / 2))
-                    : DispatchTime(uptimeNanoseconds: now.uptimeNanoseconds + max(1_000_000_000, (deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 2))
-                let until = min(share, deadline)
+                let until = othersLeft ? Self.share(of: deadline, timeoutSeconds: options.netTimeout) : deadline
                 do {
                     try verify(origin, until: until)
                     try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
@@ -250,16 +325,15 @@ package final class HTTPByteSource: ByteSource {
 
     private var options: RemoteOptions { origins[0].options }
 
-    /// Checks, before its first use, that a mirror serves this bundle: the
-    /// same size, first bytes and last bytes.
+    /// Checks, before its first use, that a source other than the one
+    /// that opened the bundle serves it: the same size, first bytes and
+    /// last bytes.
     ///
     /// - Throws: ``RemoteError/notThisBundle(_:)`` when it serves another.
     private func verify(_ origin: RemoteOrigin, until deadline: DispatchTime) throws(RemoteError) {
-        switch origin.health.withLock({ $0.state }) {
-        case .unverified: break
-        case .refused: throw .notThisBundle("a mirror serves another bundle")
-        case .healthy, .setAside: return
-        }
+        let (state, verified) = origin.health.withLock { ($0.state, $0.verified) }
+        guard state != .refused else { throw .notThisBundle("a mirror serves another bundle") }
+        guard !verified else { return }
         let single = RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0)
         for (offset, expected) in [(UInt64(0), head), (size - UInt64(tail.count), tail)] where !expected.isEmpty {
             let got = UnsafeMutableRawBufferPointer.allocate(byteCount: expected.count, alignment: 16)
@@ -273,7 +347,10 @@ package final class HTTPByteSource: ByteSource {
                 throw .notThisBundle(offset == 0 ? "a mirror serves another bundle header" : "a mirror serves another index")
             }
         }
-        origin.health.withLock { if $0.state == .unverified { $0.state = .healthy } }
+        origin.health.withLock { health in
+            health.verified = true
+            if health.state == .unverified { health.state = .healthy }
+        }
     }
 
     /// Each source's state, bytes and errors, for `encfs-ctl MNT status`.

@@ -49,7 +49,7 @@ extension RemoteBundleSource: AccessRecordingSource {
                 ranges.append((whole.lowerBound + inner.lowerBound)..<(whole.lowerBound + inner.upperBound))
             }
         }
-        prefetch(ranges)
+        prefetch(ranges, exactly: true)
     }
 
     /// Where `entry`'s sealed chunks lie in the bundle; nil for a compressed

@@ -320,7 +320,10 @@ package final class RemoteBundleSource: ByteSource {
     /// dropped unit (``Claims/holes``); never inside bytes held.
     ///
     /// Lock order: ``inFlight``, then the cache's.
-    private func claim(at position: UInt64, anchor: UInt64, in cache: CiphertextCache) -> Claim {
+    ///
+    /// - Parameter within: bytes the unit must not leave (a start-up
+    ///   list's range: ``prefetch(_:exactly:)``); nil: its cell.
+    private func claim(at position: UInt64, anchor: UInt64, in cache: CiphertextCache, within: Range<UInt64>? = nil) -> Claim {
         inFlight.withLock { claims in
             if let flight = claims.flights.first(where: { $0.range.contains(position) }) { return .waitFor(flight.range, flight.done) }
             if case .stored(let range) = cache.coverage(at: position, before: position + 1) { return .stored(range) }
@@ -347,6 +350,10 @@ package final class RemoteBundleSource: ByteSource {
             if end <= position {
                 start = position
                 end = plannedEnd(from: start, anchor: anchor)
+            }
+            if let within, within.contains(position) {
+                start = max(start, within.lowerBound)
+                end = min(end, within.upperBound)
             }
             for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
                 end = flight.range.lowerBound
@@ -582,23 +589,36 @@ package final class RemoteBundleSource: ByteSource {
     /// else over as many requests at once as there are connections (a
     /// start-up list is many small files: one at a time, each would cost a
     /// round trip).
-    func prefetch(_ ranges: [Range<UInt64>]) {
+    ///
+    /// - Parameter exactly: fetch only the bytes of `ranges` (a start-up
+    ///   list: the chunks read, chunk-aligned), not the whole cells that
+    ///   hold them, and the first unit of every range before the rest of
+    ///   any: a list of small files scattered over the bundle otherwise
+    ///   fetched a fetch unit per file, most of the bundle
+    ///   (docs/PERFORMANCE.md, remote bundles), and a long file listed
+    ///   early held back the first bytes of those after it.
+    func prefetch(_ ranges: [Range<UInt64>], exactly: Bool = false) {
         guard let cache else { return }
-        let workers = max(1, min(connectionCount, ranges.count))
+        let firsts = exactly ? ranges.map { $0.lowerBound..<min($0.upperBound, plannedEnd(from: $0.lowerBound, anchor: $0.lowerBound)) } : []
+        let order = !exactly ? ranges
+            : firsts + zip(ranges, firsts).compactMap { $1.upperBound < $0.upperBound ? $1.upperBound..<$0.upperBound : nil }
+        let workers = max(1, min(connectionCount, order.count))
         prefetching.async { [self] in
             DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                for index in stride(from: worker, to: ranges.count, by: workers) { prefetch(ranges[index], cache: cache) }
+                for index in stride(from: worker, to: order.count, by: workers) {
+                    prefetch(order[index], cache: cache, within: exactly ? order[index] : nil)
+                }
             }
         }
     }
 
-    private func prefetch(_ range: Range<UInt64>, cache: CiphertextCache) {
+    private func prefetch(_ range: Range<UInt64>, cache: CiphertextCache, within: Range<UInt64>?) {
         var position = max(range.lowerBound, headEnd)
         while position < min(range.upperBound, pinnedStart) {
             guard cache.totalBytes + unitSize <= cache.limit, !http.replaced else { return }
             let from = position
             defer { if position <= from { position = range.upperBound } }
-            switch claim(at: position, anchor: position == headEnd ? payloadStart : position, in: cache) {
+            switch claim(at: position, anchor: position == headEnd ? payloadStart : position, in: cache, within: within) {
             case .stored(let unit), .waitFor(let unit, _):
                 position = unit.upperBound
             case .owned(let unit, let group):

@@ -13,7 +13,9 @@ import CryptCore
 /// config file) and the `--mirror` addresses (a count, then each: a
 /// presigned mirror's query string is as secret as the address's), then
 /// the object's last bytes (pinned for the mirrors), then the
-/// `--prefetch-list` (a count; each: path, a range count, 8-byte bounds).
+/// `--prefetch-list` (a count; each: path, a range count, 8-byte bounds),
+/// then which source answered the opening request (4 bytes: 0 for the
+/// address, n for the n-th mirror).
 package struct RemoteHandOver: Sendable, Equatable {
     package var url: [UInt8]
     package var headers: [[UInt8]]
@@ -67,6 +69,7 @@ package struct RemoteHandOver: Sendable, Equatable {
                 withUnsafeBytes(of: chunks.upperBound.bigEndian) { out += $0 }
             }
         }
+        length(UInt32(pinned.source))
         return out
     }
 
@@ -128,6 +131,9 @@ package struct RemoteHandOver: Sendable, Equatable {
             }
             prefetchList.append(PrefetchItem(path: path, chunks: chunks))
         }
+        let source = try number(4)
+        guard source <= mirrorCount else { throw .setup("malformed hand-over from the mount command") }
+        pinned.source = Int(source)
         guard at == bytes.count else { throw .setup("malformed hand-over from the mount command") }
     }
 }

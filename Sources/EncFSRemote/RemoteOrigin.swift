@@ -41,6 +41,10 @@ final class RemoteOrigin: @unchecked Sendable {
         /// What the source's answers must keep naming (a mirror's first
         /// ETag; the opening request's for the bundle's own address).
         var etag: [UInt8]?
+        /// Whether it was found to serve the pinned bundle (size, header,
+        /// index tag). Kept apart from `state`: a mirror set aside before
+        /// its first check is still unchecked when it comes back.
+        var verified: Bool
     }
 
     let location: RemoteLocation
@@ -70,7 +74,7 @@ final class RemoteOrigin: @unchecked Sendable {
         self.location = location
         self.options = options
         self.sendsIfMatch = sendsIfMatch
-        health = Mutex(Health(state: state, etag: etag))
+        health = Mutex(Health(state: state, etag: etag, verified: state != .unverified))
         idle = Mutex(connection.map { [$0] } ?? [])
         slots = DispatchSemaphore(value: max(1, options.connections))
     }

@@ -64,4 +64,31 @@ final class RemotePrefetchListTests: RemoteTestCase {
         XCTAssertEqual(try server.proxyStats().requests, 0, "reading a listed file whole made a request")
         unmount(third)
     }
+
+    /// Two small listed files with a long one between them, and fetch
+    /// units longer than all three: only the listed files' chunks are
+    /// fetched, not the whole units that hold them (which would bring the
+    /// long file along), and their first reads still make no request.
+    func testPrefetchList_FetchesOnlyListedChunks() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(server, ["a.bin": 256 << 10, "b.bin": 4 << 20, "c.bin": 256 << 10], chunkSize: "64K")
+        let paths = try scratch.write(uniqueName("list.txt"), Array("c.bin\na.bin\n".utf8))
+        let cache = try scratch.makeDirectory(uniqueName("cache"))
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache,
+                                      ["--prefetch-list", paths, "--fetch-size", "8M"])
+        XCTAssertTrue(Deadline.poll(seconds: 20) { ((try? self.cachedBytes(cache)) ?? 0) >= 400 << 10 },
+                      "the listed files did not reach the cache")
+        var settled = -1
+        _ = Deadline.poll(seconds: 10, interval: 0.5) {
+            let now = (try? server.proxyStats().requests) ?? -1
+            defer { settled = now }
+            return now == settled
+        }
+        XCTAssertLessThan(try cachedBytes(cache), 1 << 20, "more than the listed files was fetched")
+        try server.resetProxy()
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        XCTAssertEqual(try sha256(mounted.path("c.bin")), try sha256("\(published.source)/c.bin"))
+        XCTAssertEqual(try server.proxyStats().requests, 0, "a first read of a listed file made a request")
+        unmount(mounted)
+    }
 }
