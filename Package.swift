@@ -31,6 +31,8 @@ let package = Package(
         .executable(name: "encfs-ctl", targets: ["encfs-ctl"]),
         .executable(name: "encfs-serve", targets: ["encfs-serve"]),
         .library(name: "EncFS", targets: ["EncFS"]),
+        // libencfs.so: the C ABI (include/encfs.h) over the public API.
+        .library(name: "encfs", type: .dynamic, targets: ["EncFSC"]),
     ],
     targets: [
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -68,6 +70,18 @@ let package = Package(
         // The commands that need the FUSE file system: encfs-mount, encfs-ctl.
         .target(name: "EncFSMountCLI", dependencies: ["EncFSCLI", "EncFSCore", "EncFSService", "EncFSMount", "EncFSRemote", "CryptCore"]),
         .plugin(name: "BuildInfo", capability: .buildTool()),
+        // The C ABI of libencfs.so (include/encfs.h, docs/C-API.md): SONAME
+        // libencfs.so.0, only encfs_* exported (the version script), and the
+        // Swift runtime linked in, so the library loads where no Swift
+        // toolchain is installed.
+        .target(name: "EncFSC", dependencies: ["EncFS", "EncFSCore"], exclude: ["encfs.map"],
+                linkerSettings: [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xlinker", "-soname=libencfs.so.0",
+                                               // -static-stdlib links FoundationEssentials but
+                                               // not the two libraries it is built on; -z defs
+                                               // makes any symbol left undefined fail the link.
+                                               "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims",
+                                               "-Xlinker", "-z", "-Xlinker", "defs",
+                                               "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/EncFSC/encfs.map"])]),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         // The Swift runtime linked in: the mount starts two processes (the
         // command, then the daemon), each paying the dynamic loader for a
@@ -111,6 +125,11 @@ let package = Package(
         // LibraryTests runs it and checks that it links no libfuse.
         .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",
                           exclude: ["README.md"]),
+        // libencfs through its C ABI and the Python package over it: C
+        // programs compiled by the tests (plain, ASan, Valgrind) and the
+        // pytest suite of bindings/python, against a local and an nginx-served
+        // bundle.
+        .testTarget(name: "EmbedTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], exclude: ["C", "Fixture"]),
         // The mount layer's pure parts (directory cursor, kernel options,
         // log escaping, control-socket directories): no FUSE mount, no binaries.
         .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "SharedTestSupport"]),

@@ -24,6 +24,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# libencfs's tests (EmbedTests): a C compiler and Valgrind for the C
+# programs, python3 -m venv for the wheel, and pytest, fsspec and pandas
+# from PyPI for the python3 on PATH (Debian's marks itself externally
+# managed: pip then needs --break-system-packages).
+embed=()
+for p in gcc libc6-dev valgrind python3-venv python3-pip; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || embed+=("$p")
+done
+if [ ${#embed[@]} -gt 0 ]; then
+  echo "installing: ${embed[*]}"
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${embed[@]}" >/dev/null
+fi
+if ! python3 -c 'import pytest, fsspec, pandas' 2>/dev/null; then
+  echo "installing from PyPI: pytest fsspec pandas"
+  python3 -m pip install -q pytest fsspec pandas 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages pytest fsspec pandas
+fi
 if ! command -v swift >/dev/null 2>&1; then
   if [ -x /opt/swift/usr/bin/swift ]; then
     echo "note: add /opt/swift/usr/bin to PATH" >&2

@@ -126,6 +126,11 @@ enum SeedCorpus {
                         try plain.withUnsafeMutableBytes { try ChunkDecompressor().decompress(s, into: $0) }
                     }
                     if inflated { try writeFile("\(directory)/index-page/\(name)-\(k + 1)-plain.page", [flags] + plain) }
+                    // And as a page of a bundle with fragments, whose file
+                    // records the fuzzer may turn into slices.
+                    if inflated, compression == .zstd {
+                        try writeFile("\(directory)/index-page/\(name)-\(k + 1)-fragments.page", [flags | 4] + plain)
+                    }
                 }
             }
         }
