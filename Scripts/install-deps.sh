@@ -11,6 +11,9 @@ set -euo pipefail
 
 packages=(libfuse3-dev fuse3 libssl-dev libipsec-mb-dev libzstd-dev libcurl4-openssl-dev nginx pkg-config python3 sqlite3 xxd file fio keyutils systemd
   scdoc man-db bash-completion dpkg-dev lintian openssl)
+# encfs-serve (issue 28): libmicrohttpd to build it, wrk for its short load
+# test and Scripts/bench-serve.sh, chromium for ServeRenderingTests.
+packages+=(libmicrohttpd-dev wrk chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

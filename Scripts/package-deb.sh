@@ -116,7 +116,8 @@ Description: encrypted resource bundles mounted read-only through FUSE
  chunks); encfs-mount serves it read-only through FUSE, decrypting in
  memory, so plaintext never touches disk. encfs-inspect lists, verifies
  and rekeys bundles (encfs-rekey rekeys too); encfs-keygen makes keys;
- encfs-ctl locks, unlocks and queries a mount. Mounts work from fstab
+ encfs-ctl locks, unlocks and queries a mount; encfs-serve serves a bundle
+ over loopback HTTP or a unix socket without FUSE. Mounts work from fstab
  (type fuse.encfs-mount) and from systemd units (Type=notify).
  .
  Not related to the "encfs" package (EncFS, an encrypted file system).

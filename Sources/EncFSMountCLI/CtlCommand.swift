@@ -3,6 +3,8 @@ import EncFSMount
 import CryptCore
 #if canImport(Glibc)
 import Glibc
+import EncFSService
+import EncFSCLI
 #endif
 
 /// `encfs-ctl MOUNTPOINT status|access-log|lock|unlock`: talks to a mount's daemon

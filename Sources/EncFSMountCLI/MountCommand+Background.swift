@@ -1,5 +1,6 @@
 import EncFSCore
 import EncFSMount
+import EncFSCLI
 
 extension MountCommand {
     /// ``MountMode/background(_:)``, a local bundle with a key: the daemon is

@@ -1,4 +1,4 @@
-import CFuse
+import CProcess
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,7 +21,7 @@ package enum ProcessHardening {
     /// calls this again (every tool does, first thing). `RLIMIT_CORE` alone
     /// would not do: a `core_pattern` that pipes to a program ignores it.
     package static func disableCoreDumps() {
-        _ = cfuse_disable_dumpable()
+        _ = cprocess_disable_dumpable()
         var limit = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
     }
@@ -30,7 +30,7 @@ package enum ProcessHardening {
     /// `pgrep` and `killall` match); the kernel keeps 15 bytes. The
     /// corresponding C call is `prctl(PR_SET_NAME)`.
     package static func setProcessName(_ name: String) {
-        _ = name.withCString { cfuse_set_process_name($0) }
+        _ = name.withCString { cprocess_set_process_name($0) }
     }
 
     /// Capabilities a daemon running as root keeps once it serves:
@@ -57,17 +57,17 @@ package enum ProcessHardening {
     /// - Returns: what could not be done, for a warning; nil when all was.
     package static func dropPrivilegesAfterMounting(keepingPtrace ptrace: Bool) -> String? {
         guard geteuid() == 0 else { return nil }
-        guard cfuse_set_no_new_privs() == 0 else { return "cannot set no_new_privs (errno \(errno))" }
-        let keep = capabilitiesKept(ptrace: ptrace) & cfuse_permitted_capabilities()
+        guard cprocess_set_no_new_privs() == 0 else { return "cannot set no_new_privs (errno \(errno))" }
+        let keep = capabilitiesKept(ptrace: ptrace) & cprocess_permitted_capabilities()
         // The bounding set first: dropping from it needs CAP_SETPCAP, which
         // goes with the rest below. EINVAL: past the kernel's last capability.
         for capability in Int32(0)..<64 where keep & (1 << UInt64(capability)) == 0 {
-            if cfuse_drop_bounding_capability(capability) != 0, errno != EINVAL {
+            if cprocess_drop_bounding_capability(capability) != 0, errno != EINVAL {
                 return "cannot drop capability \(capability) from the bounding set (errno \(errno))"
             }
         }
-        _ = cfuse_clear_ambient_capabilities()
-        guard cfuse_keep_capabilities(keep) == 0 else { return "cannot drop capabilities (errno \(errno))" }
+        _ = cprocess_clear_ambient_capabilities()
+        guard cprocess_keep_capabilities(keep) == 0 else { return "cannot drop capabilities (errno \(errno))" }
         return nil
     }
 }

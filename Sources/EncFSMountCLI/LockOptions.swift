@@ -2,6 +2,7 @@ import EncFSCore
 import EncFSMount
 #if canImport(Glibc)
 import Glibc
+import EncFSCLI
 #endif
 
 /// The lock options of `encfs-mount` (`--protection`, `--idle-lock`,

@@ -1,5 +1,5 @@
 import EncFSCore
-import CFuse
+import CProcess
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,19 +13,19 @@ import Glibc
 /// another file while the mount runs: a program put at the path later (an
 /// upgrade, or an attacker who can write the directory) is a different
 /// inode and matches nothing until the next mount.
-final class AllowedExecutable: Sendable {
+package final class AllowedExecutable: Sendable {
     /// The path, symlinks resolved, as `/proc/PID/exe` shows it.
-    let path: [UInt8]
+    package let path: [UInt8]
     /// The file at `path` when the mount started.
-    let file: CallerProcess.FileIdentity
+    package let file: CallerProcess.FileIdentity
     /// Holds the inode (see above); never read.
     private let pin: FileDescriptor
 
     /// Opens `path` and records what it is.
     ///
     /// - Throws: `BundleError.io` when it cannot be opened.
-    init(path: [UInt8]) throws(BundleError) {
-        let fd = path.withCString { cfuse_open_path($0) }
+    package init(path: [UInt8]) throws(BundleError) {
+        let fd = path.withCString { cprocess_open_path($0) }
         guard fd >= 0 else { throw .io(errno: errno, operation: "open --allow-exe program", path: path) }
         pin = FileDescriptor(taking: fd, path: path)
         file = CallerProcess.FileIdentity(try pin.status())
@@ -34,7 +34,7 @@ final class AllowedExecutable: Sendable {
 
     /// Whether `executable` is this program: the same file, shown at the
     /// same path.
-    func matches(_ executable: CallerProcess.Executable) -> Bool {
+    package func matches(_ executable: CallerProcess.Executable) -> Bool {
         executable.file == file && path.elementsEqual(executable.path)
     }
 }

@@ -4,6 +4,7 @@ import EncFSRemote
 import CryptCore
 #if canImport(Glibc)
 import Glibc
+import EncFSCLI
 #endif
 
 /// `encfs-mount URL MOUNTPOINT`: a bundle served from an HTTP server.

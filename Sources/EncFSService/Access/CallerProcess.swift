@@ -1,4 +1,4 @@
-import CFuse
+import CProcess
 import EncFSCore
 #if canImport(Glibc)
 import Glibc
@@ -36,55 +36,55 @@ import Glibc
 ///
 /// Nothing here is remembered between requests: every check reads /proc
 /// again, into stack buffers (no allocation).
-enum CallerProcess {
+package enum CallerProcess {
     /// Longest executable path read (PATH_MAX); a longer one matches nothing.
-    static let maximumPathLength = 4096
+    package static let maximumPathLength = 4096
     /// Most of `/proc/PID/cgroup` read: one line per cgroup v1 hierarchy
     /// plus the v2 line; a larger file matches no cgroup rule.
-    static let maximumCgroupFileLength = 8192
+    package static let maximumCgroupFileLength = 8192
     /// Most of `/proc/TID/status` read: `Tgid:` is its fourth line, after
     /// `Name:` (at most 64 escaped bytes), `Umask:` and `State:`.
-    static let statusPrefixLength = 512
+    package static let statusPrefixLength = 512
     /// What precedes the process id in `/proc/TID/status`.
     private static let tgidKey = Array("\nTgid:\t".utf8)
 
     /// A file or namespace as the kernel names it: device and inode.
-    struct FileIdentity: Sendable, Equatable {
-        let device: UInt64
-        let inode: UInt64
+    package struct FileIdentity: Sendable, Equatable {
+        package let device: UInt64
+        package let inode: UInt64
 
-        init(device: UInt64, inode: UInt64) {
+        package init(device: UInt64, inode: UInt64) {
             self.device = device
             self.inode = inode
         }
 
-        init(_ st: stat) {
+        package init(_ st: stat) {
             self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
         }
     }
 
     /// A process's user and mount namespaces (`/proc/PID/ns/user`,
     /// `/proc/PID/ns/mnt`).
-    struct Namespaces: Sendable, Equatable {
-        let user: FileIdentity
-        let mount: FileIdentity
+    package struct Namespaces: Sendable, Equatable {
+        package let user: FileIdentity
+        package let mount: FileIdentity
     }
 
     /// The caller's program, as the daemon sees it.
-    struct Executable {
+    package struct Executable {
         /// `/proc/PID/exe` read as a link. The kernel builds this path in
         /// the caller's mount namespace, so on its own it proves nothing:
         /// a caller that can bind-mount (in a user namespace of its own)
         /// shows any path it likes.
-        let path: UnsafeRawBufferPointer
+        package let path: UnsafeRawBufferPointer
         /// The file the process runs (`stat` of `/proc/PID/exe`, which
         /// follows the link to the file whatever the namespace).
-        let file: FileIdentity
+        package let file: FileIdentity
         /// The process's user and mount namespaces.
-        let namespaces: Namespaces
+        package let namespaces: Namespaces
 
         /// Nothing read (no executable rule asked).
-        static var none: Executable {
+        package static var none: Executable {
             let nothing = FileIdentity(device: 0, inode: 0)
             return Executable(path: UnsafeRawBufferPointer(start: nil, count: 0), file: nothing,
                               namespaces: Namespaces(user: nothing, mount: nothing))
@@ -100,7 +100,7 @@ enum CallerProcess {
     ///   process is gone or has no executable (a kernel thread), its
     ///   namespaces cannot be read, a path does not fit, there is no cgroup
     ///   v2 line, or the process exited during the reads.
-    static func withIdentity<R>(ofThread tid: pid_t, readingExecutable: Bool, readingCgroup: Bool,
+    package static func withIdentity<R>(ofThread tid: pid_t, readingExecutable: Bool, readingCgroup: Bool,
                                 _ body: (_ executable: Executable, _ cgroup: UnsafeRawBufferPointer) -> R) -> R? {
         guard tid > 0, let (pidfd, pid) = openProcess(ofThread: tid) else { return nil }
         // Raw, closed here: this check allocates nothing (a FileDescriptor is a class).
@@ -119,7 +119,7 @@ enum CallerProcess {
                 guard let found = readCgroup(of: pid, into: buffer) else { return nil }
                 cgroup = found
             }
-            guard cfuse_pidfd_has_exited(pidfd) == 0 else { return nil }
+            guard cprocess_pidfd_has_exited(pidfd) == 0 else { return nil }
             return body(executable, cgroup)
         }
     }
@@ -127,7 +127,7 @@ enum CallerProcess {
     /// The user and mount namespaces of process `pid` (of the daemon itself
     /// for `getpid()`). Another user's need the same ptrace access as its
     /// `/proc/PID/exe`.
-    static func namespaces(of pid: pid_t) -> Namespaces? {
+    package static func namespaces(of pid: pid_t) -> Namespaces? {
         guard let user = identity(of: pid, "ns/user"), let mount = identity(of: pid, "ns/mnt") else { return nil }
         return Namespaces(user: user, mount: mount)
     }
@@ -146,10 +146,10 @@ enum CallerProcess {
     /// (EINVAL, or ENOENT on newer kernels); only then is
     /// `/proc/TID/status` read.
     private static func openProcess(ofThread tid: pid_t) -> (pidfd: Int32, pid: pid_t)? {
-        let direct = cfuse_pidfd_open(tid)
+        let direct = cprocess_pidfd_open(tid)
         if direct >= 0 { return (direct, tid) }
         guard errno == EINVAL || errno == ENOENT, let pid = threadGroup(of: tid) else { return nil }
-        let pidfd = cfuse_pidfd_open(pid)
+        let pidfd = cprocess_pidfd_open(pid)
         return pidfd >= 0 ? (pidfd, pid) : nil
     }
 

@@ -35,7 +35,7 @@ package struct AccessRules: Sendable, Equatable {
 
     /// Whether deciding needs the calling process itself (its executable
     /// or cgroup, read from /proc), not just the ids the kernel sends.
-    var needsCallerProcess: Bool { !executables.isEmpty || !cgroups.isEmpty }
+    package var needsCallerProcess: Bool { !executables.isEmpty || !cgroups.isEmpty }
 
     /// Whether these rules let in users other than the one who mounts, so
     /// the kernel must be told `allow_other` (without it, the kernel
@@ -48,19 +48,19 @@ package struct AccessRules: Sendable, Equatable {
     }
 
     /// Whether `uid` and `gid` pass the uid and gid rules.
-    func admits(uid: uid_t, gid: gid_t) -> Bool {
+    package func admits(uid: uid_t, gid: gid_t) -> Bool {
         (uids.isEmpty || uids.contains(uid)) && (gids.isEmpty || gids.contains(gid))
     }
 
     /// Whether `cgroup` (a cgroup v2 path such as `/system.slice/x.service`)
     /// passes the cgroup rule: equal to an allowed path, or below it.
-    func admits(cgroup: UnsafeRawBufferPointer) -> Bool {
+    package func admits(cgroup: UnsafeRawBufferPointer) -> Bool {
         cgroups.isEmpty || cgroups.contains { Self.cgroup(cgroup, isWithin: $0) }
     }
 
     /// Whether `path` is `allowed` or lies below it ("/a/b" is within "/a"
     /// and "/", "/ab" is not within "/a").
-    static func cgroup(_ path: UnsafeRawBufferPointer, isWithin allowed: [UInt8]) -> Bool {
+    package static func cgroup(_ path: UnsafeRawBufferPointer, isWithin allowed: [UInt8]) -> Bool {
         guard path.count >= allowed.count, path.prefix(allowed.count).elementsEqual(allowed) else { return false }
         return path.count == allowed.count || allowed.last == UInt8(ascii: "/") || path[allowed.count] == UInt8(ascii: "/")
     }

@@ -1,3 +1,4 @@
+import EncFSCLI
 import EncFSCore
 import EncFSMount
 import EncFSRemote
