@@ -29,7 +29,10 @@ let package = Package(
         .executable(name: "encfs-keygen", targets: ["encfs-keygen"]),
         .executable(name: "encfs-rekey", targets: ["encfs-rekey"]),
         .executable(name: "encfs-ctl", targets: ["encfs-ctl"]),
+        .executable(name: "encfs-serve", targets: ["encfs-serve"]),
         .library(name: "EncFS", targets: ["EncFS"]),
+        // libencfs.so: the C ABI (include/encfs.h) over the public API.
+        .library(name: "encfs", type: .dynamic, targets: ["EncFSC"]),
     ],
     targets: [
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -51,27 +54,54 @@ let package = Package(
         .target(name: "CryptCore", dependencies: ["COpenSSL", "CIPSecMB"]),
         .target(name: "EncFSCore", dependencies: ["CryptCore", "CZstd"]),
         .target(name: "EncFS", dependencies: ["EncFSCore", "EncFSRemote", "CryptCore"]),
-        .target(name: "EncFSMount", dependencies: ["EncFSCore", "CryptCore", "CFuse", "CUring"]),
+        // System calls Swift cannot make (variadic prctl and syscall,
+        // SO_PEERCRED's struct): kernel and libc headers only, no library.
+        .systemLibrary(name: "CProcess"),
+        // What the mount and encfs-serve share, FUSE-free: the access
+        // policy's rules and caller checks, error codes, process hardening.
+        .target(name: "EncFSService", dependencies: ["EncFSCore", "CProcess"]),
+        .target(name: "EncFSMount", dependencies: ["EncFSCore", "EncFSService", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
         .target(name: "EncFSRemote", dependencies: ["EncFSCore", "CryptCore", "CCurl"]),
         // BuildInfo: the git commit for --version, generated at build time.
-        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSMount", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        // FUSE-free, so that encfs-serve can use it without linking libfuse.
+        .target(name: "EncFSCLI", dependencies: ["EncFSCore", "EncFSService", "EncFSRemote", "CryptCore", "CKeyring"], plugins: ["BuildInfo"]),
+        // The commands that need the FUSE file system: encfs-mount, encfs-ctl.
+        .target(name: "EncFSMountCLI", dependencies: ["EncFSCLI", "EncFSCore", "EncFSService", "EncFSMount", "EncFSRemote", "CryptCore"]),
         .plugin(name: "BuildInfo", capability: .buildTool()),
+        // The C ABI of libencfs.so (include/encfs.h, docs/C-API.md): SONAME
+        // libencfs.so.0, only encfs_* exported (the version script), and the
+        // Swift runtime linked in, so the library loads where no Swift
+        // toolchain is installed.
+        .target(name: "EncFSC", dependencies: ["EncFS", "EncFSCore"], exclude: ["encfs.map"],
+                linkerSettings: [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xlinker", "-soname=libencfs.so.0",
+                                               // -static-stdlib links FoundationEssentials but
+                                               // not the two libraries it is built on; -z defs
+                                               // makes any symbol left undefined fail the link.
+                                               "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims",
+                                               "-Xlinker", "-z", "-Xlinker", "defs",
+                                               "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/EncFSC/encfs.map"])]),
         .executableTarget(name: "encfs-pack", dependencies: ["EncFSCLI"]),
         // The Swift runtime linked in: the mount starts two processes (the
         // command, then the daemon), each paying the dynamic loader for a
         // dozen Swift libraries otherwise (docs/PERFORMANCE.md, mount start).
-        .executableTarget(name: "encfs-mount", dependencies: ["EncFSCLI"],
+        .executableTarget(name: "encfs-mount", dependencies: ["EncFSMountCLI"],
                           linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
         .executableTarget(name: "encfs-inspect", dependencies: ["EncFSCLI"]),
         .executableTarget(name: "encfs-keygen", dependencies: ["EncFSCLI"]),
         // `encfs-inspect rekey` as a command of its own: the one that writes a bundle.
         .executableTarget(name: "encfs-rekey", dependencies: ["EncFSCLI"]),
-        .executableTarget(name: "encfs-ctl", dependencies: ["EncFSCLI"]),
+        .executableTarget(name: "encfs-ctl", dependencies: ["EncFSMountCLI"]),
+        // encfs-serve: a bundle over loopback HTTP or a unix socket, without
+        // FUSE (issue 28); libmicrohttpd only in EncFSServe/HTTPEndpoint.swift.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .target(name: "EncFSServe", dependencies: ["EncFSCLI", "EncFSCore", "EncFSService", "EncFSRemote", "CryptCore",
+                                                   "CProcess", "CMicroHTTPD"]),
+        .executableTarget(name: "encfs-serve", dependencies: ["EncFSServe"]),
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
-        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore"]),
+        .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore", "EncFSServe"]),
         // What the test targets share (scratch directories, the seeded
         // generator, the binary runner and the test case over it, the nginx
         // runner); test tooling, so not a product. EncFSCore and CryptCore
@@ -80,23 +110,30 @@ let package = Package(
         .testTarget(name: "CryptCoreTests", dependencies: ["CryptCore", "SharedTestSupport"], resources: [.copy("Vectors")]),
         .testTarget(name: "FormatTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], resources: [.copy("Fixtures")]),
         // Real FUSE mounts through the release binaries, run once per transport.
-        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),
+        .testTarget(name: "MountTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "SharedTestSupport"]),
         // The binaries that never mount (help, man pages, completion,
         // inspect, JSON, progress, version) and the command-line layer's
         // units (option parsing, the daemon's argv, error codes).
-        .testTarget(name: "CLITests", dependencies: ["EncFSCore", "EncFSMount", "EncFSCLI", "CryptCore", "SharedTestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "EncFSCLI", "EncFSMountCLI", "CryptCore", "SharedTestSupport"]),
         // Remote bundles without a mount: the public API over nginx, the
         // remote command line, the retry policy, the page-cache warmer
         // (mounted remote bundles stay in MountTests.RemoteMountTests).
-        .testTarget(name: "RemoteTests", dependencies: ["EncFS", "EncFSCore", "EncFSRemote", "EncFSMount", "EncFSCLI", "SharedTestSupport"]),
+        .testTarget(name: "RemoteTests", dependencies: ["EncFS", "EncFSCore", "EncFSService", "EncFSRemote", "EncFSMount", "EncFSCLI", "EncFSMountCLI", "SharedTestSupport"]),
         // The public API as an application sees it: EncFS only, no FUSE.
         .testTarget(name: "LibraryTests", dependencies: ["EncFS", "SharedTestSupport"]),
         // A program that embeds the library through its public API only;
         // LibraryTests runs it and checks that it links no libfuse.
         .executableTarget(name: "encfs-embed-example", dependencies: ["EncFS"], path: "examples/embed",
                           exclude: ["README.md"]),
+        // libencfs through its C ABI and the Python package over it: C
+        // programs compiled by the tests (plain, ASan, Valgrind) and the
+        // pytest suite of bindings/python, against a local and an nginx-served
+        // bundle.
+        .testTarget(name: "EmbedTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"], exclude: ["C", "Fixture"]),
         // The mount layer's pure parts (directory cursor, kernel options,
         // log escaping, control-socket directories): no FUSE mount, no binaries.
-        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSMount", "SharedTestSupport"]),
+        .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "SharedTestSupport"]),
+        // encfs-serve through the real binary with curl, python, wrk and chromium (issue 28).
+        .testTarget(name: "ServeTests", dependencies: ["SharedTestSupport"]),
     ]
 )

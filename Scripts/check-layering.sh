@@ -14,6 +14,7 @@
 #   - CUring (io_uring system calls, the FUSE ring ABI) only in
 #     Sources/EncFSMount/Uring/;
 #   - CIPSecMB (ipsec-mb's VAES AES-GCM) only in Sources/CryptCore/IPSecMB/;
+#   - CMicroHTTPD (libmicrohttpd) only in Sources/EncFSServe/HTTPEndpoint.swift;
 #   - no OpenSSL symbol outside CryptCore;
 #   - EncFSCore and EncFS never read the environment, prompt or exit: those
 #     belong to EncFSCLI;
@@ -45,6 +46,8 @@ while IFS= read -r hit; do report "CCurl imported outside Sources/EncFSRemote/" 
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CCurl' Sources Tests | grep -v '^Sources/EncFSRemote/' || true)
 while IFS= read -r hit; do report "CUring imported outside Sources/EncFSMount/Uring/" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CUring' Sources Tests | grep -v '^Sources/EncFSMount/Uring/' || true)
+while IFS= read -r hit; do report "CMicroHTTPD (libmicrohttpd) outside Sources/EncFSServe/HTTPEndpoint.swift" "$hit"; done \
+  < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CMicroHTTPD|\bMHD_[a-z]' Sources Tests | grep -v '^Sources/EncFSServe/HTTPEndpoint.swift:' | grep -v '^Sources/CMicroHTTPD/' || true)
 while IFS= read -r hit; do report "CIPSecMB imported outside Sources/CryptCore/IPSecMB/" "$hit"; done \
   < <(grep -rnE '^\s*(internal |public |package |@_implementationOnly )?import CIPSecMB' Sources Tests | grep -v '^Sources/CryptCore/IPSecMB/' || true)
 while IFS= read -r hit; do report "libcurl symbol outside Sources/EncFSRemote/" "$hit"; done \

@@ -4,8 +4,8 @@
 #
 # usage: Scripts/fuzz.sh [SECONDS] [TARGET...]
 #   SECONDS  per target (default 600); CI runs `Scripts/fuzz.sh 30`
-#   TARGET   header, index, bundle, pem, chunk-frame, index-page (default: all
-#            six; each is a case of FuzzTarget in Sources/encfs-fuzz/)
+#   TARGET   header, index, bundle, pem, chunk-frame, index-page, serve-request
+#            (default: all seven; each is a case of FuzzTarget in Sources/encfs-fuzz/)
 # environment:
 #   FUZZ_JOBS  targets run at once (default 1; one core each)
 #   FUZZ_WORK  scratch directory for the growing corpora and logs
@@ -31,7 +31,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 seconds=600
 if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
-all=(header index bundle pem chunk-frame index-page)
+all=(header index bundle pem chunk-frame index-page serve-request)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do

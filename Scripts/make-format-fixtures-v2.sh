@@ -49,7 +49,8 @@ write_manifest(manifest_path, entries, root_mode, root_mtime,
 PY
 
 # 2. The golden bundle.
-"$pack" "$work/tree" "$out/golden.bundle" --key-file "$out/golden.key" --compress zstd --chunk-size 4K --quiet
+# Without fragments (they came later: v2-fragments/).
+"$pack" "$work/tree" "$out/golden.bundle" --key-file "$out/golden.key" --compress zstd --chunk-size 4K --fragment-size 0 --quiet
 
 # 3. Broken copies. Positions come from the header; the first body in the
 #    payload is copy/app.js (index order: copy, hello.txt, noise.bin, site,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds dist/encfs-tools_VERSION_amd64.deb: the encfs-* executables linked
 # with --static-swift-stdlib (the target machine needs no Swift), man pages,
-# bash completion, the systemd examples. Depends: are computed by
+# bash completion, the systemd examples, and libencfs for C and other
+# languages (the library, include/encfs.h, encfs.pc, examples/c). Depends: are computed by
 # dpkg-shlibdeps from the binaries (libc6, libfuse3-3, libssl3, libipsec-mb1, …), plus
 # fuse3 for fusermount3 and mount.fuse3.
 #
@@ -28,7 +29,11 @@ maintainer="${DEB_MAINTAINER:-encfs maintainers <encfs-maintainers@users.noreply
 echo "package-deb.sh: static build (.build-static)" >&2
 # Bind now and read-only relocations: the hardening Debian's toolchain applies.
 flags=(-c release --static-swift-stdlib --build-path .build-static -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro)
-swift build "${flags[@]}" -Xswiftc -warnings-as-errors >&2
+# Product by product: a plain `swift build` would also build the test
+# support target, which imports XCTest, absent from a static-stdlib build.
+for product in encfs-pack encfs-mount encfs-inspect encfs-keygen encfs-rekey encfs-ctl encfs; do
+  swift build "${flags[@]}" -Xswiftc -warnings-as-errors --product "$product" >&2
+done
 bin=$(swift build "${flags[@]}" --show-bin-path)
 
 # Every encfs-* executable the package builds (encfs-ctl too once it
@@ -58,6 +63,29 @@ install -m 0644 completions/bash/encfs-tools "$pkg/usr/share/bash-completion/com
 for name in "${tools[@]:1}"; do ln -s "${tools[0]}" "$pkg/usr/share/bash-completion/completions/$name"; done
 install -m 0644 examples/systemd/* "$pkg/usr/share/doc/encfs-tools/examples/systemd/"
 install -m 0644 packaging/debian/copyright "$pkg/usr/share/doc/encfs-tools/copyright"
+# libencfs: the runtime file by its SONAME, the link name for -lencfs, the
+# header and the pkg-config file (Scripts/make-pkgconfig.sh), the C example.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+install -d "$pkg/usr/lib/$multiarch/pkgconfig" "$pkg/usr/include" "$pkg/usr/share/doc/encfs-tools/examples/c"
+install -m 0644 "$bin/libencfs.so" "$pkg/usr/lib/$multiarch/libencfs.so.0"
+strip --strip-unneeded --remove-section=.comment "$pkg/usr/lib/$multiarch/libencfs.so.0"
+ln -s libencfs.so.0 "$pkg/usr/lib/$multiarch/libencfs.so"
+install -m 0644 include/encfs.h "$pkg/usr/include/encfs.h"
+Scripts/make-pkgconfig.sh --prefix /usr --libdir "/usr/lib/$multiarch" -o "$pkg/usr/lib/$multiarch/pkgconfig/encfs.pc"
+install -m 0644 examples/c/encfs-cat.c examples/c/README.md "$pkg/usr/share/doc/encfs-tools/examples/c/"
+# The loader's cache learns of the new library (Debian policy 8.1.1), and
+# packages linking it depend on this one (8.6, the shlibs file).
+printf 'activate-noawait ldconfig\n' > "$pkg/DEBIAN/triggers"
+printf 'libencfs 0 encfs-tools (>= %s)\n' "$version" > "$pkg/DEBIAN/shlibs"
+# One package carries the tools, libencfs and its development files, not
+# the libencfs0 / libencfs-dev split Debian's archive would want: said once
+# here, for lintian.
+install -d "$pkg/usr/share/lintian/overrides"
+cat > "$pkg/usr/share/lintian/overrides/encfs-tools" <<'OVERRIDES'
+# libencfs ships inside encfs-tools (no libencfs0 / libencfs-dev split).
+encfs-tools: package-name-doesnt-match-sonames libencfs0
+encfs-tools: link-to-shared-library-in-wrong-package *
+OVERRIDES
 {
   echo "encfs-tools ($version) unstable; urgency=medium"
   echo
@@ -70,7 +98,7 @@ install -m 0644 packaging/debian/copyright "$pkg/usr/share/doc/encfs-tools/copyr
 # Depends from the binaries themselves.
 mkdir -p "$stage/src/debian"
 printf 'Source: encfs-tools\n\nPackage: encfs-tools\nArchitecture: any\n' > "$stage/src/debian/control"
-shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "${tools[@]/#/$pkg/usr/bin/}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O "${tools[@]/#/$pkg/usr/bin/}" "$pkg/usr/lib/$multiarch/libencfs.so.0" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$shlibs" ] || { echo "package-deb.sh: error: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 installed=$(du -sk "$pkg/usr" | cut -f1)
 cat > "$pkg/DEBIAN/control" <<CONTROL
@@ -88,7 +116,8 @@ Description: encrypted resource bundles mounted read-only through FUSE
  chunks); encfs-mount serves it read-only through FUSE, decrypting in
  memory, so plaintext never touches disk. encfs-inspect lists, verifies
  and rekeys bundles (encfs-rekey rekeys too); encfs-keygen makes keys;
- encfs-ctl locks, unlocks and queries a mount. Mounts work from fstab
+ encfs-ctl locks, unlocks and queries a mount; encfs-serve serves a bundle
+ over loopback HTTP or a unix socket without FUSE. Mounts work from fstab
  (type fuse.encfs-mount) and from systemd units (Type=notify).
  .
  Not related to the "encfs" package (EncFS, an encrypted file system).

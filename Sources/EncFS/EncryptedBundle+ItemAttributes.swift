@@ -30,6 +30,10 @@ extension EncryptedBundle {
         public let modificationDate: Date
         /// A symlink's target as stored, as bytes; nil for other kinds.
         public let symbolicLinkTargetBytes: [UInt8]?
+        /// The modification time exactly as stored, seconds since the epoch
+        /// and nanoseconds: for the C ABI, which promises nanoseconds.
+        package let modificationSeconds: Int64
+        package let modificationNanoseconds: UInt32
 
         /// A symlink's target as stored (a path relative to the link's
         /// directory, usually); nil for other kinds. Bytes that are not
@@ -58,6 +62,8 @@ extension EncryptedBundle {
             permissions = entry.mode & 0o7777
             modificationDate = Date(timeIntervalSince1970: Double(entry.mtimeSeconds) + Double(entry.mtimeNanoseconds) / 1e9)
             symbolicLinkTargetBytes = symbolicLinkTarget
+            modificationSeconds = entry.mtimeSeconds
+            modificationNanoseconds = entry.mtimeNanoseconds
         }
     }
 }

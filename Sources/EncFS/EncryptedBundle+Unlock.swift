@@ -72,6 +72,16 @@ extension EncryptedBundle {
         /// the command-line tools do: a broken key file does not go unnoticed.
         public static func any(_ unlocks: [Unlock]) -> Unlock { Unlock(.any(unlocks)) }
 
+        /// A passphrase given as bytes (the C ABI's): copied straight into
+        /// wiping storage, with no `String` of it left behind.
+        package static func passphrase(bytes: some Collection<UInt8>) -> Unlock { Unlock(.passphrase(secure(bytes))) }
+
+        /// The file-naming unlocks with the path as bytes (the C ABI's), so
+        /// a path that is not UTF-8 still names its file.
+        package static func keyFile(bytePath path: [UInt8]) -> Unlock { Unlock(.keyFile(path)) }
+        package static func passphraseFile(bytePath path: [UInt8]) -> Unlock { Unlock(.passphraseFile(path)) }
+        package static func identityFile(bytePath path: [UInt8]) -> Unlock { Unlock(.identityFile(path)) }
+
         /// Copies `bytes` straight into wiping storage, with no intermediate
         /// array left behind in ordinary memory.
         private static func secure(_ bytes: some Collection<UInt8>) -> SecureBytes {

@@ -87,7 +87,9 @@ public final class EncryptedBundle: Sendable {
         try self.init(source: source, unlock: unlock, verifyingSignatureWith: verifyingKeys)
     }
 
-    private init(source: any ByteSource, unlock: Unlock, origin: OriginPolicy) throws(EncryptedBundleError) {
+    /// The one initializer that opens: the public ones and the C ABI's
+    /// (EncryptedBundle+Embedding.swift) come here.
+    init(source: any ByteSource, unlock: Unlock, origin: OriginPolicy) throws(EncryptedBundleError) {
         // Symlinks that point outside the bundle do not refuse the whole
         // bundle here, unlike a mount: this API never follows them (a path
         // through one throws .symlinkOutsideBundle) and only reports their

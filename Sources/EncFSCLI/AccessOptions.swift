@@ -1,21 +1,21 @@
 import EncFSCore
-import EncFSMount
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// `encfs-mount`'s access-policy options (`--allow-uid`, `--allow-gid`,
 /// `--allow-exe`, `--allow-cgroup`, `--enforce-reads`), parsed into
 /// ``AccessRules`` and written back for the daemon in one place.
-enum AccessOptions {
-    static let allowUID = "--allow-uid"
-    static let allowGID = "--allow-gid"
-    static let allowExecutable = "--allow-exe"
-    static let allowCgroup = "--allow-cgroup"
-    static let enforceReads = "--enforce-reads"
+package enum AccessOptions {
+    package static let allowUID = "--allow-uid"
+    package static let allowGID = "--allow-gid"
+    package static let allowExecutable = "--allow-exe"
+    package static let allowCgroup = "--allow-cgroup"
+    package static let enforceReads = "--enforce-reads"
 
     /// The parser entries; every `--allow-*` is repeatable.
-    static let parserOptions: [ArgumentParser.Option] = [
+    package static let parserOptions: [ArgumentParser.Option] = [
         .init([allowUID], takesValue: true),
         .init([allowGID], takesValue: true),
         .init([allowExecutable], takesValue: true),
@@ -24,7 +24,7 @@ enum AccessOptions {
     ]
 
     /// The `--help` section.
-    static let help = """
+    package static let help = """
     access policy (checked by the daemon at every open and opendir; a
     caller must match every kind given, and any one value of a kind; each
     option takes a comma-separated list and may be repeated):
@@ -59,7 +59,7 @@ enum AccessOptions {
     /// - Throws: `UsageError` for an id that is not a number, a cgroup path
     ///   that is not absolute, an empty list item, or `--enforce-reads`
     ///   without a rule.
-    static func rules(from args: ArgumentParser.Result) throws -> AccessRules {
+    package static func rules(from args: ArgumentParser.Result) throws -> AccessRules {
         var rules = AccessRules()
         let uidMessage = "\(allowUID) must list numeric user ids, such as 33 or 33,1000"
         rules.uids = try items(args, allowUID, uidMessage).map { try id($0, uidMessage) }
@@ -101,7 +101,7 @@ enum AccessOptions {
     }
 
     /// The daemon's arguments for `rules`, read back by ``rules(from:)``.
-    static func daemonArguments(for rules: AccessRules) -> [[UInt8]] {
+    package static func daemonArguments(for rules: AccessRules) -> [[UInt8]] {
         var out: [[UInt8]] = []
         func add(_ name: String, _ values: [[UInt8]]) {
             guard !values.isEmpty else { return }
@@ -122,7 +122,7 @@ enum AccessOptions {
     ///
     /// - Throws: `CommandError` naming a path that does not resolve or is
     ///   not a regular file.
-    static func resolvingExecutables(_ rules: AccessRules) throws -> AccessRules {
+    package static func resolvingExecutables(_ rules: AccessRules) throws -> AccessRules {
         var resolved = rules
         resolved.executables = try rules.executables.map { path in
             let real: [UInt8]
@@ -139,7 +139,7 @@ enum AccessOptions {
     }
 
     /// Where fusermount3 reads whether users may ask for `allow_other`.
-    static let fuseConfiguration: [UInt8] = Array("/etc/fuse.conf".utf8)
+    package static let fuseConfiguration: [UInt8] = Array("/etc/fuse.conf".utf8)
 
     /// Refuses rules that let in other users when `allow_other` is not
     /// available: a user other than root needs `user_allow_other` in
@@ -147,7 +147,7 @@ enum AccessOptions {
     /// names neither the option nor why it was asked for.
     ///
     /// - Throws: `CommandError` saying what is missing.
-    static func checkAllowOtherAvailable(for rules: AccessRules) throws {
+    package static func checkAllowOtherAvailable(for rules: AccessRules) throws {
         guard getuid() != 0, rules.needsAllowOther(mountingUID: getuid(), mountingGID: getgid()),
               !fuseConfigurationAllowsOther() else { return }
         let which = rules.uids.isEmpty ? allowGID : allowUID
@@ -159,7 +159,7 @@ enum AccessOptions {
     /// cgroup v1-only system): every open would be refused.
     ///
     /// - Throws: `CommandError` saying so.
-    static func checkCgroupsAvailable(for rules: AccessRules) throws {
+    package static func checkCgroupsAvailable(for rules: AccessRules) throws {
         guard !rules.cgroups.isEmpty else { return }
         var contents = [UInt8](repeating: 0, count: 16 << 10)
         let path = Array("/proc/self/cgroup".utf8)
@@ -171,7 +171,7 @@ enum AccessOptions {
     }
 
     /// Whether a `/proc/PID/cgroup` text has the cgroup v2 line (`0::PATH`).
-    static func hasUnifiedHierarchy(cgroupFile text: ArraySlice<UInt8>) -> Bool {
+    package static func hasUnifiedHierarchy(cgroupFile text: ArraySlice<UInt8>) -> Bool {
         text.split(separator: 0x0A).contains { $0.starts(with: Array("0::/".utf8)) }
     }
 
@@ -179,7 +179,7 @@ enum AccessOptions {
     /// does not run as root cannot read other users' `/proc/PID/exe` (the
     /// kernel asks for ptrace access), so with an executable rule their
     /// opens are all refused.
-    static func warning(for rules: AccessRules, mountingUID: uid_t = getuid(), mountingGID: gid_t = getgid()) -> String? {
+    package static func warning(for rules: AccessRules, mountingUID: uid_t = getuid(), mountingGID: gid_t = getgid()) -> String? {
         guard mountingUID != 0, !rules.executables.isEmpty,
               rules.needsAllowOther(mountingUID: mountingUID, mountingGID: mountingGID) else { return nil }
         return "\(allowExecutable) cannot identify other users' programs unless encfs-mount runs as root: their opens will be refused"
@@ -193,7 +193,7 @@ enum AccessOptions {
     /// the entry below (a program put there later matches no rule, since
     /// the daemon records the file at mount, but one put there before the
     /// mount does).
-    static func replaceableExecutables(in rules: AccessRules, trusting owner: uid_t = getuid()) -> [(message: String, path: [UInt8])] {
+    package static func replaceableExecutables(in rules: AccessRules, trusting owner: uid_t = getuid()) -> [(message: String, path: [UInt8])] {
         rules.executables.compactMap { program in
             guard let culprit = replaceablePart(of: program, trusting: owner) else { return nil }
             let what = culprit == program ? "it is writable by" : "a directory on its path (\(PrintableText.escaping(culprit))) is writable by"
@@ -205,7 +205,7 @@ enum AccessOptions {
     /// The first of `path` and its ancestors that a user other than root
     /// or `owner` may write (see ``replaceableExecutables(in:trusting:)``),
     /// nil when none (or when one cannot be examined).
-    static func replaceablePart(of path: [UInt8], trusting owner: uid_t) -> [UInt8]? {
+    package static func replaceablePart(of path: [UInt8], trusting owner: uid_t) -> [UInt8]? {
         func trusted(_ uid: uid_t) -> Bool { uid == 0 || uid == owner }
         func writableByOthers(_ st: stat) -> Bool {
             !trusted(st.st_uid) || st.st_mode & S_IWOTH != 0 || (st.st_mode & S_IWGRP != 0 && st.st_gid != 0)

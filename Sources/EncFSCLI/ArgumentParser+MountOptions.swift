@@ -43,7 +43,7 @@ extension ArgumentParser {
     /// - Throws: `UsageError` for a secret given as an option, a valued
     ///   option without `=VALUE`, or a flag with one. The message names the
     ///   option, never its value.
-    func expandingMountOptions(_ result: Result) throws -> Result {
+    package func expandingMountOptions(_ result: Result) throws -> Result {
         var expanded = result
         expanded.options = []
         for (name, value) in result.options {

@@ -1,6 +1,6 @@
-import EncFSMount
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// The entry point of every encfs executable: what each process does

@@ -1,7 +1,7 @@
 import EncFSCore
-import EncFSMount
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Exit codes, documented in every `--help` and in the README.

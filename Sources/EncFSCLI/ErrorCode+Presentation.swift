@@ -1,5 +1,5 @@
 import EncFSCore
-import EncFSMount
+import EncFSService
 
 extension ErrorCode {
     /// The one table from what went wrong to what a command shows: its
@@ -11,7 +11,7 @@ extension ErrorCode {
     /// - Parameter error: the error itself when this process has it, for
     ///   a hint that names a figure it carries (the scrypt memory a slot
     ///   needs); nil when only the code came across.
-    func presentation(of error: BundleError? = nil) -> (exitCode: Int32, hint: String?) {
+    package func presentation(of error: BundleError? = nil) -> (exitCode: Int32, hint: String?) {
         let failure = ExitCode.failure
         switch self {
         case .externalSymlink:
@@ -39,7 +39,7 @@ extension ErrorCode {
     }
 
     /// The hint for `error`, found here or reported by a daemon.
-    static func hint(for error: any Error) -> String? {
+    package static func hint(for error: any Error) -> String? {
         let code = (error as? CommandError)?.code ?? ErrorCode(error)
         return code.presentation(of: error as? BundleError).hint
     }

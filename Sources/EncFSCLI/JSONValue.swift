@@ -9,7 +9,7 @@ import EncFSCore
 /// convention of the callers; numbers are integers (sizes, counts, times)
 /// and stay numbers; names that are byte strings go through
 /// ``byteString(_:key:)``.
-indirect enum JSONValue {
+package indirect enum JSONValue {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -23,13 +23,13 @@ indirect enum JSONValue {
     /// display form with each invalid byte as `\xNN` (and a backslash as
     /// `\\`, so the display form is unambiguous), and then `key_base64`
     /// holds the raw bytes too.
-    static func byteString(_ bytes: [UInt8], key: String) -> [(key: String, value: JSONValue)] {
+    package static func byteString(_ bytes: [UInt8], key: String) -> [(key: String, value: JSONValue)] {
         if let text = String(validating: bytes, as: UTF8.self) { return [(key, .string(text))] }
         return [(key, .string(PrintableText.escaping(bytes, limit: Int.max))), (key + "_base64", .string(Base64.encode(bytes)))]
     }
 
     /// The document as UTF-8, one line, ending with a newline.
-    var serialized: [UInt8] {
+    package var serialized: [UInt8] {
         var out: [UInt8] = []
         write(to: &out)
         out.append(0x0A)
@@ -83,14 +83,14 @@ indirect enum JSONValue {
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral {
-    init(stringLiteral value: String) { self = .string(value) }
-    init(booleanLiteral value: Bool) { self = .bool(value) }
-    init(integerLiteral value: Int64) { self = .integer(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(integerLiteral value: Int64) { self = .integer(value) }
 }
 
 extension JSONValue {
     /// A count or size.
-    static func number<T: BinaryInteger>(_ value: T) -> JSONValue {
+    package static func number<T: BinaryInteger>(_ value: T) -> JSONValue {
         if let signed = Int64(exactly: value) { return .integer(signed) }
         return .unsigned(UInt64(clamping: value))
     }

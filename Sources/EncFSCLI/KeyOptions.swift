@@ -85,7 +85,7 @@ package enum KeyOptions {
 
     /// The help lines for the options beyond the files, for every command
     /// that takes keys.
-    static let custodyHelp = """
+    package static let custodyHelp = """
       --key-keyring DESC       a raw key (64 hex characters) from the kernel
                                keyring: the user key DESC, searched in the
                                session, user and persistent keyrings (store it

@@ -36,7 +36,7 @@ package enum KeySources {
     /// - Returns: at least one secret, unless `optional`.
     /// - Throws: `KeyInputError` when a source is unusable or none is given;
     ///   whatever `explicit` throws.
-    static func gather(confirm: Bool, optional: Bool, explicit: () throws -> [KeyMaterial]) throws -> [KeyMaterial] {
+    package static func gather(confirm: Bool, optional: Bool, explicit: () throws -> [KeyMaterial]) throws -> [KeyMaterial] {
         let envKey = takeEnvironment(keyVariable)
         let envPassphrase = takeEnvironment(passphraseVariable)
         var materials = try explicit()
@@ -64,7 +64,7 @@ package enum KeySources {
 
     /// Copies an environment variable into wiping storage, overwrites the
     /// original bytes (which `/proc/PID/environ` shows) and unsets it.
-    static func takeEnvironment(_ name: String) -> SecureBytes? {
+    package static func takeEnvironment(_ name: String) -> SecureBytes? {
         guard let value = getenv(name) else { return nil }
         let count = strlen(value)
         let raw = UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(value), count: count)
@@ -75,7 +75,7 @@ package enum KeySources {
     }
 
     /// Reads a passphrase from /dev/tty with echo off.
-    static func prompt(confirm: Bool) throws -> SecureBytes {
+    package static func prompt(confirm: Bool) throws -> SecureBytes {
         guard let terminal = try? FileDescriptor.open(Array("/dev/tty".utf8), flags: O_RDWR) else {
             throw KeyInputError("no key given and no terminal to ask for a passphrase")
         }

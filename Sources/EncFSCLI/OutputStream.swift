@@ -6,26 +6,26 @@ import Glibc
 /// Buffered raw-byte output to a descriptor owned elsewhere (standard
 /// output by default), so listings of non-UTF-8 names come out exactly as
 /// stored.
-final class OutputStream {
+package final class OutputStream {
     private let output: FileDescriptor.Borrowed
     private var buffer: [UInt8] = []
 
-    init(_ output: FileDescriptor.Borrowed = .standardOutput) {
+    package init(_ output: FileDescriptor.Borrowed = .standardOutput) {
         self.output = output
         buffer.reserveCapacity(1 << 16)
     }
 
     deinit { flush() }
 
-    func write(_ text: String) { buffer += Array(text.utf8); flushIfFull() }
-    func write(_ bytes: [UInt8]) { buffer += bytes; flushIfFull() }
-    func write(_ bytes: UnsafeRawBufferPointer) { buffer += bytes; flushIfFull() }
-    func line(_ text: String) { write(text); buffer.append(0x0A); flushIfFull() }
+    package func write(_ text: String) { buffer += Array(text.utf8); flushIfFull() }
+    package func write(_ bytes: [UInt8]) { buffer += bytes; flushIfFull() }
+    package func write(_ bytes: UnsafeRawBufferPointer) { buffer += bytes; flushIfFull() }
+    package func line(_ text: String) { write(text); buffer.append(0x0A); flushIfFull() }
 
     private func flushIfFull() { if buffer.count >= 1 << 16 { flush() } }
 
     /// Writes everything buffered; a closed pipe ends the process as usual (SIGPIPE).
-    func flush() {
+    package func flush() {
         buffer.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count, let base = raw.baseAddress {
@@ -39,7 +39,7 @@ final class OutputStream {
 
     /// Writes `bytes` directly, bypassing the buffer (for streamed plaintext
     /// that should not linger in a growing array).
-    func writeDirect(_ bytes: UnsafeRawBufferPointer) throws {
+    package func writeDirect(_ bytes: UnsafeRawBufferPointer) throws {
         flush()
         try output.writeAll(bytes)
     }

@@ -10,6 +10,7 @@ extension PackCommand {
             ("plaintext_bytes", .number(summary.plaintextBytes)), ("bundle_bytes", .number(summary.bundleBytes)),
             ("format_version", .number(summary.formatVersion)), ("deduplicated_files", .number(summary.sharedFiles)),
             ("deduplicated_bytes", .number(summary.sharedBytes)),
+            ("fragment_files", .number(summary.fragmentFiles)), ("fragments", .number(summary.fragments)),
             ("milliseconds", .number(Int64((seconds * 1000).rounded()))),
             ("signer", summary.signerFingerprint.map { .string($0) } ?? .null),
         ])

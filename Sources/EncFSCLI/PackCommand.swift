@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 package enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--fragment-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -36,7 +36,7 @@ package enum PackCommand {
 
     options:
       --compress METHOD        none (default: a format version 1 bundle) or
-                               zstd[:LEVEL] (LEVEL 1 … 19, default 3): each
+                               zstd[:LEVEL] (LEVEL 1 … 19, default 9): each
                                chunk is compressed on its own before it is
                                sealed (format version 2; a chunk's stored
                                length shows how well it compressed: see
@@ -44,6 +44,10 @@ package enum PackCommand {
                                contents are always stored once
       --chunk-size SIZE        4K … 1M, a power of two (default 4K, or 64K
                                with --compress zstd)
+      --fragment-size SIZE     with --compress: files smaller than SIZE are
+                               packed together into shared chunks
+                               (fragments; 0 … the chunk size, default half
+                               the chunk size; 0: none)
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree
@@ -71,6 +75,7 @@ package enum PackCommand {
         .init(["--recipient"], takesValue: true),
         .init(["--sign-key"], takesValue: true),
         .init(["--chunk-size"], takesValue: true),
+        .init(["--fragment-size"], takesValue: true),
         .init(["--compress"], takesValue: true),
         .init(["--exclude"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
@@ -163,6 +168,7 @@ package enum PackCommand {
             if options.compression != .none { options.chunkSizeLog2 = BundleFormat.defaultCompressedChunkSizeLog2 }
         }
         if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
+        if let size = args.value("--fragment-size") { options.fragmentThreshold = try parseFragmentSize(size) }
         if let cost = args.value("--scrypt-log-n") {
             guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
                 throw UsageError("--scrypt-log-n must be between 14 and 20")
@@ -183,6 +189,7 @@ package enum PackCommand {
         if summary.sharedFiles > 0 {
             line += ", \(summary.sharedFiles) duplicate files stored once (\(formatBytes(summary.sharedBytes)) saved)"
         }
+        if summary.fragments > 0 { line += ", \(summary.fragmentFiles) small files in \(summary.fragments) fragments" }
         if summary.skipped > 0 { line += ", \(summary.skipped) skipped" }
         if summary.excluded > 0 { line += ", \(summary.excluded) excluded" }
         if let signer = summary.signerFingerprint { line += ", signed by \(signer)" }
@@ -201,6 +208,18 @@ package enum PackCommand {
             return (.zstd, level)
         }
         throw UsageError("unknown compression \(PrintableText.escaping(text)) (use none or zstd[:LEVEL])")
+    }
+
+    /// Parses a fragment threshold: a byte count, or `16K`-style (at
+    /// most 1M; the packer caps it at the chunk size).
+    static func parseFragmentSize(_ text: [UInt8]) throws -> Int {
+        var s = String(decoding: text, as: UTF8.self).uppercased()
+        var multiplier = 1
+        if s.hasSuffix("K") { multiplier = 1024; s.removeLast() } else if s.hasSuffix("M") { multiplier = 1 << 20; s.removeLast() }
+        guard let n = Int(s), n >= 0, n <= (1 << 20) / multiplier else {
+            throw UsageError("invalid fragment size \(PrintableText.escaping(text)) (use 0 … 1M)")
+        }
+        return n * multiplier
     }
 
     /// Parses `4K`, `64K`, `1M` or a byte count into log2.

@@ -19,10 +19,10 @@ import Glibc
 /// to parse the options, before any key or network is touched), during
 /// which a process that polls `/proc` can read the original.
 /// `--address-file` leaves no such window.
-enum ProcessArguments {
+package enum ProcessArguments {
     /// Shows every remote bundle address among the arguments by its
     /// display name (no query string, no user information).
-    static func hideAddresses() {
+    package static func hideAddresses() {
         rewrite { RemoteCommandLine.isRemote($0) ? RemoteCommandLine.shown($0) : nil }
     }
 
@@ -33,7 +33,7 @@ enum ProcessArguments {
     ///
     /// - Returns: whether the memory was rewritten.
     @discardableResult
-    static func rewrite(_ replacement: ([UInt8]) -> [UInt8]?) -> Bool {
+    package static func rewrite(_ replacement: ([UInt8]) -> [UInt8]?) -> Bool {
         guard let area = argumentArea() else { return false }
         let original = Array(UnsafeRawBufferPointer(area))
         var started: [[UInt8]] = []

@@ -14,7 +14,7 @@ extension ReaderOptions {
     static let daemonVerifyKey = "--internal-verify-key"
 
     /// The parser entries of the origin options.
-    static let originParserOptions: [ArgumentParser.Option] = [
+    package static let originParserOptions: [ArgumentParser.Option] = [
         .init([verifyKey], takesValue: true),
         .init([expectBundleID], takesValue: true),
         .init([daemonVerifyKey], takesValue: true),
@@ -26,7 +26,7 @@ extension ReaderOptions {
     /// - Throws: `UsageError` for a bundle id or daemon key that is not
     ///   hex of the right length; `KeyInputError` for a key file that
     ///   cannot be read or holds no Ed25519 public key.
-    static func origin(from args: ArgumentParser.Result) throws -> OriginPolicy {
+    package static func origin(from args: ArgumentParser.Result) throws -> OriginPolicy {
         var policy = OriginPolicy()
         if let text = args.value(expectBundleID) {
             guard let id = parseHex(text), id.count == BundleFormat.idSize else {
@@ -46,7 +46,7 @@ extension ReaderOptions {
     }
 
     /// The daemon's arguments for `policy` (empty for none).
-    static func daemonArguments(forOrigin policy: OriginPolicy) -> [[UInt8]] {
+    package static func daemonArguments(forOrigin policy: OriginPolicy) -> [[UInt8]] {
         var arguments: [[UInt8]] = []
         for key in policy.signers { arguments += [Array(daemonVerifyKey.utf8), Array(Hex.encode(key.rawRepresentation).utf8)] }
         if let id = policy.bundleID { arguments += [Array(expectBundleID.utf8), Array(Hex.encode(id).utf8)] }
@@ -54,7 +54,7 @@ extension ReaderOptions {
     }
 
     /// The help lines of the origin options, for both tools.
-    static let originHelp = """
+    package static let originHelp = """
       --verify-key PUBFILE     refuse the bundle unless it is signed by this
                                Ed25519 public key (the .pub of encfs-keygen
                                --sign); repeatable: any one of them will do

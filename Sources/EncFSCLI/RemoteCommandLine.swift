@@ -13,28 +13,28 @@ import Glibc
 /// messages name the bundle by ``RemoteLocation/displayName``, and the
 /// daemon gets them through a pipe (``secretHandOver(_:options:opened:)``),
 /// never argv. Its argv carries the display name and the other options.
-enum RemoteCommandLine {
-    static let cacheDir = "--cache-dir"
-    static let cacheSize = "--cache-size"
-    static let fetchSize = "--fetch-size"
-    static let connections = "--connections"
-    static let prefetch = "--prefetch"
-    static let headerFile = "--header-file"
-    static let netTimeout = "--net-timeout"
-    static let retries = "--retries"
-    static let caFile = "--ca-file"
-    static let s3Endpoint = "--s3-endpoint"
-    static let s3Region = "--s3-region"
-    static let s3PathStyle = "--s3-path-style"
-    static let s3VirtualHosted = "--s3-virtual-hosted"
-    static let awsCredentialsFile = "--aws-credentials-file"
-    static let awsCredentialsCredential = "--aws-credentials-credential"
-    static let mirror = "--mirror"
-    static let prefetchList = "--prefetch-list"
+package enum RemoteCommandLine {
+    package static let cacheDir = "--cache-dir"
+    package static let cacheSize = "--cache-size"
+    package static let fetchSize = "--fetch-size"
+    package static let connections = "--connections"
+    package static let prefetch = "--prefetch"
+    package static let headerFile = "--header-file"
+    package static let netTimeout = "--net-timeout"
+    package static let retries = "--retries"
+    package static let caFile = "--ca-file"
+    package static let s3Endpoint = "--s3-endpoint"
+    package static let s3Region = "--s3-region"
+    package static let s3PathStyle = "--s3-path-style"
+    package static let s3VirtualHosted = "--s3-virtual-hosted"
+    package static let awsCredentialsFile = "--aws-credentials-file"
+    package static let awsCredentialsCredential = "--aws-credentials-credential"
+    package static let mirror = "--mirror"
+    package static let prefetchList = "--prefetch-list"
     /// `encfs-mount` only (a long-running process with one operand to
     /// replace); see ``addressFileHelp``.
-    static let addressFile = "--address-file"
-    static let addressFileHelp = """
+    package static let addressFile = "--address-file"
+    package static let addressFileHelp = """
       --address-file FILE      read the address from FILE (- for standard
                                input; its first line) instead of BUNDLE, so
                                that it never appears in argv
@@ -42,9 +42,9 @@ enum RemoteCommandLine {
                                BUNDLE is hidden from argv at start
     """
     /// In the daemon's argv: its bundle is remote, secrets on fd 5.
-    static let daemonRemote = "--internal-remote"
+    package static let daemonRemote = "--internal-remote"
 
-    static let parserOptions: [ArgumentParser.Option] = [
+    package static let parserOptions: [ArgumentParser.Option] = [
         .init([cacheDir], takesValue: true), .init([cacheSize], takesValue: true), .init([fetchSize], takesValue: true),
         .init([connections], takesValue: true), .init([prefetch], takesValue: true), .init([headerFile], takesValue: true),
         .init([netTimeout], takesValue: true), .init([retries], takesValue: true), .init([caFile], takesValue: true),
@@ -56,12 +56,12 @@ enum RemoteCommandLine {
     ]
 
     /// Largest `--address-file`.
-    static let maximumAddressFile = 16 << 10
+    package static let maximumAddressFile = 16 << 10
 
     /// Largest `--header-file`.
-    static let maximumHeaderFile = 32 << 10
+    package static let maximumHeaderFile = 32 << 10
 
-    static let help = """
+    package static let help = """
     remote bundles (BUNDLE is an http://, https:// or s3://BUCKET/KEY address;
     a presigned URL with its query string works as it is, and is never
     shown or logged):
@@ -112,7 +112,7 @@ enum RemoteCommandLine {
     ///
     /// - Throws: `CommandError` naming the file (never its contents) when
     ///   it cannot be read or holds no address.
-    static func address(from args: ArgumentParser.Result) throws -> [UInt8]? {
+    package static func address(from args: ArgumentParser.Result) throws -> [UInt8]? {
         guard let path = args.value(addressFile) else { return nil }
         let text: SecureBytes
         do {
@@ -141,16 +141,16 @@ enum RemoteCommandLine {
     }
 
     /// Whether `bundle` is an address (http, https, s3) rather than a path.
-    static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }
+    package static func isRemote(_ bundle: [UInt8]) -> Bool { RemoteLocation.isRemote(bundle) }
 
     /// `bundle` as messages may show it: an address without its secrets.
-    static func shown(_ bundle: [UInt8]) -> [UInt8] {
+    package static func shown(_ bundle: [UInt8]) -> [UInt8] {
         guard isRemote(bundle) else { return bundle }
         return (try? RemoteLocation(bundle))?.displayName ?? Array("(invalid address)".utf8)
     }
 
     /// Largest `--prefetch-list`.
-    static let maximumPrefetchList = 16 << 20
+    package static let maximumPrefetchList = 16 << 20
 
     /// The files of a `--prefetch-list`: the JSON `encfs-ctl MNT access-log
     /// --json` prints (its `path` and `chunks`), or paths one per line
@@ -158,7 +158,7 @@ enum RemoteCommandLine {
     ///
     /// - Throws: `CommandError` naming the file when it cannot be read or
     ///   a JSON list cannot be parsed.
-    static func readPrefetchList(_ path: [UInt8]) throws -> [PrefetchItem] {
+    package static func readPrefetchList(_ path: [UInt8]) throws -> [PrefetchItem] {
         let text: [UInt8]
         do { text = try LocalFiles.readSecretFile(path, limit: maximumPrefetchList).withUnsafeBytes { Array($0) } } catch {
             throw CommandError("cannot read \(prefetchList)", path: path)
@@ -196,7 +196,7 @@ enum RemoteCommandLine {
     /// Takes every `AWS_*` variable out of the environment (the secret
     /// ones' bytes overwritten, as `/proc/PID/environ` shows them), so that
     /// no daemon inherits them.
-    static func takeAWSEnvironment() -> AWSCredentialChain.Environment {
+    package static func takeAWSEnvironment() -> AWSCredentialChain.Environment {
         func take(_ name: String) -> SecureBytes? { KeySources.takeEnvironment(name) }
         func plain(_ name: String) -> [UInt8]? { take(name).flatMap { $0.count > 0 ? $0.withUnsafeBytes { Array($0) } : nil } }
         var env = AWSCredentialChain.Environment()
@@ -228,7 +228,7 @@ enum RemoteCommandLine {
     /// `--aws-credentials-credential`.
     ///
     /// - Throws: `RemoteError.credentials`, `KeyInputError` (credential).
-    static func resolveS3(_ options: inout RemoteOptions, environment: AWSCredentialChain.Environment,
+    package static func resolveS3(_ options: inout RemoteOptions, environment: AWSCredentialChain.Environment,
                           args: ArgumentParser.Result) throws {
         if options.s3.region == nil { options.s3.region = AWSCredentialChain.region(environment) ?? "us-east-1" }
         if options.s3.endpoint == nil { options.s3.endpoint = environment.endpoint }
@@ -239,7 +239,7 @@ enum RemoteCommandLine {
 
     /// `path` made absolute (the daemon works from "/" and reads the
     /// credentials file again).
-    static func absolutePath(_ path: [UInt8]) throws -> [UInt8] {
+    package static func absolutePath(_ path: [UInt8]) throws -> [UInt8] {
         guard path.first != UInt8(ascii: "/") else { return path }
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         guard getcwd(&buffer, buffer.count) != nil else { throw CommandError("cannot resolve path", path: path) }
@@ -250,7 +250,7 @@ enum RemoteCommandLine {
     ///
     /// - Throws: `UsageError` for a value out of range; `CommandError` for a
     ///   header file that cannot be read or parsed (never its contents).
-    static func options(from args: ArgumentParser.Result) throws -> RemoteOptions {
+    package static func options(from args: ArgumentParser.Result) throws -> RemoteOptions {
         var options = RemoteOptions()
         options.cacheDirectory = args.value(cacheDir) ?? defaultCacheDirectory()
         options.s3 = try s3Settings(from: args)
@@ -294,7 +294,7 @@ enum RemoteCommandLine {
     }
 
     /// Largest `--ca-file`.
-    static let maximumCAFile = 4 << 20
+    package static let maximumCAFile = 4 << 20
 
     /// Refuses a `--ca-file` that cannot be read or holds no PEM
     /// certificate here, with the option's name, rather than as a TLS
@@ -325,7 +325,7 @@ enum RemoteCommandLine {
 
     /// `$XDG_CACHE_HOME/encfs`, else `$HOME/.cache/encfs`; for root
     /// `/var/cache/encfs`; nil when none can be found (no cache).
-    static func defaultCacheDirectory() -> [UInt8]? {
+    package static func defaultCacheDirectory() -> [UInt8]? {
         if getuid() == 0 { return Array("/var/cache/encfs".utf8) }
         if let xdg = getenv("XDG_CACHE_HOME"), xdg.pointee == UInt8(ascii: "/") {
             return Array(String(cString: xdg).utf8) + Array("/encfs".utf8)
@@ -339,7 +339,7 @@ enum RemoteCommandLine {
     /// Opens `bundle`: a local file, or a remote bundle with `options`.
     /// A tool that only reads (inspect) uses the cache when it is free and
     /// goes without it when a mount holds it.
-    static func source(for bundle: [UInt8], options: RemoteOptions?, args: ArgumentParser.Result) throws -> any ByteSource {
+    package static func source(for bundle: [UInt8], options: RemoteOptions?, args: ArgumentParser.Result) throws -> any ByteSource {
         guard isRemote(bundle), var options else { return try FileByteSource(path: bundle) }
         let environment = takeAWSEnvironment()
         if RemoteLocation.isS3(bundle) || options.mirrors.contains(where: RemoteLocation.isS3) {
@@ -359,7 +359,7 @@ enum RemoteCommandLine {
 
     /// The daemon's argv for the non-secret remote settings; the address
     /// and the headers go through the hand-over pipe.
-    static func daemonArguments(_ options: RemoteOptions) -> [[UInt8]] {
+    package static func daemonArguments(_ options: RemoteOptions) -> [[UInt8]] {
         var out: [[UInt8]] = [Array(daemonRemote.utf8)]
         func add(_ name: String, _ value: String) { out += [Array(name.utf8), Array(value.utf8)] }
         if let dir = options.cacheDirectory { out += [Array(cacheDir.utf8), dir] }
@@ -385,7 +385,7 @@ enum RemoteCommandLine {
     /// daemon makes no request of its own before fetching the index.
     ///
     /// - Throws: `CommandError` when the pipe cannot be made or filled.
-    static func secretHandOver(_ address: [UInt8], options: RemoteOptions, opened: HTTPByteSource) throws -> FileDescriptor {
+    package static func secretHandOver(_ address: [UInt8], options: RemoteOptions, opened: HTTPByteSource) throws -> FileDescriptor {
         var handOver = RemoteHandOver(url: address, headers: options.headers, pinned: opened.pinned)
         if let credentials = options.s3.credentials {
             handOver.credentials = credentials.current().credentials

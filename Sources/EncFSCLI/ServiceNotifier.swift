@@ -12,9 +12,9 @@ import Glibc
 /// for a leading NUL byte). Failures are ignored, as sd_notify's callers do:
 /// readiness is a courtesy to the service manager, never a reason to stop
 /// serving.
-struct ServiceNotifier {
+package struct ServiceNotifier {
     /// The environment variable systemd sets for `Type=notify` services.
-    static let socketVariable = "NOTIFY_SOCKET"
+    package static let socketVariable = "NOTIFY_SOCKET"
 
     private let address: [UInt8]
 
@@ -22,7 +22,7 @@ struct ServiceNotifier {
     /// unusable (empty, longer than a socket path, neither absolute nor
     /// abstract). The variable is removed so that programs this process
     /// starts (fusermount3) do not talk to the service manager in its name.
-    static func fromEnvironment() -> ServiceNotifier? {
+    package static func fromEnvironment() -> ServiceNotifier? {
         guard let value = getenv(socketVariable) else { return nil }
         let name = Array(UnsafeRawBufferPointer(start: value, count: strlen(value)))
         unsetenv(socketVariable)
@@ -30,7 +30,7 @@ struct ServiceNotifier {
     }
 
     /// - Parameter socketName: an absolute path or `@name`.
-    init?(socketName: [UInt8]) {
+    package init?(socketName: [UInt8]) {
         let capacity = MemoryLayout.size(ofValue: sockaddr_un().sun_path)
         guard let first = socketName.first, first == UInt8(ascii: "/") || first == UInt8(ascii: "@"),
               socketName.count < capacity else { return nil }
@@ -41,7 +41,7 @@ struct ServiceNotifier {
     ///
     /// - Returns: whether the datagram was sent.
     @discardableResult
-    func send(_ fields: [String]) -> Bool {
+    package func send(_ fields: [String]) -> Bool {
         let message = Array(fields.joined(separator: "\n").utf8)
         guard let socket = try? SystemCall.retrying("create socket", {
             Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -66,7 +66,7 @@ struct ServiceNotifier {
     }
 
     /// `STATUS=` text naming a path (escaped: a name cannot add a line).
-    static func status(_ text: String, path: [UInt8]) -> String {
+    package static func status(_ text: String, path: [UInt8]) -> String {
         "STATUS=\(text) \(PrintableText.escaping(path))"
     }
 }

@@ -1,6 +1,6 @@
 import CryptCore
 import EncFSCore
-import EncFSMount
+import EncFSService
 
 /// `--version`, which every command accepts: prints `TOOL VERSION` on
 /// stdout (`encfs-pack 0.1.0`), then the build's git commit and the
@@ -14,21 +14,21 @@ import EncFSMount
 ///     libfuse: 3.14.0
 ///
 /// The first line stays `TOOL VERSION` for scripts that read only it.
-enum VersionOption {
+package enum VersionOption {
     /// The option, for each command's parser.
-    static let option = ArgumentParser.Option(["--version"], takesValue: false)
+    package static let option = ArgumentParser.Option(["--version"], takesValue: false)
 
     /// Prints the version lines of `tool` when `args` asks for it.
     ///
     /// - Returns: whether it did (the command then exits 0).
-    static func handle(_ args: ArgumentParser.Result, tool: String) -> Bool {
+    package static func handle(_ args: ArgumentParser.Result, tool: String) -> Bool {
         guard args.has("--version") else { return false }
         print(text(tool: tool))
         return true
     }
 
     /// The lines, without the final newline.
-    static func text(tool: String) -> String {
+    package static func text(tool: String) -> String {
         """
         \(tool) \(EncFSVersion.string)
         commit: \(BuildInfo.commit)

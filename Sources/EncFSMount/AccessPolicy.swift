@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import CFuse
 #if canImport(Glibc)
 import Glibc
@@ -29,28 +30,18 @@ import Glibc
 /// receives it, are not asked about, unless `--enforce-reads` makes every
 /// read come here (direct I/O) and ask again.
 struct AccessPolicy: Sendable {
-    let rules: AccessRules
+    /// The rules and the allowed programs, shared with encfs-serve.
+    let admission: CallerAdmission
+    var rules: AccessRules { admission.rules }
     private let denials: DenialLog
-    /// The `--allow-exe` programs as found at mount (one per path that
-    /// could be opened then).
-    private let executables: [AllowedExecutable]
-    /// The daemon's own user and mount namespaces: an executable rule
-    /// admits only callers in both (nil, when they cannot be read: none).
-    let namespaces: CallerProcess.Namespaces?
+    /// The daemon's own user and mount namespaces (see ``CallerAdmission``).
+    var namespaces: CallerProcess.Namespaces? { admission.namespaces }
 
     /// Records the allowed programs and the daemon's namespaces; a program
     /// that cannot be opened any more is logged and matches nobody.
     init(rules: AccessRules, logger: MountLogger, failures: FailurePolicy) {
-        self.rules = rules
-        namespaces = CallerProcess.namespaces(of: getpid())
-        denials = DenialLog(logger: logger, failures: failures, namespaces: namespaces)
-        executables = rules.executables.compactMap { path in
-            do { return try AllowedExecutable(path: path) } catch {
-                let reason = (error as? BundleError)?.message ?? "\(error)"
-                logger.log("warning", "--allow-exe program cannot be opened, so it matches no caller: \(reason)")
-                return nil
-            }
-        }
+        admission = CallerAdmission(rules: rules) { logger.log("warning", $0) }
+        denials = DenialLog(logger: logger, failures: failures, namespaces: admission.namespaces)
     }
 
     /// Whether every open and opendir must be answered by the daemon, never
@@ -119,30 +110,8 @@ struct AccessPolicy: Sendable {
         return EACCES
     }
 
-    /// Whether `caller` matches every kind of rule: the ids the kernel
-    /// sent first (free), then, only when an executable or cgroup rule
-    /// asks, the process itself. A caller that cannot be identified (pid
-    /// 0: outside the daemon's pid namespace; gone; no executable) matches
-    /// no executable or cgroup rule.
+    /// Whether `caller` matches every kind of rule (``CallerAdmission``).
     func admits(_ caller: Caller) -> Bool {
-        guard rules.admits(uid: caller.uid, gid: caller.gid) else { return false }
-        guard rules.needsCallerProcess else { return true }
-        let admitted = CallerProcess.withIdentity(ofThread: caller.pid, readingExecutable: !rules.executables.isEmpty,
-                                                  readingCgroup: !rules.cgroups.isEmpty) { executable, cgroup in
-            admits(executable) && rules.admits(cgroup: cgroup)
-        }
-        return admitted ?? false
-    }
-
-    /// Whether `executable` passes the executable rule: one of the allowed
-    /// files, run from its path, by a process in the daemon's own user and
-    /// mount namespaces. In a user namespace of its own a process may
-    /// bind-mount any program over an allowed path, or make
-    /// `/proc/PID/exe` name an allowed file (`PR_SET_MM_MAP`); in a mount
-    /// namespace only root could make, paths may lead elsewhere.
-    private func admits(_ executable: CallerProcess.Executable) -> Bool {
-        guard !rules.executables.isEmpty else { return true }
-        guard let namespaces, executable.namespaces == namespaces else { return false }
-        return executables.contains { $0.matches(executable) }
+        admission.admits(uid: caller.uid, gid: caller.gid, pid: caller.pid)
     }
 }

@@ -2,6 +2,7 @@ import EncFSCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Logs the access policy's refusals, rate-limited so that no caller can

@@ -107,9 +107,14 @@ extension FUSEOperations {
         reply(req, errno: inode >= 1 && inode <= UInt64(count) ? 0 : ENOENT)
     }
 
-    /// `getxattr`: bundles store no extended attributes.
+    /// `getxattr`: bundles store no extended attributes. Answered ENOSYS,
+    /// which the kernel remembers for the mount (every later `getxattr`
+    /// gets EOPNOTSUPP without a request): `ls -l` asks for two attributes
+    /// of every file it lists (ACL, security label), and answering each
+    /// with ENODATA was half of the requests of an `ls -lR`
+    /// (docs/PERFORMANCE.md, "Listing a real tree").
     static func getxattr(_ req: fuse_req_t?) {
-        reply(req, errno: ENODATA)
+        reply(req, errno: ENOSYS)
     }
 
     /// `listxattr`: an empty list (size 0 asks for the length needed).

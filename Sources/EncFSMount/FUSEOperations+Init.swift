@@ -1,6 +1,7 @@
 import CFuse
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 extension FUSEOperations {

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 
 /// How a bundle is served: every setting of a mount except the bundle's
 /// contents and its key, as `encfs-mount` parsed them.

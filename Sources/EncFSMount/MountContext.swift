@@ -4,6 +4,7 @@ import CryptCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Everything the FUSE callbacks need, reached through `fuse_req_userdata`.

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 
 extension MountDaemon {
     /// What the daemon says on fd 4, once: mounted, or why not.

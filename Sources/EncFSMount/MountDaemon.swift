@@ -2,6 +2,7 @@ import EncFSCore
 import CryptCore
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// The background mount: the command starts a daemon, hands it the bundle

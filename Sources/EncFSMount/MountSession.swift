@@ -2,6 +2,7 @@ import EncFSCore
 import CFuse
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// One FUSE mount of a bundle: session setup, the multithreaded loop, and

@@ -26,6 +26,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// One record page of a paged index checked as a reader checks it
     /// (`RecordPage`), plain or inflated from a zstd frame.
     case indexPage = "index-page"
+    case serveRequest = "serve-request"
 
     /// Runs one input through the target.
     func run(_ input: UnsafeRawBufferPointer) {
@@ -36,6 +37,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .pem: PEMFuzzing.run(input)
         case .chunkFrame: ChunkFrameFuzzing.run(input)
         case .indexPage: IndexPageFuzzing.run(input)
+        case .serveRequest: ServeRequestFuzzing.run(input)
         }
     }
 

@@ -96,8 +96,16 @@ enum IndexFuzzing {
                 // A validated chunk table gives every chunk a range inside
                 // the body, in order.
                 let stored = try index.storedSize(of: entry)
-                FuzzTarget.require(entry.hasChunkTable || stored == index.layout.ciphertextSize(forPlaintextSize: entry.fileSize),
+                FuzzTarget.require(entry.hasChunkTable || entry.isFragmentSlice
+                                       || stored == index.layout.ciphertextSize(forPlaintextSize: entry.fileSize),
                                    "stored size of entry \(position) differs from its layout")
+                // A fragment slice's descriptor, once checked, holds the
+                // slice inside its fragment.
+                if entry.isFragmentSlice {
+                    let (body, offset) = try index.body(of: entry)
+                    FuzzTarget.require(offset <= body.fileSize && entry.fileSize <= body.fileSize - offset,
+                                       "fragment slice \(position) lies outside its fragment")
+                }
             case .symlink:
                 let target = try index.withSymlinkTarget(of: entry) { Array($0) }
                 FuzzTarget.require(target.count == entry.targetLength, "symlink \(position) target length differs from its size")

@@ -7,7 +7,9 @@ import EncFSCore
 /// ```
 /// 0  1  bit 0: a compressed bundle (files may have chunk tables);
 ///       bit 1: what follows is a zstd frame of the page, whose length is
-///       bytes 1 … 2 (u16 LE) + 1, inflated as the reader inflates a page
+///       bytes 1 … 2 (u16 LE) + 1, inflated as the reader inflates a page;
+///       bit 2 (with bit 0): a bundle with fragments (files may be
+///       fragment slices)
 /// …     the page (or the length and the frame)
 /// ```
 /// Whatever the check accepts must keep its promises: every name but the
@@ -20,8 +22,9 @@ enum IndexPageFuzzing {
     static func run(_ input: UnsafeRawBufferPointer) {
         guard input.count >= 1 else { return }
         let compressed = input[0] & 1 != 0
+        let fragments = compressed && input[0] & 4 != 0
         guard input[0] & 2 != 0 else {
-            check(UnsafeRawBufferPointer(rebasing: input[1...]), compressed: compressed)
+            check(UnsafeRawBufferPointer(rebasing: input[1...]), compressed: compressed, fragments: fragments)
             return
         }
         guard input.count >= 3,
@@ -31,12 +34,12 @@ enum IndexPageFuzzing {
         var page = [UInt8](repeating: 0, count: length)
         let inflated = page.withUnsafeMutableBytes { decompressor.decompress(UnsafeRawBufferPointer(rebasing: input[3...]), into: $0) }
         guard inflated else { return }
-        page.withUnsafeBytes { check($0, compressed: compressed) }
+        page.withUnsafeBytes { check($0, compressed: compressed, fragments: fragments) }
     }
 
-    private static func check(_ page: UnsafeRawBufferPointer, compressed: Bool) {
+    private static func check(_ page: UnsafeRawBufferPointer, compressed: Bool, fragments: Bool) {
         guard let records = FuzzTarget.attempt("RecordPage.checkedRecords", {
-            try RecordPage.checkedRecords(ofPage: page, compressed: compressed)
+            try RecordPage.checkedRecords(ofPage: page, compressed: compressed, fragments: fragments)
         }) else { return }
         var previous: (parent: Int, name: [UInt8])?
         for record in records {

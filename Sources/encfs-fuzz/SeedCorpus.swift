@@ -72,6 +72,7 @@ enum SeedCorpus {
         defer { removeTree(scratch) }
         try makeDirectory(directory)
         for target in FuzzTarget.allCases { try makeDirectory("\(directory)/\(target.rawValue)") }
+        try writeServeRequestSeeds(to: "\(directory)/serve-request")
         try writeTreeSeeds(to: directory, scratch: scratch)
         try writeCompressedSeeds(to: directory, scratch: scratch)
         try writeChunkFrameSeeds(to: directory)
@@ -125,6 +126,11 @@ enum SeedCorpus {
                         try plain.withUnsafeMutableBytes { try ChunkDecompressor().decompress(s, into: $0) }
                     }
                     if inflated { try writeFile("\(directory)/index-page/\(name)-\(k + 1)-plain.page", [flags] + plain) }
+                    // And as a page of a bundle with fragments, whose file
+                    // records the fuzzer may turn into slices.
+                    if inflated, compression == .zstd {
+                        try writeFile("\(directory)/index-page/\(name)-\(k + 1)-fragments.page", [flags | 4] + plain)
+                    }
                 }
             }
         }
@@ -286,6 +292,27 @@ enum SeedCorpus {
     private static func makeDirectory(_ path: String) throws {
         guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
             throw BundleError.io(errno: errno, operation: "create directory", path: Array(path.utf8))
+        }
+    }
+
+    /// serve-request seeds (ServeRequestFuzzing's framing): flags, an
+    /// 8-byte size of 300,000, a request target, then a `Range` value.
+    private static func writeServeRequestSeeds(to directory: String) throws {
+        let size: [UInt8] = [0, 0, 0, 0, 0, 0x04, 0x93, 0xE0]
+        let token = String(decoding: ServeRequestFuzzing.token, as: UTF8.self)
+        let seeds: [(String, UInt8, String, String?)] = [
+            ("token-path", 0, "/\(token)/css/site.css", "bytes=0-99"),
+            ("token-root", 0, "/\(token)", nil),
+            ("no-token", 1, "/a%20b/caf%E9.txt", "bytes=-100"),
+            ("bearer", 2, "/index.html", "bytes=10-19, 15-29"),
+            ("escapes", 1, "/%2e%2e/%00/%zz", "bytes=300000-"),
+            ("several", 1, "/x", "bytes=0-0,2-2,4-4"),
+            ("date", 1, "Sun, 06 Nov 1994 08:49:37 GMT", "items=1-2"),
+        ]
+        for (name, flags, target, range) in seeds {
+            var bytes = [flags] + size + Array(target.utf8)
+            if let range { bytes += [0x0A] + Array(range.utf8) }
+            try writeFile("\(directory)/\(name).request", bytes)
         }
     }
 

@@ -1,3 +1,4 @@
 import EncFSCLI
+import EncFSMountCLI
 
 CommandLineTool.main(MountCommand.run)

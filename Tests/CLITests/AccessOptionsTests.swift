@@ -1,10 +1,12 @@
 @testable import EncFSCLI
+@testable import EncFSMountCLI
 @testable import EncFSMount
 import Foundation
 import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// The access-policy options parse into ``AccessRules``, reach the daemon

@@ -5,6 +5,7 @@ import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Error meaning crosses the daemon's verdict pipe and the control socket

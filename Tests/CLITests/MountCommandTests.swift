@@ -1,6 +1,7 @@
 import CryptCore
 import EncFSCore
 @testable import EncFSCLI
+@testable import EncFSMountCLI
 import EncFSMount
 import SharedTestSupport
 import XCTest

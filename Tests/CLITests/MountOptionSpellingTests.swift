@@ -1,4 +1,5 @@
 @testable import EncFSCLI
+@testable import EncFSMountCLI
 import SharedTestSupport
 import XCTest
 

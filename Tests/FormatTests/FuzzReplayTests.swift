@@ -19,6 +19,7 @@ final class FuzzReplayTests: XCTestCase {
     func testReplay_PEM() throws { try replay("pem") }
     func testReplay_ChunkFrame() throws { try replay("chunk-frame") }
     func testReplay_IndexPage() throws { try replay("index-page") }
+    func testReplay_ServeRequest() throws { try replay("serve-request") }
 
     private func replay(_ target: String, file: StaticString = #filePath, line: UInt = #line) throws {
         // One line for the whole run when the replayer is missing or stale

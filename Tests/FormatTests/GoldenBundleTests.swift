@@ -232,6 +232,33 @@ final class GoldenBundleTests: XCTestCase {
         try checkBroken(version: "v2-paged")
     }
 
+    // MARK: - Version 2, fragments
+
+    /// `Fixtures/v2-fragments/golden.bundle`: small files in two fragments
+    /// (header flag bit 0), one slice shared by two paths; it keeps
+    /// opening, matches its manifest, and verify finds it intact.
+    func testOpen_GoldenV2FragmentsBundle_MatchesManifest() throws {
+        let reader = try checkGolden(with: goldenKey(version: "v2-fragments"), version: "v2-fragments")
+        XCTAssertTrue(reader.header.features.hasFragments)
+        let a = try reader.entry(bytes("a.h")), copy = try reader.entry(bytes("lib/copy.h"))
+        let b = try reader.entry(bytes("b.h")), hello = try reader.entry(bytes("hello.txt"))
+        XCTAssertTrue(a.isFragmentSlice && b.isFragmentSlice && hello.isFragmentSlice)
+        XCTAssertEqual(a.fragmentDescriptor, copy.fragmentDescriptor)
+        XCTAssertEqual(a.sliceOffset, copy.sliceOffset)
+        XCTAssertNotEqual(a.fragmentDescriptor, b.fragmentDescriptor, "two fragments")
+        XCTAssertEqual(b.fragmentDescriptor, hello.fragmentDescriptor)
+        XCTAssertFalse(try reader.entry(bytes("lib/big.txt")).isFragmentSlice)
+        XCTAssertFalse(try reader.entry(bytes("empty.c")).isFragmentSlice)
+        let report = try BundleVerifier.verify(reader)
+        XCTAssertTrue(report.damaged.isEmpty)
+        try reader.index.checkWholeIndex()
+        XCTAssertTrue(try reader.index.filesSharingIDs().isEmpty)
+    }
+
+    func testOpen_BrokenV2FragmentsFixtures_FailWithTheirErrors() throws {
+        try checkBroken(version: "v2-fragments")
+    }
+
     private func checkBroken(version: String) throws {
         let table = try decode(BrokenTable.self, "broken/expected.json", version: version)
         let key = try goldenKey(version: version)

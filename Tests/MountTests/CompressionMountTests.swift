@@ -72,7 +72,7 @@ final class CompressionMountTests: ToolTestCase {
         try packOrThrow(source, bundle, keyFile: key, ["--compress", "zstd"])
         let info = try check(try Tools.inspect(), ["info", bundle, "--key-file", key]).output
         XCTAssertTrue(info.contains("format version: 2\n"), info)
-        XCTAssertTrue(info.contains("compression:    zstd level 3\n"), info)
+        XCTAssertTrue(info.contains("compression:    zstd level 9\n"), info)
         XCTAssertTrue(info.contains("chunk size:     65536 (64.0 KiB)\n"), info)
         XCTAssertTrue(info.contains("deduplicated:   200000 (195.3 KiB) stored once for several files\n"), info)
         let json = try check(try Tools.inspect(), ["info", "--json", bundle, "--key-file", key]).output

@@ -44,7 +44,10 @@ final class DebianPackageTests: ToolTestCase {
                      "./usr/share/bash-completion/completions/encfs-rekey",
                      "./usr/share/man/man1/encfs-mount.1.gz", "./usr/share/man/man5/encfs.5.gz",
                      "./usr/share/bash-completion/completions/encfs-mount",
-                     "./usr/share/doc/encfs-tools/examples/systemd/encfs-assets.service"] {
+                     "./usr/share/doc/encfs-tools/examples/systemd/encfs-assets.service",
+                     "./usr/lib/x86_64-linux-gnu/libencfs.so.0", "./usr/lib/x86_64-linux-gnu/libencfs.so",
+                     "./usr/include/encfs.h", "./usr/lib/x86_64-linux-gnu/pkgconfig/encfs.pc",
+                     "./usr/share/doc/encfs-tools/examples/c/encfs-cat.c"] {
             XCTAssertTrue(contents.contains(path), "\(path) not in the package")
         }
         XCTAssertFalse(contents.split(separator: "\n").contains { !$0.contains(" root/root ") }, "files not owned by root")
@@ -83,6 +86,18 @@ final class DebianPackageTests: ToolTestCase {
         }
         assertSuccess(try run(Tools.fusermount, ["-u", mountpoint]))
         XCTAssertEqual(try check("/usr/bin/man", ["-w", "encfs-mount"]).output, "/usr/share/man/man1/encfs-mount.1.gz\n")
+
+        // libencfs (issue 29): a C user with only the package builds against
+        // encfs.pc and reads the bundle packed above.
+        let program = scratch.url("encfs-cat")
+        let flags = try check("/usr/bin/pkg-config", ["--cflags", "--libs", "encfs"]).output
+            .split(whereSeparator: \.isWhitespace).map(String.init)
+        XCTAssertTrue(flags.contains("-lencfs"), "\(flags)")
+        assertSuccess(try run("/usr/bin/cc", ["-o", program, "/usr/share/doc/encfs-tools/examples/c/encfs-cat.c"] + flags,
+                              environment: system))
+        let cat = try run(program, [bundle, key, "page.html"], environment: system)
+        assertSuccess(cat)
+        XCTAssertEqual(cat.output, "<p>installed</p>\n")
 
         assertSuccess(try dpkg(["-r", "encfs-tools"]))
         XCTAssertNotEqual(access("/usr/bin/encfs-mount", F_OK), 0)

@@ -1,6 +1,7 @@
 import Foundation
 import SharedTestSupport
 import XCTest
+import EncFSService
 
 /// docs/CLI.md's exit codes are a contract: the table lists exactly the
 /// codes each tool uses, and a representative case of each row returns it.

@@ -1,5 +1,6 @@
 import EncFSCore
 @testable import EncFSCLI
+@testable import EncFSMountCLI
 import EncFSMount
 import EncFSRemote
 import Foundation

@@ -5,7 +5,7 @@ import EncFSCore
 extension InspectCommand {
     /// `info --json`: the header fields, and with a key the counts.
     static func infoJSON(header: BundleHeader, size: UInt64, reader: BundleReader?, signature: SignatureStatus,
-                         counts: (files: Int, directories: Int, symlinks: Int)) -> JSONValue {
+                         counts: InspectInfo.EntryCounts) -> JSONValue {
         var fields: [(key: String, value: JSONValue)] = [
             ("format_version", .number(header.features.formatVersion)),
             ("compression", .string(header.features.compression.name)),
@@ -24,6 +24,7 @@ extension InspectCommand {
                 ("plaintext_bytes", .number(reader.index.totalFileBytes)),
                 ("stored_bytes", .number(reader.index.storedFileBytes)),
                 ("deduplicated_bytes", .number(reader.index.totalFileBytes &- reader.index.distinctFileBytes)),
+                ("fragments", .number(counts.fragments)), ("fragment_files", .number(counts.fragmentFiles)),
                 ("created", .string(RFC3339.format(seconds: reader.index.creationTime))),
             ]
         }
@@ -55,6 +56,8 @@ extension InspectCommand {
             ("mtime_seconds", .number(entry.mtimeSeconds)), ("mtime_nanoseconds", .number(entry.mtimeNanoseconds)),
         ]
         if entry.kind == .file { fields.append(("stored_size", .number(try index.storedSize(of: entry)))) }
+        // A slice's stored size is its share of its fragment, by size.
+        if entry.isFragmentSlice { fields.append(("in_fragment", .bool(true))) }
         if entry.kind == .symlink {
             fields += JSONValue.byteString(try index.withSymlinkTarget(of: entry) { Array($0) }, key: "target")
             fields.append(("external", .bool(try index.isExternalSymlink(entry))))

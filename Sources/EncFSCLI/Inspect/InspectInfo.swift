@@ -33,7 +33,7 @@ struct InspectInfo: InspectSubcommand {
             size = opened.bundleSize
         }
         let signature = SignatureStatus(header: header, verified: options.origin.signers.isEmpty ? nil : reader != nil)
-        let counts = try reader.map { try Self.counts(in: $0.index) } ?? (0, 0, 0)
+        let counts = try reader.map { try Self.counts(in: $0.index) } ?? EntryCounts()
         let out = OutputStream()
         if json {
             out.write(InspectCommand.infoJSON(header: header, size: size, reader: reader, signature: signature, counts: counts).serialized)
@@ -49,16 +49,35 @@ struct InspectInfo: InspectSubcommand {
     }
 
     /// Files, directories (the root not counted) and symlinks.
-    static func counts(in index: BundleIndex) throws -> (files: Int, directories: Int, symlinks: Int) {
-        var counts = (files: 0, directories: 0, symlinks: 0)
+    /// Entries by kind, and the files stored as fragment slices.
+    struct EntryCounts {
+        var files = 0
+        var directories = 0
+        var symlinks = 0
+        /// Files that are slices of fragments.
+        var fragmentFiles = 0
+        /// Distinct fragments they lie in.
+        var fragments = 0
+    }
+
+    static func counts(in index: BundleIndex) throws -> EntryCounts {
+        var counts = EntryCounts()
+        var descriptors = Set<UInt32>()
         for position in 0..<index.count {
-            switch try index.entry(at: position).kind {
-            case .file: counts.files += 1
+            let entry = try index.entry(at: position)
+            switch entry.kind {
+            case .file:
+                counts.files += 1
+                if let descriptor = entry.fragmentDescriptor {
+                    counts.fragmentFiles += 1
+                    descriptors.insert(descriptor)
+                }
             case .directory: counts.directories += 1
             case .symlink: counts.symlinks += 1
             }
         }
         counts.directories -= 1 // the root
+        counts.fragments = descriptors.count
         return counts
     }
 
@@ -79,8 +98,7 @@ struct InspectInfo: InspectSubcommand {
     }
 
     /// What a key shows: the counts, the sizes, the creation time.
-    private static func writeContents(_ index: BundleIndex, counts: (files: Int, directories: Int, symlinks: Int),
-                                      to out: OutputStream) {
+    private static func writeContents(_ index: BundleIndex, counts: EntryCounts, to out: OutputStream) {
         out.line("files:          \(counts.files)")
         out.line("directories:    \(counts.directories)")
         out.line("symlinks:       \(counts.symlinks)")
@@ -88,6 +106,9 @@ struct InspectInfo: InspectSubcommand {
         out.line("stored:         \(index.storedFileBytes) (\(formatBytes(index.storedFileBytes))) of file data\(storedRatioText(index))")
         out.line("deduplicated:   \(index.totalFileBytes &- index.distinctFileBytes) (\(formatBytes(index.totalFileBytes &- index.distinctFileBytes))) "
                  + "stored once for several files")
+        if index.features.hasFragments {
+            out.line("fragments:      \(counts.fragments), holding \(counts.fragmentFiles) small files")
+        }
         out.line("created:        \(RFC3339.format(seconds: index.creationTime, separator: .space))")
     }
 

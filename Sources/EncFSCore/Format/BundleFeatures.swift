@@ -8,6 +8,14 @@
 /// 36  4  paged index: sealed length of its page 0 (0: the index is one
 ///        sealed message, as in version 1)
 /// ```
+/// Header flags (bytes 10 … 11), 0 in every bundle but one with fragments:
+/// ```
+/// bit 0  small files packed into shared fragments (version 2, compressed,
+///        paged index only; docs/FORMAT.md, "Fragments")
+/// ```
+/// A reader built before fragments refuses any flag, so it never misreads
+/// a fragment slice as a body of its own.
+///
 /// A version 2 bundle may also hold files that share one body
 /// (deduplication), which version 1 readers would refuse as overlapping:
 /// the version is what keeps them from trying.
@@ -22,6 +30,11 @@ package struct BundleFeatures: Sendable, Equatable {
     /// length of its page 0, which starts the index region; 0 for an
     /// index sealed as one message.
     package let pagedIndexHeadLength: UInt32
+    /// Whether small files may lie in shared fragments (header flag bit 0).
+    package let hasFragments: Bool
+
+    /// Header flag bit 0: ``hasFragments``.
+    static let fragmentsFlag: UInt16 = 1
 
     /// A version 1 bundle: nothing compressed, no shared bodies.
     package static let version1 = BundleFeatures(formatVersion: BundleFormat.version, compression: .none, compressionLevel: 0)
@@ -46,24 +59,54 @@ package struct BundleFeatures: Sendable, Equatable {
     /// read the index).
     func withPagedIndex(headLength: UInt32) -> BundleFeatures {
         BundleFeatures(formatVersion: BundleFormat.version2, compression: compression, compressionLevel: compressionLevel,
-                       pagedIndexHeadLength: headLength)
+                       pagedIndexHeadLength: headLength, hasFragments: hasFragments)
     }
+
+    /// These features with fragments: version 2, compressed, and (set by
+    /// the paged index writer) a paged index.
+    ///
+    /// - Precondition: chunks are compressed.
+    func withFragments() -> BundleFeatures {
+        precondition(isCompressed, "internal error: fragments in an uncompressed bundle")
+        return BundleFeatures(formatVersion: BundleFormat.version2, compression: compression, compressionLevel: compressionLevel,
+                              pagedIndexHeadLength: pagedIndexHeadLength, hasFragments: true)
+    }
+
+    /// Header bytes 10 … 11.
+    var headerFlags: UInt16 { hasFragments ? Self.fragmentsFlag : 0 }
 
     /// Whether files may share a body.
     package var allowsSharedBodies: Bool { formatVersion >= BundleFormat.version2 }
 
-    init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8, pagedIndexHeadLength: UInt32 = 0) {
+    init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8, pagedIndexHeadLength: UInt32 = 0,
+         hasFragments: Bool = false) {
         self.formatVersion = formatVersion
         self.compression = compression
         self.compressionLevel = compressionLevel
         self.pagedIndexHeadLength = pagedIndexHeadLength
+        self.hasFragments = hasFragments
+    }
+
+    /// Parses the header flags (bytes 10 … 11) and bytes 34 … 39 of a
+    /// header of `version`.
+    ///
+    /// - Throws: `BundleError.corruptHeader` for unknown flags, fragments
+    ///   outside a compressed version 2 bundle with a paged index, non-zero
+    ///   reserved bytes, an unknown method, or a level that does not fit
+    ///   the method.
+    static func parse(version: UInt16, flags: UInt16, bytes b: UnsafeRawBufferPointer) throws -> BundleFeatures {
+        guard flags & ~fragmentsFlag == 0 else { throw BundleError.corruptHeader("unknown header flags 0x\(String(flags, radix: 16))") }
+        let features = try parse(version: version, bytes: b)
+        guard flags & fragmentsFlag != 0 else { return features }
+        guard features.isCompressed, features.hasPagedIndex else {
+            throw BundleError.corruptHeader("fragments without compression or a paged index")
+        }
+        return BundleFeatures(formatVersion: version, compression: features.compression, compressionLevel: features.compressionLevel,
+                              pagedIndexHeadLength: features.pagedIndexHeadLength, hasFragments: true)
     }
 
     /// Parses header bytes 34 … 39 of a header of `version`.
-    ///
-    /// - Throws: `BundleError.corruptHeader` for non-zero reserved bytes,
-    ///   an unknown method, or a level that does not fit the method.
-    static func parse(version: UInt16, bytes b: UnsafeRawBufferPointer) throws -> BundleFeatures {
+    private static func parse(version: UInt16, bytes b: UnsafeRawBufferPointer) throws -> BundleFeatures {
         precondition(b.count == 6, "internal error: feature bytes")
         if version == BundleFormat.version {
             guard b.allSatisfy({ $0 == 0 }) else { throw BundleError.corruptHeader("reserved header bytes are not zero") }

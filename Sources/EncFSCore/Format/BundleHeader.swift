@@ -6,7 +6,7 @@ import CryptCore
 /// ```
 ///  0  8  magic "ENCFSBDL"
 ///  8  2  format version (1, or 2 when compressed or deduplicated)
-/// 10  2  flags (0)
+/// 10  2  flags (0; bit 0: fragments, ``BundleFeatures``)
 /// 12  4  header length H, from byte 0 through the MAC
 /// 16 16  bundle id (random)
 /// 32  1  chunk size log2 (12 … 20)
@@ -119,8 +119,6 @@ package struct BundleHeader: Sendable {
         var cursor = ByteCursor(bytes)
         let truncated = BundleError.corruptHeader("header truncated")
         _ = try cursor.take(12, orThrow: truncated) // magic, version: checked above
-        let flags = bytes.le16(at: 10)
-        guard flags == 0 else { throw BundleError.corruptHeader("unknown header flags 0x\(String(flags, radix: 16))") }
         _ = try cursor.u32(orThrow: truncated)
         let bundleID = Array(try cursor.take(BundleFormat.idSize, orThrow: truncated))
         let log2 = try cursor.u8(orThrow: truncated)
@@ -131,7 +129,7 @@ package struct BundleHeader: Sendable {
         guard slotCount >= 1, slotCount <= BundleFormat.maximumSlots else {
             throw BundleError.corruptHeader("slot count \(slotCount) out of range")
         }
-        let features = try BundleFeatures.parse(version: bytes.le16(at: 8), bytes: try cursor.take(6, orThrow: truncated))
+        let features = try BundleFeatures.parse(version: bytes.le16(at: 8), flags: bytes.le16(at: 10), bytes: try cursor.take(6, orThrow: truncated))
         let payloadLength = try cursor.u64(orThrow: truncated)
         let indexOffset = try cursor.u64(orThrow: truncated)
         let indexLength = try cursor.u64(orThrow: truncated)
@@ -168,7 +166,7 @@ package struct BundleHeader: Sendable {
     func serializedBody() -> [UInt8] {
         var out = BundleFormat.magic
         out.appendLE(features.formatVersion)
-        out.appendLE(UInt16(0))
+        out.appendLE(features.headerFlags)
         out.appendLE(UInt32(headerLength))
         out += bundleID
         out.append(layout.chunkSizeLog2)

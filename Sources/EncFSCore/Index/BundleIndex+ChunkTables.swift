@@ -24,11 +24,19 @@ extension BundleIndex {
 
     /// Bytes the file's body takes in the payload: its sealed chunks,
     /// compressed or not (a body shared by several files is counted for
-    /// each).
+    /// each; a fragment slice's is its share of its fragment's, by size).
     ///
     /// - Throws: what reading a page of a paged index throws.
     package func storedSize(of entry: IndexEntry) throws -> UInt64 {
         guard entry.kind == .file else { return 0 }
+        if entry.isFragmentSlice {
+            // Its share of its fragment, rounded up: the fragment is stored once for all its slices.
+            let fragment = try body(of: entry).body
+            let stored = try storedSize(of: fragment)
+            let share = stored.multipliedFullWidth(by: entry.fileSize)
+            let (quotient, remainder) = fragment.fileSize.dividingFullWidth(share)
+            return quotient + (remainder > 0 ? 1 : 0)
+        }
         guard entry.hasChunkTable else { return layout.ciphertextSize(forPlaintextSize: entry.fileSize) }
         let chunks = layout.chunkCount(forPlaintextSize: entry.fileSize)
         let offset = Int(entry.chunkTableOffset) + Int(chunks - 1) * ChunkTableWindow.entrySize

@@ -38,7 +38,8 @@ extension BundleIndex {
 }
 
 /// The fields that make two files with one id one body: payload offset,
-/// size, flags and chunk table.
+/// size, flags and chunk table; for fragment slices, the fragment's
+/// descriptor (its slices share its id, at different offsets).
 private struct SharedBody: Equatable {
     let first: UInt64
     let size: UInt64
@@ -46,8 +47,7 @@ private struct SharedBody: Equatable {
     let table: UInt32
 
     init(_ entry: IndexEntry) {
-        first = entry.payloadOffset
-        size = entry.fileSize
+        (first, size) = entry.isFragmentSlice ? (0, 0) : (entry.payloadOffset, entry.fileSize)
         flags = entry.flags
         table = entry.chunkTableOffset
     }

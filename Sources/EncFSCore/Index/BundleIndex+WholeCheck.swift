@@ -8,7 +8,9 @@ extension BundleIndex {
     /// (``IndexRules``): directory child ranges tile records 1 … n−1 in
     /// order, every entry lies in its parent's range, siblings are in name
     /// order across page breaks, file bodies do not overlap unless they are
-    /// one shared body (format version 2); and page 0 lists exactly the
+    /// one shared body (format version 2; a fragment is one body that all
+    /// its slices share), the slices of a fragment do not overlap unless
+    /// they are one; and page 0 lists exactly the
     /// symlinks that may lead outside, and its counts and sums are right.
     /// Memory: about 56 bytes per file with a body.
     ///
@@ -30,6 +32,8 @@ extension BundleIndex {
         var suspects: [UInt32] = []
         var (files, plaintext) = (0, UInt64(0))
         var bodies: [(body: BodyRecord, end: UInt64)] = []
+        // Each fragment's slices, by the fragment's payload offset.
+        var slices: [UInt64: [(offset: UInt64, size: UInt64)]] = [:]
         for position in 0..<count {
             let entry = try entry(at: position)
             if position > 0 {
@@ -51,8 +55,10 @@ extension BundleIndex {
             case .file:
                 files += 1
                 plaintext &+= entry.fileSize
-                let stored = try storedSize(of: entry)
-                if stored > 0 { bodies.append((BodyRecord(entry), entry.payloadOffset + stored)) }
+                let (body, sliceOffset) = try self.body(of: entry)
+                if entry.isFragmentSlice { slices[body.payloadOffset, default: []].append((sliceOffset, entry.fileSize)) }
+                let stored = try storedSize(of: body)
+                if stored > 0 { bodies.append((BodyRecord(body), body.payloadOffset + stored)) }
             case .symlink:
                 if try withSymlinkTarget(of: entry, { SymlinkContainment.isSuspect($0) }) { suspects.append(UInt32(position)) }
             }
@@ -62,6 +68,7 @@ extension BundleIndex {
             throw IndexRules.Violation("page 0 lists other symlinks than the index holds")
         }
         let (stored, distinct) = try IndexRules.distinctBodies(&bodies, sharesAllowed: features.allowsSharedBodies)
+        for (start, var list) in slices { try IndexRules.checkSlicesDisjoint(&list, fragmentAt: start) }
         guard files == directory.fileCount, plaintext == directory.totalFileBytes, stored == directory.storedFileBytes,
               distinct == directory.distinctFileBytes else {
             throw IndexRules.Violation("page 0's file counts or sizes do not match the records")

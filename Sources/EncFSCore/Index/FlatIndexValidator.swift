@@ -145,7 +145,7 @@ struct FlatIndexValidator: ~Copyable {
     private mutating func checkRecord(_ r: IndexRecord, position: Int, batchStart: Int,
                                       window: (start: Int, count: Int)) throws {
         let kind = try IndexRules.kind(of: r, position: position)
-        let hasTable = try IndexRules.checkReserved(r, kind: kind, compressed: features.isCompressed, position: position)
+        let hasTable = try IndexRules.checkReserved(r, kind: kind, compressed: features.isCompressed, position: position) == .chunkTable
         try IndexRules.checkMode(r, position: position)
         try IndexRules.checkTime(r, position: position)
         try IndexRules.checkPlacement(r, kind: kind, position: position)

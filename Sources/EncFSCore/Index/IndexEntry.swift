@@ -41,6 +41,21 @@ package struct IndexEntry: Sendable, Equatable {
 
     /// Record flag: the file has a chunk table.
     static let hasChunkTableFlag: UInt8 = 1
+    /// Record flag: the file is a slice of a fragment (format version 2
+    /// with fragments): ``chunkTableOffset`` names the fragment's
+    /// descriptor, bytes 40 … 47 the slice's offset in the fragment.
+    static let fragmentSliceFlag: UInt8 = 2
+
+    /// Whether the file is a slice of a shared fragment: read it through
+    /// `BundleIndex.body(of:)`, never by its own payload offset.
+    package var isFragmentSlice: Bool { flags & Self.fragmentSliceFlag != 0 }
+
+    /// A fragment slice's descriptor offset in the table stream, which
+    /// names its fragment (nil for others): tools count fragments by it.
+    package var fragmentDescriptor: UInt32? { isFragmentSlice ? chunkTableOffset : nil }
+
+    /// A fragment slice's offset in its fragment's plaintext (0 for others).
+    var sliceOffset: UInt64 { isFragmentSlice ? storedFirst : 0 }
 
     /// Whether the file's chunks are found through a chunk table (compressed
     /// chunks of a version 2 bundle) rather than at fixed offsets.
@@ -69,6 +84,22 @@ package struct IndexEntry: Sendable, Equatable {
         flags = r.flags
         chunkTableOffset = r.chunkTable
         fileID = r.fileID
+    }
+
+    /// The fragment that holds the slice `slice`, as a file entry of its
+    /// own: its body at `payloadOffset`, `size` plaintext bytes, its chunk
+    /// table at `tableOffset`, the slice's id and position (for messages).
+    init(fragmentOf slice: IndexEntry, payloadOffset: UInt64, size: UInt64, tableOffset: UInt32) {
+        position = slice.position
+        parent = slice.parent
+        kind = .file
+        mode = slice.mode
+        (nameOffset, nameLength) = (slice.nameOffset, slice.nameLength)
+        (mtimeSeconds, mtimeNanoseconds) = (slice.mtimeSeconds, slice.mtimeNanoseconds)
+        (storedFirst, storedCount) = (payloadOffset, size)
+        flags = Self.hasChunkTableFlag
+        chunkTableOffset = tableOffset
+        fileID = slice.fileID
     }
 
     /// Calls `body` with the 16 bytes of the file id.

@@ -6,7 +6,8 @@
 /// ```
 ///  0 u32  parent record (the root is its own parent)
 ///  4 u8   kind (1 directory, 2 file, 3 symlink)
-///  5 u8   flags: version 2 files, bit 0 = has a chunk table; otherwise 0
+///  5 u8   flags: version 2 files, bit 0 = has a chunk table, bit 1 = a
+///         fragment slice (never both); otherwise 0
 ///  6 u16  permission bits (07777)
 ///  8 u32  name offset in the string table
 /// 12 u16  name length (the root's is 0)
@@ -14,9 +15,11 @@
 /// 16 i64  mtime, seconds
 /// 24 u32  mtime, nanoseconds (< 10^9)
 /// 28 u32  version 2 file with a chunk table: its offset in the string table
-///         (a paged index: in the table stream); otherwise 0
+///         (a paged index: in the table stream); a fragment slice: its
+///         fragment's descriptor in the table stream; otherwise 0
 /// 32 u64  directory: child count;  file: plaintext size;  symlink: target length
-/// 40 u64  directory: first child;  file: payload offset;  symlink: target offset
+/// 40 u64  directory: first child;  file: payload offset (a fragment slice:
+///         its offset in the fragment's plaintext);  symlink: target offset
 /// 48 16B  file id (files; zero otherwise)
 /// ```
 /// Bytes 32 … 47 mean one thing per kind: read them through the accessor
@@ -100,6 +103,9 @@ extension IndexRecord {
         case directory(firstChild: UInt64, count: UInt64)
         /// `chunkTable`: the table's offset, nil when the file has none.
         case file(payloadOffset: UInt64, size: UInt64, chunkTable: UInt32?, fileID: [UInt8])
+        /// A slice of `size` bytes at `offset` in the fragment whose
+        /// descriptor is at `descriptor` and whose id is `fileID`.
+        case fragmentSlice(offset: UInt64, size: UInt64, descriptor: UInt32, fileID: [UInt8])
         case symlink(targetOffset: UInt64, length: UInt64)
     }
 
@@ -116,6 +122,8 @@ extension IndexRecord {
         case .file(_, _, let chunkTable, _):
             kind = .file
             if let chunkTable { (flags, table) = (IndexEntry.hasChunkTableFlag, chunkTable) }
+        case .fragmentSlice(_, _, let descriptor, _):
+            (kind, flags, table) = (.file, IndexEntry.fragmentSliceFlag, descriptor)
         case .symlink: kind = .symlink
         }
         out.appendLE(UInt32(parent))
@@ -132,6 +140,9 @@ extension IndexRecord {
         case .directory(let first, let count): appendSpan(count, first, id: nil, to: &out)
         case .file(let offset, let size, _, let id):
             precondition(id.count == 16, "internal error: a file id of \(id.count) bytes")
+            appendSpan(size, offset, id: id, to: &out)
+        case .fragmentSlice(let offset, let size, _, let id):
+            precondition(id.count == 16, "internal error: a fragment id of \(id.count) bytes")
             appendSpan(size, offset, id: id, to: &out)
         case .symlink(let offset, let length): appendSpan(length, offset, id: nil, to: &out)
         }

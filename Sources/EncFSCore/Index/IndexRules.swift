@@ -27,18 +27,36 @@ enum IndexRules {
         return kind
     }
 
+    /// What a file record's flags say its body is.
+    enum BodyForm {
+        /// Chunks at fixed offsets from the payload offset.
+        case fixed
+        /// Chunks found through a chunk table (compressed bundles).
+        case chunkTable
+        /// A slice of a fragment (bundles with fragments).
+        case fragmentSlice
+    }
+
     /// Bytes that hold nothing are zero: the flags and the chunk table
     /// offset, unless the record is a file with a chunk table in a
-    /// compressed bundle, and bytes 14 … 15 always.
+    /// compressed bundle or a fragment slice in a bundle with fragments,
+    /// and bytes 14 … 15 always.
     ///
-    /// - Returns: whether the record is a file with a chunk table.
-    static func checkReserved(_ r: IndexRecord, kind: IndexEntry.Kind, compressed: Bool,
-                              position: Int) throws(Violation) -> Bool {
-        let hasTable = kind == .file && compressed && r.flags == IndexEntry.hasChunkTableFlag
-        guard hasTable || (r.flags == 0 && r.chunkTable == 0), r.reservedIsZero else {
+    /// - Returns: the form of a file's body (`.fixed` for other kinds).
+    static func checkReserved(_ r: IndexRecord, kind: IndexEntry.Kind, compressed: Bool, fragments: Bool = false,
+                              position: Int) throws(Violation) -> BodyForm {
+        let form: BodyForm
+        if kind == .file && compressed && r.flags == IndexEntry.hasChunkTableFlag {
+            form = .chunkTable
+        } else if kind == .file && fragments && r.flags == IndexEntry.fragmentSliceFlag {
+            form = .fragmentSlice
+        } else {
+            form = .fixed
+        }
+        guard form != .fixed || (r.flags == 0 && r.chunkTable == 0), r.reservedIsZero else {
             throw Violation("entry \(position) has non-zero reserved bytes")
         }
-        return hasTable
+        return form
     }
 
     /// Permission bits only (07777).
@@ -122,6 +140,57 @@ enum IndexRules {
     static func chunkTableFits(offset: UInt32, chunks: UInt64, in length: UInt64) -> Bool {
         let bytes = chunks.multipliedReportingOverflow(by: UInt64(ChunkTableWindow.entrySize))
         return !bytes.overflow && UInt64(offset) <= length && bytes.partialValue <= length - UInt64(offset)
+    }
+
+    // MARK: - Fragments
+
+    /// A fragment slice holds at least one byte (an empty file is no
+    /// slice), and its fragment's descriptor head lies inside the table
+    /// stream (the rest of the descriptor is checked when it is used:
+    /// ``checkFragment(_:at:slice:position:layout:dataLength:tableStreamLength:)``).
+    static func checkFragmentSlice(_ r: IndexRecord, position: Int, tableStreamLength: UInt64) throws(Violation) {
+        guard r.payload.size >= 1 else { throw Violation("file \(position) is an empty fragment slice") }
+        guard UInt64(r.chunkTable) <= tableStreamLength,
+              UInt64(FragmentDescriptor.headSize) <= tableStreamLength - UInt64(r.chunkTable) else {
+            throw Violation("file \(position) has a fragment outside the table stream")
+        }
+    }
+
+    /// A fragment's descriptor at `offset`: its plaintext is 1 byte or more
+    /// and addressable, its body starts inside the data region, its chunk
+    /// table lies inside the table stream; and the slice
+    /// (`slice.offset ..< slice.offset + slice.size`, the file's size) lies
+    /// inside the fragment's plaintext.
+    static func checkFragment(_ d: FragmentDescriptor, at offset: UInt32, slice: (offset: UInt64, size: UInt64), position: Int,
+                              layout: ChunkLayout, dataLength: UInt64, tableStreamLength: UInt64) throws(Violation) {
+        guard d.plaintextSize >= 1, layout.isValidPlaintextSize(d.plaintextSize) else {
+            throw Violation("file \(position) has a fragment of invalid size")
+        }
+        try checkInDataRegion(offset: d.payloadOffset, length: 0, dataLength: dataLength, position: position)
+        let tableStart = FragmentDescriptor.tableOffset(ofDescriptorAt: offset)
+        guard tableStart <= UInt64(UInt32.max),
+              chunkTableFits(offset: UInt32(tableStart), chunks: layout.chunkCount(forPlaintextSize: d.plaintextSize),
+                             in: tableStreamLength) else {
+            throw Violation("file \(position) has a fragment table outside the table stream")
+        }
+        guard slice.offset <= d.plaintextSize, slice.size <= d.plaintextSize - slice.offset else {
+            throw Violation("file \(position) lies outside its fragment")
+        }
+    }
+
+    /// The slices of one fragment do not overlap, except that files with
+    /// identical contents may name one slice (the same offset and size).
+    ///
+    /// - Parameter slices: the fragment's slices; sorted here.
+    static func checkSlicesDisjoint(_ slices: inout [(offset: UInt64, size: UInt64)], fragmentAt start: UInt64) throws(Violation) {
+        slices.sort { ($0.offset, $0.size) < ($1.offset, $1.size) }
+        for i in slices.indices.dropFirst() {
+            let (previous, slice) = (slices[i - 1], slices[i])
+            if previous == slice { continue }
+            guard slice.offset >= previous.offset + previous.size else {
+                throw Violation("fragment at payload offset \(start) has overlapping slices")
+            }
+        }
     }
 
     /// A symlink's target is 1 … `BundleFormat.maximumSymlinkLength` bytes

@@ -130,8 +130,8 @@ enum PagedIndexWriter {
                 IndexRecord.setTargetOffset(UInt64(page.strings.count), in: &copy)
                 page.strings += target
             case .file:
-                let stored = try tables.move(tableOf: r, strings: strings, layout: layout, into: &copy)
-                totals.add(first: r.payload.offset, size: r.payload.size, stored: stored)
+                let body = try tables.move(tableOf: r, strings: strings, layout: layout, into: &copy)
+                totals.add(fileSize: r.payload.size, body: body)
             default:
                 break
             }
@@ -178,17 +178,37 @@ enum PagedIndexWriter {
         /// table stream offset.
         private var offsets: [UInt32: UInt32] = [:]
 
-        /// Points a file's record copy at its chunk table in the stream,
-        /// moving the table there the first time.
+        /// Points a file's record copy at its chunk table (a fragment
+        /// slice: its fragment's descriptor) in the stream, moving the
+        /// table there the first time.
         ///
-        /// - Returns: the body's stored length.
+        /// - Returns: the file's body: where it starts, its plaintext size
+        ///   and its stored length (a slice's: its fragment's).
         mutating func move(tableOf r: IndexRecord, strings: UnsafeRawBufferPointer, layout: ChunkLayout,
-                           into copy: inout [UInt8]) throws -> UInt64 {
-            let size = r.payload.size
-            guard r.flags & IndexEntry.hasChunkTableFlag != 0 else { return layout.ciphertextSize(forPlaintextSize: size) }
+                           into copy: inout [UInt8]) throws -> (first: UInt64, size: UInt64, stored: UInt64) {
             let old = r.chunkTable
+            if r.flags == IndexEntry.fragmentSliceFlag {
+                let descriptor = FragmentDescriptor(slice(strings, at: Int(old), count: FragmentDescriptor.headSize))
+                let chunks = Int(layout.chunkCount(forPlaintextSize: descriptor.plaintextSize))
+                let bytes = slice(strings, at: Int(old), count: FragmentDescriptor.headSize + chunks * ChunkTableWindow.entrySize)
+                try place(bytes, from: old, into: &copy)
+                let table = UnsafeRawBufferPointer(rebasing: bytes[FragmentDescriptor.headSize...])
+                return (descriptor.payloadOffset, descriptor.plaintextSize,
+                        ChunkTableWindow.end(ofEntry: ChunkTableWindow.entry(at: chunks - 1, in: table)))
+            }
+            let size = r.payload.size
+            guard r.flags & IndexEntry.hasChunkTableFlag != 0 else {
+                return (r.payload.offset, size, layout.ciphertextSize(forPlaintextSize: size))
+            }
             let chunks = Int(layout.chunkCount(forPlaintextSize: size))
             let tableBytes = slice(strings, at: Int(old), count: chunks * ChunkTableWindow.entrySize)
+            try place(tableBytes, from: old, into: &copy)
+            return (r.payload.offset, size, ChunkTableWindow.end(ofEntry: ChunkTableWindow.entry(at: chunks - 1, in: tableBytes)))
+        }
+
+        /// Moves `tableBytes` (at `old` in the strings) into the stream the
+        /// first time, and points the record copy at them.
+        private mutating func place(_ tableBytes: UnsafeRawBufferPointer, from old: UInt32, into copy: inout [UInt8]) throws {
             if let known = offsets[old] {
                 IndexRecord.setChunkTable(known, in: &copy)
             } else {
@@ -199,7 +219,6 @@ enum PagedIndexWriter {
                 IndexRecord.setChunkTable(UInt32(bytes.count), in: &copy)
                 bytes += tableBytes
             }
-            return ChunkTableWindow.end(ofEntry: ChunkTableWindow.entry(at: chunks - 1, in: tableBytes))
         }
 
         /// Cuts the stream into table pages after the record pages.
@@ -227,8 +246,11 @@ enum PagedIndexWriter {
         var total = 0
         for position in 0..<count {
             let r = IndexRecord(in: flat, at: position, from: FlatIndexHeader.size)
-            guard r.kind == .file, r.flags & IndexEntry.hasChunkTableFlag != 0, seen.insert(r.chunkTable).inserted else { continue }
-            total += Int(layout.chunkCount(forPlaintextSize: r.payload.size)) * ChunkTableWindow.entrySize
+            guard r.kind == .file, r.flags != 0, seen.insert(r.chunkTable).inserted else { continue }
+            // A fragment slice's size is its own, not its fragment's: a
+            // descriptor counts as its head here (a slight underestimate).
+            total += r.flags == IndexEntry.fragmentSliceFlag ? FragmentDescriptor.headSize
+                : Int(layout.chunkCount(forPlaintextSize: r.payload.size)) * ChunkTableWindow.entrySize
         }
         return total
     }
@@ -300,12 +322,12 @@ enum PagedIndexWriter {
         var distinctPlaintext: UInt64 = 0
         var seenBodies = Set<UInt64>()
 
-        mutating func add(first: UInt64, size: UInt64, stored length: UInt64) {
+        mutating func add(fileSize: UInt64, body: (first: UInt64, size: UInt64, stored: UInt64)) {
             files += 1
-            plaintext &+= size
-            if length > 0, seenBodies.insert(first).inserted {
-                stored &+= length
-                distinctPlaintext &+= size
+            plaintext &+= fileSize
+            if body.stored > 0, seenBodies.insert(body.first).inserted {
+                stored &+= body.stored
+                distinctPlaintext &+= body.size
             }
         }
     }

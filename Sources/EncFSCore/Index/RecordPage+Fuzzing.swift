@@ -6,9 +6,11 @@ extension RecordPage {
     /// 16, and no symlink listed as leading outside.
     ///
     /// - Parameter compressed: whether files may have chunk tables.
+    /// - Parameter fragments: whether files may be fragment slices (with
+    ///   `compressed`; a slice's descriptor head must lie in the table stream).
     /// - Returns: each record's position, parent and name, in order, when the page passes.
     /// - Throws: `BundleError.corruptIndex` as the reader would.
-    package static func checkedRecords(ofPage page: UnsafeRawBufferPointer, compressed: Bool) throws
+    package static func checkedRecords(ofPage page: UnsafeRawBufferPointer, compressed: Bool, fragments: Bool = false) throws
         -> [(position: Int, parent: Int, name: [UInt8])] {
         guard page.count >= headerSize, page.count <= IndexDirectory.pageSize else {
             throw BundleError.corruptIndex("index page 1: length \(page.count)")
@@ -19,7 +21,8 @@ extension RecordPage {
             throw BundleError.corruptIndex("index page 1: \(count) records from \(first)")
         }
         let features = BundleFeatures(formatVersion: BundleFormat.version2, compression: compressed ? .zstd : .none,
-                                      compressionLevel: compressed ? 3 : 0, pagedIndexHeadLength: 1)
+                                      compressionLevel: compressed ? 3 : 0, pagedIndexHeadLength: 1,
+                                      hasFragments: compressed && fragments)
         let rules = Rules(layout: ChunkLayout(chunkSizeLog2: 12), dataLength: 1 << 20, features: features,
                           entryCount: first + count + 16, tableStreamLength: 1 << 16, suspectSymlinks: [])
         try validate(page, page: 1, positions: first..<(first + count), rules: rules)

@@ -84,7 +84,8 @@ package enum RecordPage {
     private static func check(_ r: IndexRecord, position: Int, strings: UnsafeRawBufferPointer,
                               rules: Rules) throws(IndexRules.Violation) -> UnsafeRawBufferPointer {
         let kind = try IndexRules.kind(of: r, position: position)
-        let hasTable = try IndexRules.checkReserved(r, kind: kind, compressed: rules.features.isCompressed, position: position)
+        let form = try IndexRules.checkReserved(r, kind: kind, compressed: rules.features.isCompressed,
+                                               fragments: rules.features.hasFragments, position: position)
         try IndexRules.checkMode(r, position: position)
         try IndexRules.checkTime(r, position: position)
         try IndexRules.checkPlacement(r, kind: kind, position: position)
@@ -98,7 +99,7 @@ package enum RecordPage {
         case .directory:
             try IndexRules.checkDirectory(r, position: position, entryCount: rules.entryCount)
         case .file:
-            try checkFile(r, position: position, hasTable: hasTable, rules: rules)
+            try checkFile(r, position: position, form: form, rules: rules)
         case .symlink:
             try IndexRules.checkNoFileID(r, kind: .symlink, position: position)
             let target = UnsafeRawBufferPointer(rebasing: strings[try IndexRules.targetRange(of: r, position: position,
@@ -114,13 +115,19 @@ package enum RecordPage {
     /// A file's size, and its body's start in the data region; with a
     /// chunk table, the table inside the table stream (its entries are
     /// checked as they are read: `BundleIndex.chunkTableWindow`), without,
-    /// the whole body inside the data region.
-    private static func checkFile(_ r: IndexRecord, position: Int, hasTable: Bool,
+    /// the whole body inside the data region; a fragment slice, its
+    /// descriptor's head inside the table stream (the descriptor is checked
+    /// when it is read: `BundleIndex.body(of:)`).
+    private static func checkFile(_ r: IndexRecord, position: Int, form: IndexRules.BodyForm,
                                   rules: Rules) throws(IndexRules.Violation) {
         try IndexRules.checkFileSize(r, position: position, layout: rules.layout)
         let (first, size) = r.payload
+        if form == .fragmentSlice {
+            try IndexRules.checkFragmentSlice(r, position: position, tableStreamLength: rules.tableStreamLength)
+            return
+        }
         try IndexRules.checkInDataRegion(offset: first, length: 0, dataLength: rules.dataLength, position: position)
-        if hasTable {
+        if form == .chunkTable {
             let chunks = rules.layout.chunkCount(forPlaintextSize: size)
             guard chunks > 0, IndexRules.chunkTableFits(offset: r.chunkTable, chunks: chunks, in: rules.tableStreamLength) else {
                 throw IndexRules.Violation("file \(position) has a chunk table outside the table stream")

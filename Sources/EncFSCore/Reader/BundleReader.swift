@@ -268,7 +268,7 @@ package final class BundleReader: Sendable {
     ///   `.io`.
     package func read(_ entry: IndexEntry, key: SymmetricKey, fromOffset offset: UInt64,
                      into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        try readChunks(entry, key: key, fromOffset: offset, into: buffer)
+        try readFile(entry, key: key, fromOffset: offset, into: buffer)
     }
 
     /// Reads plaintext of `entry` like ``read(_:key:fromOffset:into:)``,
@@ -278,7 +278,7 @@ package final class BundleReader: Sendable {
     /// - Throws: `BundleError.isADirectory` for non-files,
     ///   `.corruptChunk` (the buffer is then wiped), `.crypto`, `.io`.
     package func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        try readChunks(entry, key: nil, fromOffset: offset, into: buffer)
+        try readFile(entry, key: nil, fromOffset: offset, into: buffer)
     }
 
     /// Reads like ``read(_:fromOffset:into:)`` with the caller's own
@@ -287,7 +287,7 @@ package final class BundleReader: Sendable {
     /// lock at all.
     package func read(_ entry: IndexEntry, fromOffset offset: UInt64, into buffer: UnsafeMutableRawBufferPointer,
               using workspace: ChunkWorkspace) throws -> Int {
-        try readChunks(entry, key: nil, fromOffset: offset, into: buffer, workspace: workspace)
+        try readFile(entry, key: nil, fromOffset: offset, into: buffer, workspace: workspace)
     }
 
     /// A workspace for ``read(_:fromOffset:into:using:)``.
@@ -296,6 +296,29 @@ package final class BundleReader: Sendable {
     package func makeWorkspace() throws -> ChunkWorkspace {
         try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID, compressed: header.features.isCompressed,
                            cachesInflatedChunks: true)
+    }
+
+    /// Reads a fragment slice as the bytes `sliceOffset + offset …` of its
+    /// fragment, cut at the slice's end (the fragment's chunk is opened
+    /// once and kept in the workspace's cache of inflated chunks, so the
+    /// next slice of it costs a copy); any other file as itself.
+    @inline(__always)
+    private func readFile(_ entry: IndexEntry, key: SymmetricKey?, fromOffset offset: UInt64,
+                          into buffer: UnsafeMutableRawBufferPointer, workspace given: ChunkWorkspace? = nil) throws -> Int {
+        guard entry.isFragmentSlice else {
+            return try readChunks(entry, key: key, fromOffset: offset, into: buffer, workspace: given)
+        }
+        guard offset < entry.fileSize else { return 0 }
+        let (fragment, start) = try index.body(of: entry)
+        let count = Int(min(UInt64(buffer.count), entry.fileSize - offset))
+        let workspace = try given ?? takeWorkspace()
+        defer { if given == nil { returnWorkspace(workspace) } }
+        // The slice's key is its fragment's (one id): derived and cached
+        // under the slice's own entry, which the mount finds there again
+        // (``ChunkWorkspace/cachedEntry(at:)``), never the fragment's.
+        let key = try key ?? workspace.fileKey(for: entry, keys: keys)
+        return try readChunks(fragment, key: key, fromOffset: start + offset,
+                              into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), workspace: workspace)
     }
 
     /// What every step of one read needs, gathered once per read: the
@@ -490,12 +513,12 @@ package final class BundleReader: Sendable {
     /// One file of this bundle, readable without the bundle's keys (its
     /// own key derived now): what a mount keeps of a file open at lock
     /// under `--protection unless-open`. Nil for a file with a chunk table
-    /// (compressed, format 2): reading it needs the index, which a lock
+    /// (compressed, format 2) or in a fragment: reading it needs the index, which a lock
     /// wipes, so such a file stops reading at lock as under `complete`.
     ///
     /// - Throws: `BundleError.isADirectory` for non-files, `.crypto`.
     package func detachedFile(_ entry: IndexEntry) throws -> DetachedFile? {
-        guard !entry.hasChunkTable else { return nil }
+        guard !entry.hasChunkTable, !entry.isFragmentSlice else { return nil }
         return DetachedFile(entry: entry, key: try fileKey(for: entry), header: header, source: source, chunksPerBatch: batchChunks)
     }
 

@@ -5,7 +5,8 @@ import CryptCore
 /// (``BundleSignature``), which opening a bundle does not check.
 ///
 /// Files are taken in index order and each file's chunks in order, the
-/// order in which `encfs-pack` writes them; each chunk is hashed as stored
+/// order in which `encfs-pack` writes them (fragments last, in payload
+/// order: `BundleIndex.forEachBody`); each chunk is hashed as stored
 /// (ciphertext ‖ tag), damaged or not. A body that several files share
 /// (format version 2) is checked and hashed once, with the first of them:
 /// the packer wrote it once. A compressed chunk must also inflate to its
@@ -69,15 +70,14 @@ package struct BundleVerifier {
         let index = reader.index
         // A paged index's rules that span pages (a flat one was checked at open).
         try index.checkWholeIndex()
-        var checkedBodies = SharedBodies()
         progress?.begin(files: index.fileCount, bytes: index.totalFileBytes)
-        for position in 0..<index.count {
-            let entry = try index.entry(at: position)
-            guard entry.kind == .file else { continue }
+        // Bodies in the chunk digest's order, each once (a fragment after
+        // every file's own body).
+        try index.forEachBody(file: { _ in
             report.files += 1
-            defer { progress?.finishFile() }
+            progress?.finishFile()
+        }, body: { entry in
             let chunkCount = layout.chunkCount(forPlaintextSize: entry.fileSize)
-            guard chunkCount > 0, checkedBodies.isFirstSight(of: entry) else { continue }
             let key = try reader.fileKey(for: entry)
             var damaged: [UInt64] = []
             var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
@@ -91,7 +91,7 @@ package struct BundleVerifier {
             }
             report.chunks += chunkCount
             if !damaged.isEmpty { report.damaged.append(DamagedFile(entry: entry, chunks: damaged, chunkCount: chunkCount)) }
-        }
+        })
         report.chunkDigest = hasher?.finalize()
         return report
     }

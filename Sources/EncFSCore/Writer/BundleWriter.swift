@@ -33,6 +33,11 @@ package struct PackOptions: Sendable {
     package var progress: WorkProgress?
     /// Flat or paged index (`.automatic`: paged for large or version 2 bundles).
     package var indexLayout = IndexLayout.automatic
+    /// With compression, files of 1 byte up to (not including) this size
+    /// go into shared fragments (``FragmentPacker``; capped at the chunk
+    /// size); nil: ``FragmentPacker/defaultThreshold(chunkSize:)``, 0: none.
+    /// A flat ``indexLayout`` has none (fragments need a paged index).
+    package var fragmentThreshold: Int?
 
     package init() {}
 }
@@ -52,6 +57,10 @@ package struct PackSummary: Sendable {
     package var sharedFiles = 0
     /// Their bytes, not stored again.
     package var sharedBytes: UInt64 = 0
+    /// Files stored as slices of fragments (deduplicated ones included).
+    package var fragmentFiles = 0
+    /// Fragments written.
+    package var fragments = 0
     /// The format version written.
     package var formatVersion = BundleFormat.version
     /// The signer's fingerprint, when the bundle was signed.
@@ -86,36 +95,50 @@ package enum BundleWriter {
         var plan = try PackPlan(source: source, destination: destination, options: options, warn: warn)
         let output = try AtomicFile(destination: destination)
         let sink = try ChunkSink(file: output.file, startOffset: UInt64(plan.headerLength), hashing: options.signingKey != nil)
-        let (bodies, summary) = try writeBodies(&plan, into: sink)
-        return try seal(plan, bodies: bodies, summary: summary, sink: sink, output: output)
+        let (bodies, sliceOffsets, summary) = try writeBodies(&plan, into: sink)
+        return try seal(plan, bodies: bodies, sliceOffsets: sliceOffsets, summary: summary, sink: sink, output: output)
     }
 
     /// Encrypts every file of the plan's tree into `sink`, in index order,
-    /// and records in the tree what each file was when it was read.
+    /// then the small files into fragments (``FragmentPacker``), and
+    /// records in the tree what each file was when it was read.
     ///
-    /// - Returns: each file's body (nil for directories and symlinks) and
-    ///   the counts so far.
+    /// - Returns: each file's body (nil for directories and symlinks), each
+    ///   fragment slice's offset in its fragment, and the counts so far.
     /// - Throws: `BundleError` for a source file that cannot be read or
     ///   changed while read, `.io` for the bundle.
     private static func writeBodies(_ plan: inout PackPlan, into sink: ChunkSink) throws
-        -> (bodies: [FileBody?], summary: PackSummary) {
+        -> (bodies: [FileBody?], sliceOffsets: [Int: UInt64], summary: PackSummary) {
         let options = plan.options
         var summary = PackSummary()
         var bodies = [FileBody?](repeating: nil, count: plan.tree.nodes.count)
         let pipeline = options.compression == .zstd
             ? try ChunkPipeline(chunkSize: Int(plan.layout.chunkSize), level: options.compressionLevel, bundleID: plan.bundleID,
                                 sink: sink) : nil
+        // Small files go into fragments, after every other body; fragments
+        // live in a paged index, so a flat one asked for has none.
+        var fragments = FragmentPacker(threshold: options.compression == .none || options.indexLayout == .flat ? 0
+                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: plan.layout.chunkSize),
+                                       chunkSize: plan.layout.chunkSize)
+        let fragmentOrder = fragments.order(plan.tree.nodes)
         // Files in the order they are read; the prefetcher keeps the disk
         // busy ahead of them.
-        let files = plan.tree.nodes.filter { $0.kind == .file }.map {
-            SourcePrefetcher.File(relativePath: $0.relativePath, size: $0.size)
-        }
+        let nodes = plan.tree.nodes
+        let readOrder = nodes.indices.filter { nodes[$0].kind == .file && !fragments.takes(size: nodes[$0].size) } + fragmentOrder
+        var sequences = [Int: Int](minimumCapacity: readOrder.count)
+        for (sequence, position) in readOrder.enumerated() { sequences[position] = sequence }
+        let files = readOrder.map { SourcePrefetcher.File(relativePath: nodes[$0].relativePath, size: nodes[$0].size) }
         let prefetcher = SourcePrefetcher(root: plan.root, files: files)
         defer { prefetcher.stop() }
         let encryptor = try FileEncryptor(layout: plan.layout, keys: plan.keys, pipeline: pipeline, progress: options.progress,
                                           prefetcher: prefetcher)
-        var deduplicator = Deduplicator(plan.tree.nodes)
-        var sequence = 0
+        var deduplicator = Deduplicator(nodes.filter { !fragments.takes(size: $0.size) })
+        let (root, sourcePath) = (plan.root, plan.source)
+        let source = { (position: Int) in
+            FileEncryptor.Source(relativePath: nodes[position].relativePath, root: root,
+                                 displayPath: SourceTree.join(sourcePath, nodes[position].relativePath),
+                                 identity: (nodes[position].device, nodes[position].inode), sequence: sequences[position] ?? 0)
+        }
         options.progress?.begin(files: plan.tree.nodes.count { $0.kind == .file },
                                 bytes: plan.tree.nodes.reduce(0) { $1.kind == .file ? $0 &+ $1.size : $0 })
         for position in plan.tree.nodes.indices {
@@ -126,11 +149,9 @@ package enum BundleWriter {
                 summary.symlinks += 1
             case .file:
                 let node = plan.tree.nodes[position]
-                let source = FileEncryptor.Source(relativePath: node.relativePath, root: plan.root,
-                                                  displayPath: SourceTree.join(plan.source, node.relativePath),
-                                                  identity: (node.device, node.inode), sequence: sequence)
-                sequence += 1
-                let (snapshot, body, shared) = try deduplicator.store(source, size: node.size, encryptor: encryptor, sink: sink)
+                if fragments.takes(size: node.size) { continue }
+                let (snapshot, body, shared) = try deduplicator.store(source(position), size: node.size, encryptor: encryptor,
+                                                                      sink: sink)
                 bodies[position] = body
                 plan.tree.nodes[position].size = snapshot.size
                 plan.tree.nodes[position].mode = snapshot.mode
@@ -145,6 +166,8 @@ package enum BundleWriter {
                 options.progress?.finishFile()
             }
         }
+        let sliceOffsets = try writeFragments(&fragments, order: fragmentOrder, source: source, plan: &plan, bodies: &bodies,
+                                              summary: &summary, encryptor: encryptor, sink: sink)
         // Every chunk in the sink, every body complete.
         try encryptor.finish()
         prefetcher.stop()
@@ -152,7 +175,41 @@ package enum BundleWriter {
         summary.skipped = plan.tree.skipped
         summary.excluded = plan.tree.excluded
         summary.externalSymlinks = plan.externalSymlinks
-        return (bodies, summary)
+        return (bodies, sliceOffsets, summary)
+    }
+
+    /// Packs the small files (positions `order`, in that order) into
+    /// fragments after every other body, and records each one's body,
+    /// slice and snapshot.
+    ///
+    /// - Returns: each slice's offset in its fragment, by node position.
+    private static func writeFragments(_ fragments: inout FragmentPacker, order: [Int], source: (Int) -> FileEncryptor.Source,
+                                       plan: inout PackPlan, bodies: inout [FileBody?], summary: inout PackSummary,
+                                       encryptor: FileEncryptor, sink: ChunkSink) throws -> [Int: UInt64] {
+        let snapshots = try fragments.pack(order.map { ($0, source($0), plan.tree.nodes[$0].size) }, encryptor: encryptor,
+                                           chunkSize: Int(plan.layout.chunkSize))
+        var sliceOffsets: [Int: UInt64] = [:]
+        for position in order {
+            guard let snapshot = snapshots[position] else { preconditionFailure("internal error: a small file not packed") }
+            plan.tree.nodes[position].size = snapshot.size
+            plan.tree.nodes[position].mode = snapshot.mode
+            plan.tree.nodes[position].mtimeSeconds = snapshot.mtimeSeconds
+            plan.tree.nodes[position].mtimeNanoseconds = snapshot.mtimeNanoseconds
+            if let placement = fragments.placements[position] {
+                bodies[position] = placement.body
+                sliceOffsets[position] = placement.offset
+                summary.fragmentFiles += 1
+            } else {
+                // Emptied since the walk: an empty file, no slice.
+                bodies[position] = FileBody(first: sink.dataLength, fileID: try randomBytes(BundleFormat.idSize))
+            }
+            summary.files += 1
+            summary.plaintextBytes += snapshot.size
+        }
+        summary.sharedFiles += fragments.sharedFiles
+        summary.sharedBytes += fragments.sharedBytes
+        summary.fragments = fragments.fragmentCount
+        return sliceOffsets
     }
 
     /// Seals the index after the chunk data (flat, or paged), signs the
@@ -161,21 +218,24 @@ package enum BundleWriter {
     /// - Returns: `summary` with the format version, the signer and the
     ///   bundle's size.
     /// - Throws: `BundleError.crypto`, `.io`.
-    private static func seal(_ plan: PackPlan, bodies: [FileBody?], summary: PackSummary, sink: ChunkSink,
-                             output: AtomicFile) throws -> PackSummary {
+    private static func seal(_ plan: PackPlan, bodies: [FileBody?], sliceOffsets: [Int: UInt64], summary: PackSummary,
+                             sink: ChunkSink, output: AtomicFile) throws -> PackSummary {
         let options = plan.options
         var summary = summary
-        let features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
+        var features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
+        if summary.fragments > 0 { features = features.withFragments() }
         summary.formatVersion = features.formatVersion
         // Everything written so far is chunk data, in index order.
         let chunkDigest = try sink.dataDigest()
         // The index, sealed as one unit after the data.
         let indexOffset = sink.dataLength
         // Plaintext, then (sealed in place below) ciphertext.
-        var index = try IndexBuilder.serialize(plan.tree.nodes, bodies: bodies, creationTime: Int64(time(nil)))
+        var index = try IndexBuilder.serialize(plan.tree.nodes, bodies: bodies, sliceOffsets: sliceOffsets,
+                                               creationTime: Int64(time(nil)))
         defer { index.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        if options.indexLayout.isPaged(features: features, entryCount: plan.tree.nodes.count) {
+        // Fragments live in the table stream of a paged index.
+        if features.hasFragments || options.indexLayout.isPaged(features: features, entryCount: plan.tree.nodes.count) {
             summary.formatVersion = BundleFormat.version2
             let sealed = try PagedIndexWriter.write(flat: index, layout: plan.layout, features: features, keys: plan.keys,
                                                     slots: plan.slots, indexOffset: indexOffset, chunkDigest: chunkDigest,

@@ -131,6 +131,14 @@ final class ChunkPipeline {
         return slots[free.removeLast()]
     }
 
+    /// Gives back a slot taken by ``acquire()`` unused (its plaintext
+    /// wiped).
+    func giveBack(_ slot: Slot) {
+        guard let index = slots.firstIndex(where: { $0 === slot }) else { preconditionFailure("internal error: foreign slot") }
+        SecureBytes.wipe(slot.plaintext)
+        free.append(index)
+    }
+
     /// Starts compressing and sealing `slot`, whose plaintext holds
     /// `length` bytes of chunk `chunk` of `body`.
     func submit(_ slot: Slot, body: FileBody, key: SymmetricKey, chunk: UInt64, last: Bool, length: Int) {

@@ -40,12 +40,12 @@ final class FileEncryptor {
     static let readBatchBytes = 256 << 10
 
     private let layout: ChunkLayout
-    private let keys: BundleKeys
+    let keys: BundleKeys
     private let codec: ChunkCodec
-    private let pipeline: ChunkPipeline?
+    let pipeline: ChunkPipeline?
     /// Derives each file's key (once per stored file) with one HMAC
     /// context, re-keyed each time: no lookups inside OpenSSL per file.
-    private let keyDerivation: HMACSHA256Context
+    let keyDerivation: HMACSHA256Context
     /// Whole chunks of plaintext: ``readBatchBytes`` rounded down to the
     /// chunk size, at least one chunk (plus the byte that proves the end
     /// of a file).
@@ -161,7 +161,7 @@ final class FileEncryptor {
     }
 
     /// Opens the source file and checks it is the regular file the walk saw.
-    private func open(_ source: Source) throws -> (FileDescriptor, stat) {
+    func open(_ source: Source) throws -> (FileDescriptor, stat) {
         let file: FileDescriptor
         do {
             file = try FileDescriptor.open(source.relativePath, in: source.root, flags: O_RDONLY | O_NOFOLLOW, shown: source.displayPath)
@@ -182,7 +182,7 @@ final class FileEncryptor {
     }
 
     /// One more byte must not exist, and size and mtime must be unchanged.
-    private func checkUnchanged(_ file: FileDescriptor, since before: stat, source: Source) throws -> Snapshot {
+    func checkUnchanged(_ file: FileDescriptor, since before: stat, source: Source) throws -> Snapshot {
         let extra = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: plaintext[0..<1]))
         let after = try file.status()
         guard extra == 0, after.st_size == before.st_size, after.st_mtim.tv_sec == before.st_mtim.tv_sec,

@@ -18,7 +18,8 @@ import CryptCore
 /// tag is checked at the end, and a failure there throws, for the caller
 /// to discard the output.
 ///
-/// When hashing, the new sealed chunks (in index order) and the new sealed
+/// When hashing, the new sealed chunks (in the chunk digest's order,
+/// `BundleIndex.forEachBody`) and the new sealed
 /// index are hashed as they are written: what a new signature records.
 struct PayloadReencryptor {
     /// The SHA-256 digests of the new payload that a signature covers.
@@ -81,13 +82,9 @@ struct PayloadReencryptor {
         let newCodec = try ChunkCodec(bundleID: newKeys.bundleID, compressed: compressed)
         let index = reader.index
         progress?.begin(files: index.fileCount, bytes: index.totalFileBytes)
-        // A body shared by several files is re-sealed once.
-        var resealedBodies = SharedBodies()
-        for position in 0..<index.count {
-            let entry = try index.entry(at: position)
-            guard entry.kind == .file else { continue }
-            defer { progress?.finishFile() }
-            guard entry.fileSize > 0, resealedBodies.isFirstSight(of: entry) else { continue }
+        // A body shared by several files (a fragment: all its slices) is
+        // re-sealed once, in the chunk digest's order.
+        try index.forEachBody(file: { _ in progress?.finishFile() }, body: { entry in
             try entry.withFileID { fileID in
                 let oldKey = try reader.keys.fileKey(fileID: fileID)
                 let newKey = try newKeys.fileKey(fileID: fileID)
@@ -101,7 +98,7 @@ struct PayloadReencryptor {
                     batch = batch.upperBound..<min(chunkCount, batch.upperBound + UInt64(batchChunks))
                 }
             }
-        }
+        })
         try resealIndex(buffer: sealed, plaintext: plaintext)
         guard let chunkHasher, let indexHasher else { return nil }
         return Digests(chunks: chunkHasher.finalize(), index: indexHasher.finalize())

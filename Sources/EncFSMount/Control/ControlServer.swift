@@ -3,6 +3,7 @@ import CryptCore
 import CFuse
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Serves a mount's control socket on a thread of its own, and runs the
@@ -75,7 +76,7 @@ final class ControlServer: @unchecked Sendable {
             guard let raw else { return nil }
             let server = Unmanaged<ControlServer>.fromOpaque(raw).takeRetainedValue()
             // PR_SET_NAME names the calling thread only.
-            _ = cfuse_set_process_name(ControlServer.threadName)
+            ProcessHardening.setProcessName(ControlServer.threadName)
             server.loop()
             return nil
         }, retained)

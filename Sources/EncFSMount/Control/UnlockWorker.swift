@@ -4,6 +4,7 @@ import CFuse
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Tries an unlock request's secrets on a thread of its own, one request
@@ -66,7 +67,7 @@ final class UnlockWorker: Sendable {
         let rc = pthread_create(&made, nil, { raw in
             guard let raw else { return nil }
             let job = Unmanaged<Job>.fromOpaque(raw).takeRetainedValue()
-            _ = cfuse_set_process_name(UnlockWorker.threadName)
+            ProcessHardening.setProcessName(UnlockWorker.threadName)
             job.worker.run(job)
             return nil
         }, job)

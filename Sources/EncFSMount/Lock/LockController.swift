@@ -3,6 +3,7 @@ import CryptCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// Locks and unlocks a mount and describes its state: what the control

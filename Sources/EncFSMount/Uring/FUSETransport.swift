@@ -5,6 +5,7 @@ import CUring
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// The transport of one mount: libfuse's /dev/fuse loop alone (classic),

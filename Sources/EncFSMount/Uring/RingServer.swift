@@ -4,6 +4,7 @@ import CUring
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import EncFSService
 #endif
 
 /// One of the two threads of a ring queue (``RingQueue``), with its own
@@ -204,7 +205,7 @@ final class RingServer: @unchecked Sendable {
     private func prepare(_ work: RingWork) -> Bool {
         let pinned = role == RingQueue.pinned
         // ps -L and /proc/PID/task show which threads are the rings'.
-        _ = cfuse_set_process_name(pinned ? "encfs-ring" : "encfs-ringhelp")
+        ProcessHardening.setProcessName(pinned ? "encfs-ring" : "encfs-ringhelp")
         // Signals (SIGTERM ending the mount) belong to libfuse's main
         // thread, which waits for them; libfuse blocks them in its workers
         // the same way.

@@ -1,0 +1,4 @@
+import EncFSCLI
+import EncFSServe
+
+CommandLineTool.main(ServeCommand.run)
