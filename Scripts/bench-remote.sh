@@ -102,7 +102,7 @@ finish() {
 }
 trap finish EXIT
 if [ "$fleet" -eq 1 ]; then
-  trap 'remove_bench_artifacts bench-remote.sh "$out" fleet-src fleet-www fleet-many fleet-list.txt fleet-key "cache-*" "mnt-*" proxy-fleet.port' EXIT
+  trap 'remove_bench_artifacts bench-remote.sh "$out" fleet-src fleet-www fleet-many fleet-list.txt fleet-list-adjacent.txt fleet-key "cache-*" "mnt-*" proxy-fleet.port' EXIT
   /usr/bin/python3 Scripts/bench/bench_fleet.py --bin "$bin" --out "$out" --quick "$quick"
   exit 0
 fi

@@ -11,7 +11,8 @@
   prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
             every tenth one a start-up file: time from the mount's return
             to the first 4 KiB of each of those 48 read, in a shuffled
-            order, without and with --prefetch-list naming them
+            order, without and with --prefetch-list naming them; then the
+            same for 48 files side by side (-adjacent)
 
 Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1
 """
@@ -179,14 +180,23 @@ def main():
             with open(os.path.join(many, name), "wb") as f:
                 f.write(os.urandom(256 << 10))
         benchlib.run([f"{args.bin}/encfs-pack", many, os.path.join(www, "many.encfs"), "--key-file", key, "--quiet"])
+        # And 48 files side by side (one directory's start-up files): the
+        # list's ranges coalesced into few requests.
+        adjacent = every[200:248]
+        random.Random(31).shuffle(adjacent)
         listing = os.path.join(out, "fleet-list.txt")
         with open(listing, "w") as f:
             f.write("\n".join(names) + "\n")
+        adjacent_listing = os.path.join(out, "fleet-list-adjacent.txt")
+        with open(adjacent_listing, "w") as f:
+            f.write("\n".join(adjacent) + "\n")
         urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
         urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=pass&latency_ms=20", timeout=10).read()
         fetch_size = os.environ.get("FLEET_FETCH_SIZE", "4M")
         results["prefetch_fetch_size"] = fetch_size
-        for name, extra in [("without-list", []), ("with-list", ["--prefetch-list", listing])]:
+        for name, extra, names in [("without-list", [], names), ("with-list", ["--prefetch-list", listing], names),
+                                   ("without-list-adjacent", [], adjacent),
+                                   ("with-list-adjacent", ["--prefetch-list", adjacent_listing], adjacent)]:
             mnt = os.path.join(out, "mnt-" + name)
             cache = os.path.join(out, "cache-" + name)
             shutil.rmtree(cache, ignore_errors=True)

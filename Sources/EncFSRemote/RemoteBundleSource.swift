@@ -352,8 +352,11 @@ package final class RemoteBundleSource: ByteSource {
                 end = plannedEnd(from: start, anchor: anchor)
             }
             if let within, within.contains(position) {
+                // A list range is one request however the cells lie: a
+                // coalesced one spans several files (``coalesced(_:)``
+                // keeps it within a unit).
                 start = max(start, within.lowerBound)
-                end = min(end, within.upperBound)
+                end = min(within.upperBound, start + unitSize, pinnedStart)
             }
             for flight in claims.flights where flight.range.lowerBound > start && flight.range.lowerBound < end {
                 end = flight.range.lowerBound
@@ -596,12 +599,14 @@ package final class RemoteBundleSource: ByteSource {
     ///   any: a list of small files scattered over the bundle otherwise
     ///   fetched a fetch unit per file, most of the bundle
     ///   (docs/PERFORMANCE.md, remote bundles), and a long file listed
-    ///   early held back the first bytes of those after it.
+    ///   early held back the first bytes of those after it. First units
+    ///   close together in the bundle go in one request
+    ///   (``coalesced(_:)``).
     func prefetch(_ ranges: [Range<UInt64>], exactly: Bool = false) {
         guard let cache else { return }
         let firsts = exactly ? ranges.map { $0.lowerBound..<min($0.upperBound, plannedEnd(from: $0.lowerBound, anchor: $0.lowerBound)) } : []
         let order = !exactly ? ranges
-            : firsts + zip(ranges, firsts).compactMap { $1.upperBound < $0.upperBound ? $1.upperBound..<$0.upperBound : nil }
+            : coalesced(firsts) + zip(ranges, firsts).compactMap { $1.upperBound < $0.upperBound ? $1.upperBound..<$0.upperBound : nil }
         let workers = max(1, min(connectionCount, order.count))
         prefetching.async { [self] in
             DispatchQueue.concurrentPerform(iterations: workers) { worker in
@@ -610,6 +615,27 @@ package final class RemoteBundleSource: ByteSource {
                 }
             }
         }
+    }
+
+    /// Joins `ranges` that lie at most ``smallestRest`` apart in the bundle
+    /// into one range no longer than a unit, fetched in one request: a
+    /// start-up list names many small files packed side by side, and one
+    /// request each cost a round trip each over the few connections
+    /// (docs/PERFORMANCE.md, remote bundles). The bytes between them come
+    /// along; they arrive in less time than a request takes to start.
+    /// Joined ranges keep the list's order: by their earliest member.
+    private func coalesced(_ ranges: [Range<UInt64>]) -> [Range<UInt64>] {
+        var joined: [(range: Range<UInt64>, first: Int)] = []
+        for (index, range) in ranges.enumerated().sorted(by: { $0.element.lowerBound < $1.element.lowerBound }) {
+            if let last = joined.last, range.lowerBound <= last.range.upperBound + UInt64(Self.smallestRest),
+               max(range.upperBound, last.range.upperBound) - last.range.lowerBound <= unitSize {
+                joined[joined.count - 1] = (last.range.lowerBound..<max(range.upperBound, last.range.upperBound),
+                                            min(last.first, index))
+            } else {
+                joined.append((range, index))
+            }
+        }
+        return joined.sorted { $0.first < $1.first }.map(\.range)
     }
 
     private func prefetch(_ range: Range<UInt64>, cache: CiphertextCache, within: Range<UInt64>?) {

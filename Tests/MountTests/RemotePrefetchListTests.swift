@@ -91,4 +91,35 @@ final class RemotePrefetchListTests: RemoteTestCase {
         XCTAssertEqual(try server.proxyStats().requests, 0, "a first read of a listed file made a request")
         unmount(mounted)
     }
+    /// Thirty-two small files side by side in the bundle, all listed (in an
+    /// order that is not the bundle's): their first units are fetched
+    /// together, in fewer requests than there are files (counted from
+    /// before the mount, its opening requests included), and their first
+    /// reads still make no request.
+    func testPrefetchList_AdjacentFilesCoalesced() throws {
+        let server = try RemoteServer(test: self, withProxy: true)
+        let names = (0..<32).map { String(format: "f%02d.bin", $0) }
+        let published = try publish(server, Dictionary(uniqueKeysWithValues: names.map { ($0, 20_000) }), chunkSize: "64K")
+        let paths = try scratch.write(uniqueName("list.txt"), Array((names.reversed().joined(separator: "\n") + "\n").utf8))
+        let cache = try scratch.makeDirectory(uniqueName("cache"))
+        try server.resetProxy()
+        let mounted = try mountRemote(server.url("bundle.encfs"), key: published.key, cache: cache, ["--prefetch-list", paths])
+        // The first 64 KiB came with the opening request and are not cached.
+        XCTAssertTrue(Deadline.poll(seconds: 20) { ((try? self.cachedBytes(cache)) ?? 0) >= 28 * 20_000 },
+                      "the listed files did not reach the cache")
+        var settled = -1
+        _ = Deadline.poll(seconds: 10, interval: 0.5) {
+            let now = (try? server.proxyStats().requests) ?? -1
+            defer { settled = now }
+            return now == settled
+        }
+        let requests = try server.proxyStats().requests
+        XCTAssertLessThan(requests, names.count / 4, "the listed files were not fetched together: \(requests) requests")
+        try server.resetProxy()
+        for name in names {
+            XCTAssertEqual(try sha256(mounted.path(name)), try sha256("\(published.source)/\(name)"), name)
+        }
+        XCTAssertEqual(try server.proxyStats().requests, 0, "a first read of a listed file made a request")
+        unmount(mounted)
+    }
 }
