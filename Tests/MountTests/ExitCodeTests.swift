@@ -67,6 +67,8 @@ final class ExitCodeTests: ToolTestCase {
             (try Tools.rekey(), [bundle, "--key-file", key, "--add-key-file", scratch.url("new.key")], 0),
             (try Tools.rekey(), [bundle, "--key-file", wrong, "--add-key-file", scratch.url("new.key")], 1),
             (try Tools.rekey(), [bundle, "--key-file", key], 2),
+            (try Tools.binary("encfs-serve"), [bundle, "--key-file", wrong], 1),
+            (try Tools.binary("encfs-serve"), [bundle, "--key-file", key, "--no-token"], 2),
         ]
         let documented = try documentedCodes()
         for (tool, arguments, code) in cases {
