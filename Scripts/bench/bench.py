@@ -35,10 +35,15 @@ repetition, so none always follows the same system):
 With --dataset resources the data set is compressible and resembles shipped
 resources (big.bin is a SQLite database of text rows; small/ holds generated
 JS, CSS, JSON, HTML, CSV and text with a tenth already-compressed media, and a
-duplicated directory), and the systems default to plain, squashfuse-zstd
-(mksquashfs -comp zstd -Xcompression-level 3, 128 KiB blocks, duplicates
-found), encfs (--compress none) and encfs-zstd (--compress zstd, level 3;
-BENCH_ENCFS_ZSTD_ARGS is appended to its encfs-pack command).
+duplicated directory); --dataset mixed is a second compressible tree made
+differently (MixedDataSet: text, markup and images). Both default to the
+systems plain, encfs (--compress none), encfs-zstd (--compress zstd at
+encfs-pack's default level; BENCH_ENCFS_ZSTD_ARGS is appended to its
+encfs-pack command), squashfuse-ll-zstd (mksquashfs -comp zstd at its
+defaults, mounted with squashfuse_ll) and squashfuse-ll-zstd-matched
+(mksquashfs at encfs-pack's default level); squashfuse-zstd (the same image
+with high-level squashfuse) and encfs-zstd-matched (encfs at mksquashfs's
+default level) on request. The levels are read from each tool's --help.
 During each fio run, placement.py samples the daemon's threads (how many,
 which CPU each last ran on, how much CPU each used), fio's threads, and the
 CPU time everything else on the machine used (results.json: details →
