@@ -776,8 +776,6 @@ class Bench:
         self.out = os.path.abspath(args.out)
         kinds = {"random": DataSet, "resources": ResourceDataSet, "mixed": MixedDataSet}
         self.data = kinds[args.dataset](self.out, args.quick, args.repo)
-        # (encfs-pack's, mksquashfs's) default zstd levels, for the -matched systems.
-        self.zstd_levels = benchlib.zstd_default_levels(args.bin)
         self.key_file = os.path.join(self.out, "build", "bench.key")
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
@@ -804,6 +802,10 @@ class Bench:
             if name not in classes:
                 die(f"unknown system ({name})", f"choose from {','.join(available)}")
         self.systems = [classes[n](n, self) for n in available if n in wanted]
+        # (encfs-pack's, mksquashfs's) default zstd levels, for the -matched systems and the report; read only
+        # when a compressed system runs, so the uncompressed runs do not depend on either tool's --help.
+        self.zstd_levels = (benchlib.zstd_default_levels(args.bin) if any(n in COMPRESSED_SYSTEMS for n in wanted)
+                            else (None, None))
         self.raw = {s.name: {m[0]: [] for m in METRICS} for s in self.systems}
         self.details = {s.name: [] for s in self.systems}
         self.mounted = set()
