@@ -65,7 +65,8 @@
 #                    Each tree: encfs-zstd, mksquashfs -comp zstd and
 #                    mkfs.erofs -zlz4hc images (sizes, pack times, each tool
 #                    also at the other's default level), and every file read
-#                    cold with 1 and 4 jobs and ls -lR through encfs-mount,
+#                    cold with 1 and 4 jobs and ls -lR through encfs-mount
+#                    (classic and --transport uring),
 #                    squashfuse_ll, the kernel's squashfs and EROFS (loop
 #                    mounts); results in DIR/tree-results.md and .json. With
 #                    --quick, realtree is /usr/lib/python3.11 alone and any

@@ -16,7 +16,8 @@ For each tree, in one run, side by side:
             once per repetition, timed with a `sync` inside the timing (the
             previous build removed and a `sync` before it), size = image
             bytes;
-  mounts    encfs (encfs-mount of encfs-zstd), squashfuse_ll and the kernel's
+  mounts    encfs (encfs-mount of encfs-zstd), encfs-uring (the same with
+            --transport uring), squashfuse_ll and the kernel's
             squashfs (of the squashfs image, loop mount), the kernel's EROFS
             (loop mount).
 Each repetition runs every mount in turn (the order reversed every other
@@ -50,8 +51,10 @@ BENCH_KEY = "5e" * 32  # the same public, benchmark-only key as bench.py's
 
 # Images: name → how it is built. Mounts: name → the image it mounts and how.
 IMAGES = ["encfs-zstd", "encfs-zstd-matched", "squashfs", "squashfs-matched", "erofs"]
-MOUNTS = {"encfs": "encfs-zstd", "squashfuse_ll": "squashfs", "kernel-squashfs": "squashfs",
-          "kernel-erofs": "erofs"}
+# encfs-uring: the same bundle over FUSE-over-io_uring (--transport uring), which costs the daemon less CPU per
+# request than the default /dev/fuse transport (docs/PERFORMANCE.md, "Known limits", issue 31).
+MOUNTS = {"encfs": "encfs-zstd", "encfs-uring": "encfs-zstd", "squashfuse_ll": "squashfs",
+          "kernel-squashfs": "squashfs", "kernel-erofs": "erofs"}
 
 
 def run_discarding(argv, cwd=None):
@@ -121,11 +124,11 @@ class TreeBench:
             self.unmount(name)
         image = self.image_path(MOUNTS[name])
         self.mounted.add(name)
-        if name == "encfs":
+        if name.startswith("encfs"):
             # Real trees hold absolute symlinks (python3.11's sitecustomize.py → /etc): served as stored, as
             # squashfs and EROFS serve them.
             command = [os.path.join(self.args.bin, "encfs-mount"), image, mp, "--key-file", self.key_file,
-                       "--allow-external-symlinks"]
+                       "--allow-external-symlinks"] + (["--transport", "uring"] if name == "encfs-uring" else [])
         elif name == "squashfuse_ll":
             command = ["squashfuse_ll", image, mp]
         else:
@@ -344,6 +347,9 @@ class TreeBench:
             lines.append(f"| read all cold, 1 job ≤ 1.0× kernel squashfs | {r1:.2f}× | {mark(r1 <= 1.0)} |")
             lines.append(f"| read all cold, 4 jobs ≤ 1.0× kernel EROFS | {r4:.2f}× | {mark(r4 <= 1.0)} |")
             lines.append(f"| ls -lR cold ≤ 1.5× kernel EROFS | {ls_r:.2f}× | {mark(ls_r <= 1.5)} |")
+            for metric, ref, what in (("read1_s", "kernel-squashfs", "read all cold, 1 job, / kernel squashfs"),
+                                       ("read4_s", "kernel-erofs", "read all cold, 4 jobs, / kernel EROFS")):
+                lines.append(f"| (for reference) encfs-uring {what} | {ratio(metric, 'encfs-uring', ref):.2f}× | |")
             lines.append(f"| (for reference) read all cold, 1 job, / squashfuse_ll | "
                          f"{ratio('read1_s', 'encfs', 'squashfuse_ll'):.2f}× | |")
             lines.append("")
