@@ -46,8 +46,9 @@ package enum PackCommand {
                                with --compress zstd)
       --fragment-size SIZE     with --compress: files smaller than SIZE are
                                packed together into shared chunks
-                               (fragments; 0 … the chunk size, default half
-                               the chunk size; 0: none)
+                               (fragments; 0 … the chunk size, default the
+                               chunk size, or half of it when the fragment
+                               unit is the chunk size; 0: none)
       --fragment-unit SIZE     with --compress: fragments are filled to SIZE
                                and each compressed as one unit (4K … 1M, a
                                power of two; default 256K; the chunk size or

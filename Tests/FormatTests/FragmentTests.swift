@@ -84,7 +84,7 @@ final class FragmentTests: XCTestCase {
     func testRoundTrip_EveryChunkSize_AroundTheThreshold() throws {
         for log2 in BundleFormat.chunkSizeLog2Range {
             let cs = 1 << Int(log2)
-            let threshold = FragmentPacker.defaultThreshold(chunkSize: UInt64(cs))
+            let threshold = FragmentPacker.defaultThreshold(chunkSize: UInt64(cs), unitSize: UInt64(cs))
             var files: [(String, [UInt8])] = [
                 ("empty", []), ("one", [0x41]), ("below.c", text(threshold - 1, seed: 1)), ("at.c", text(threshold, seed: 2)),
                 ("above.c", text(threshold + 1, seed: 3)), ("big.bin", text(2 * cs + 5, seed: 4)), ("d/empty.h", []),

@@ -97,13 +97,14 @@ final class FragmentUnitTests: XCTestCase {
     func testRoundTrip_UnitsLargerThanTheChunk() throws {
         for (chunkLog2, unitLog2) in [(UInt8(12), UInt8(13)), (12, 16), (14, 20), (16, 18), (19, 20)] {
             let (cs, unit) = (1 << Int(chunkLog2), 1 << Int(unitLog2))
-            let threshold = FragmentPacker.defaultThreshold(chunkSize: UInt64(cs))
+            let threshold = FragmentPacker.defaultThreshold(chunkSize: UInt64(cs), unitSize: UInt64(unit))
+            XCTAssertEqual(threshold, cs, "files below a whole chunk go into larger units")
             var files = smallFiles(total: 2 * unit + unit / 2, threshold: threshold, seed: UInt64(chunkLog2) * 100 + UInt64(unitLog2))
             files += [("empty", []), ("big.bin", text(2 * cs + 5, seed: 4)), ("at.c", text(threshold, seed: 5))]
             let label = "chunk 2^\(chunkLog2), unit 2^\(unitLog2)"
             let (path, summary) = try pack(files, name: "c\(chunkLog2)u\(unitLog2)", chunkSizeLog2: chunkLog2, unitLog2: unitLog2)
             XCTAssertEqual(Array(try FileTree.readFile(path)[10..<12]), [1, unitLog2], "header flags, \(label)")
-            XCTAssertEqual(summary.fragments, 3, "about 2.5 units of small files fill 3 units, \(label)")
+            XCTAssertGreaterThanOrEqual(summary.fragments, 3, "about 2.5 units of small files, \(label)")
             let reader = try open(path)
             XCTAssertEqual(reader.header.fragmentLayout.chunkSize, UInt64(unit), label)
             var largest: UInt64 = 0

@@ -35,7 +35,7 @@ package struct PackOptions: Sendable {
     package var indexLayout = IndexLayout.automatic
     /// With compression, files of 1 byte up to (not including) this size
     /// go into shared fragments (``FragmentPacker``; capped at the chunk
-    /// size); nil: ``FragmentPacker/defaultThreshold(chunkSize:)``, 0: none.
+    /// size); nil: ``FragmentPacker/defaultThreshold(chunkSize:unitSize:)``, 0: none.
     /// A flat ``indexLayout`` has none (fragments need a paged index).
     package var fragmentThreshold: Int?
     /// log2 of the unit fragments are filled to and compressed in (one
@@ -124,7 +124,8 @@ package enum BundleWriter {
         // Small files go into fragments, after every other body; fragments
         // live in a paged index, so a flat one asked for has none.
         var fragments = FragmentPacker(threshold: options.compression == .none || options.indexLayout == .flat ? 0
-                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: plan.layout.chunkSize),
+                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: plan.layout.chunkSize,
+                                                                                                    unitSize: plan.fragmentLayout.chunkSize),
                                        chunkSize: plan.layout.chunkSize,
                                        unit: plan.fragmentLayout)
         let fragmentOrder = fragments.order(plan.tree.nodes)
