@@ -270,6 +270,49 @@ final class FragmentUnitTests: XCTestCase {
         XCTAssertThrowsBundleError(.corruptChunk(entry: t0.position, chunk: 0)) { _ = try self.open(path2).contents(of: bytes("t00.txt")) }
     }
 
+    // MARK: - Signatures and rekeying
+
+    /// A rekey that re-encrypts re-seals each unit once under its new key
+    /// (at the unit's size, not the chunk's), and the new signature's
+    /// chunk digest covers the units.
+    func testSignedRekey_ResealsUnits() throws {
+        let signer = try SigningKey.generate()
+        let second = TestSecrets.key(34)
+        var files = smallFiles(total: 40_000, threshold: 2048, seed: 9)
+        files.append(("big.bin", text(20000, seed: 99)))
+        let source = tmp.appending("source-signed")
+        try FileTree.makeDirectory(source)
+        for dir in ["d0", "d1", "d2"] { try FileTree.makeDirectory(join(source, bytes(dir))) }
+        for (file, data) in files { try FileTree.writeFile(join(source, bytes(file)), data) }
+        let path = tmp.appending("signed.bundle")
+        var options = PackOptions()
+        options.chunkSizeLog2 = 12
+        options.keys = [.rawKey(key), .rawKey(second)]
+        options.scrypt = .testing
+        options.compression = .zstd
+        options.fragmentUnitLog2 = 15
+        options.signingKey = signer
+        let summary = try BundleWriter.pack(source: source, destination: path, options: options) { message, _ in XCTFail(message) }
+        XCTAssertGreaterThan(summary.fragments, 1)
+        let origin = OriginPolicy(signers: [signer.publicKey])
+        let reader = try BundleReader.open(path: path, materials: [.rawKey(key)], origin: origin)
+        XCTAssertEqual(reader.header.features.fragmentUnitLog2, 15)
+        XCTAssertEqual(try BundleVerifier.verify(reader).matchesSignature(of: reader.header), true)
+        var changes = BundleRekeyer.Changes()
+        changes.openedWith = [.rawKey(key)]
+        changes.scrypt = .testing
+        changes.remove = [try XCTUnwrap(reader.header.keySlots.last).fingerprint]
+        changes.signingKey = signer
+        _ = try BundleRekeyer.rekey(path: path, reader: reader, changes: changes)
+        let rekeyed = try BundleReader.open(path: path, materials: [.rawKey(key)], origin: origin)
+        XCTAssertEqual(rekeyed.header.features.fragmentUnitLog2, 15, "the unit is kept")
+        XCTAssertNotEqual(rekeyed.header.bundleID, reader.header.bundleID, "re-encrypted")
+        for (name, data) in files { XCTAssertEqual(try rekeyed.contents(of: bytes(name)), data, name) }
+        let report = try BundleVerifier.verify(rekeyed)
+        XCTAssertTrue(report.damaged.isEmpty)
+        XCTAssertEqual(try report.matchesSignature(of: rekeyed.header), true)
+    }
+
     // MARK: - The workspace's cache
 
     /// A bundle held in memory whose reads are counted.
