@@ -174,15 +174,7 @@ package enum BundleWriter {
                 options.progress?.finishFile()
             }
         }
-        // Fragment units larger than chunks go through a pipeline of their
-        // own, once every file's chunks are in the sink (a pipeline hands
-        // its chunks to the sink in order, so the two never interleave).
-        var unitPipeline: ChunkPipeline?
-        if plan.fragmentLayout != plan.layout, !fragmentOrder.isEmpty {
-            try encryptor.finish()
-            unitPipeline = try ChunkPipeline(chunkSize: Int(plan.fragmentLayout.chunkSize), level: options.compressionLevel,
-                                             bundleID: plan.bundleID, sink: sink)
-        }
+        let unitPipeline = fragmentOrder.isEmpty ? nil : try unitPipeline(plan, encryptor: encryptor, sink: sink)
         let sliceOffsets = try writeFragments(&fragments, order: fragmentOrder, source: source, plan: &plan, bodies: &bodies,
                                               summary: &summary, encryptor: encryptor, pipeline: unitPipeline, sink: sink)
         // Every chunk in the sink, every body complete.
@@ -194,6 +186,17 @@ package enum BundleWriter {
         summary.excluded = plan.tree.excluded
         summary.externalSymlinks = plan.externalSymlinks
         return (bodies, sliceOffsets, summary)
+    }
+
+    /// The pipeline of fragment units larger than chunks (nil when units
+    /// are chunks), started once every file's chunks are in the sink: a
+    /// pipeline hands its chunks to the sink in order, so the two never
+    /// interleave.
+    private static func unitPipeline(_ plan: PackPlan, encryptor: FileEncryptor, sink: ChunkSink) throws -> ChunkPipeline? {
+        guard plan.fragmentLayout != plan.layout else { return nil }
+        try encryptor.finish()
+        return try ChunkPipeline(chunkSize: Int(plan.fragmentLayout.chunkSize), level: plan.options.compressionLevel,
+                                 bundleID: plan.bundleID, sink: sink)
     }
 
     /// Packs the small files (positions `order`, in that order) into
