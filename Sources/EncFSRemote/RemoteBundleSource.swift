@@ -492,11 +492,12 @@ package final class RemoteBundleSource: ByteSource {
 
     /// Fetches `unit` (claimed by the caller) whole in one request, stores
     /// it and releases it: read-ahead and `--prefetch all`.
-    private func fetchWhole(_ unit: Range<UInt64>, group: DispatchGroup, cache: CiphertextCache) {
+    private func fetchWhole(_ unit: Range<UInt64>, group: DispatchGroup, cache: CiphertextCache,
+                            priority: ConnectionSlots.Priority = .read) {
         let bytes = UnitBuffer(count: Int(unit.count))
         var failure: RemoteError?
         do throws(RemoteError) {
-            try http.fetch(offset: unit.lowerBound, count: bytes.count, into: bytes.slice(0..<bytes.count))
+            try http.fetch(offset: unit.lowerBound, count: bytes.count, into: bytes.slice(0..<bytes.count), priority: priority)
         } catch {
             failure = error
         }
@@ -648,7 +649,9 @@ package final class RemoteBundleSource: ByteSource {
             case .stored(let unit), .waitFor(let unit, _):
                 position = unit.upperBound
             case .owned(let unit, let group):
-                fetchWhole(unit, group: group, cache: cache)
+                // Behind every read that waits for a connection: the
+                // application's reads go first (``ConnectionSlots``).
+                fetchWhole(unit, group: group, cache: cache, priority: .background)
                 position = unit.upperBound
             }
         }
