@@ -11,7 +11,8 @@
   prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
             every tenth one a start-up file: time from the mount's return
             to the first 4 KiB of each of those 48 read, in a shuffled
-            order, without and with --prefetch-list naming them; then the
+            order, without and with --prefetch-list naming them, and with
+            the list once it was fetched (-settled: the floor); then the
             same for 48 files side by side (-adjacent)
 
 Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1 [--parts sigv4,failover,prefetch]
@@ -215,7 +216,10 @@ def prefetch_part(args, out, key, www, proxy_port, results):
     results["prefetch_fetch_size"] = fetch_size
     connections = os.environ.get("FLEET_CONNECTIONS", "4")
     results["prefetch_connections"] = int(connections)
+    # with-list-settled: the same reads 5 s after the mount, the list
+    # fetched by then: the floor (FUSE and the cache, no network).
     for name, extra, names in [("without-list", [], names), ("with-list", ["--prefetch-list", listing], names),
+                               ("with-list-settled", ["--prefetch-list", listing], names),
                                ("without-list-adjacent", [], adjacent),
                                ("with-list-adjacent", ["--prefetch-list", adjacent_listing], adjacent)]:
         mnt = os.path.join(out, "mnt-" + name)
@@ -225,6 +229,8 @@ def prefetch_part(args, out, key, www, proxy_port, results):
         cmd = [f"{args.bin}/encfs-mount", f"http://127.0.0.1:{proxy_port}/many.encfs", mnt, "--key-file", key,
                "--cache-dir", cache, "--fetch-size", fetch_size, "--connections", connections] + extra
         benchlib.mount(cmd, mnt, os.path.join(mnt, names[0]), os.path.join(out, name + ".log"), name)
+        if name.endswith("-settled"):
+            time.sleep(5)
         started = time.monotonic()
         for file in names:
             fd = os.open(os.path.join(mnt, file), os.O_RDONLY)

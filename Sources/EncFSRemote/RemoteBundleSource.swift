@@ -602,45 +602,30 @@ package final class RemoteBundleSource: ByteSource {
     ///   (docs/PERFORMANCE.md, remote bundles), and a long file listed
     ///   early held back the first bytes of those after it. First units
     ///   close together in the bundle go in one request
-    ///   (``coalesced(_:)``); a first unit that stays alone goes in two:
-    ///   its first chunks (``listHead``) before any rest.
+    ///   (``coalesced(_:)``).
     func prefetch(_ ranges: [Range<UInt64>], exactly: Bool = false) {
         guard let cache else { return }
         let firsts = exactly ? ranges.map { $0.lowerBound..<min($0.upperBound, plannedEnd(from: $0.lowerBound, anchor: $0.lowerBound)) } : []
-        var heads: [Range<UInt64>] = []
-        var rests: [Range<UInt64>] = []
-        let alone = Set(firsts)
-        for range in coalesced(firsts) {
-            let head = listHead(of: range)
-            if alone.contains(range), head.upperBound < range.upperBound {
-                heads.append(head)
-                rests.append(head.upperBound..<range.upperBound)
-            } else {
-                heads.append(range)
-            }
-        }
         let order = !exactly ? ranges
-            : heads + rests + zip(ranges, firsts).compactMap { $1.upperBound < $0.upperBound ? $1.upperBound..<$0.upperBound : nil }
+            : coalesced(firsts) + zip(ranges, firsts).compactMap { $1.upperBound < $0.upperBound ? $1.upperBound..<$0.upperBound : nil }
         let workers = max(1, min(connectionCount, order.count))
         prefetching.async { [self] in
-            DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                for index in stride(from: worker, to: order.count, by: workers) {
-                    prefetch(order[index], cache: cache, within: exactly ? order[index] : nil)
+            // One thread per connection (``PrefetchThread``), each taking
+            // the next range in list order.
+            let next = PrefetchCursor()
+            let done = DispatchGroup()
+            for _ in 0..<workers {
+                done.enter()
+                let work: @Sendable () -> Void = { [self] in
+                    defer { done.leave() }
+                    while let index = next.take(below: order.count) {
+                        prefetch(order[index], cache: cache, within: exactly ? order[index] : nil)
+                    }
                 }
+                if !PrefetchThread.start(work) { work() }
             }
+            done.wait()
         }
-    }
-
-    /// The first chunks of a list range, about ``smallestRest`` bytes
-    /// (one chunk at least): what a program reads first of a file it
-    /// opens (its headers), fetched for every listed file before the rest
-    /// of any: each of the first requests over the few connections then
-    /// carries less than a whole file, and the first bytes of the last
-    /// listed file arrive sooner (docs/PERFORMANCE.md, "A fleet").
-    private func listHead(of range: Range<UInt64>) -> Range<UInt64> {
-        var length = UInt64(Self.smallestRest)
-        if let stride = chunkStride, stride > 0 { length = max(1, length / stride) * stride }
-        return range.lowerBound..<min(range.upperBound, range.lowerBound + length)
     }
 
     /// Joins `ranges` that lie at most ``smallestRest`` apart in the bundle
@@ -728,5 +713,16 @@ extension RemoteBundleSource: StatusReportingSource {
                        ("source.\(index).last_error", line(source.lastError ?? ""))]
         }
         return fields
+    }
+}
+
+/// The next range of a start-up list to fetch, shared by its workers.
+private final class PrefetchCursor: Sendable {
+    private let next = Atomic<Int>(0)
+
+    /// The next index, or nil once `count` were taken.
+    func take(below count: Int) -> Int? {
+        let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        return index < count ? index : nil
     }
 }
