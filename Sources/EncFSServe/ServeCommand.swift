@@ -74,7 +74,7 @@ package enum ServeCommand {
     reader options:
     \(ReaderOptions.help)
 
-    remote bundles (URL: http:// or https://):
+    remote bundles (URL: http://, https:// or s3://BUCKET/KEY):
     \(RemoteCommandLine.help)
 
     origin options:
