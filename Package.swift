@@ -59,7 +59,7 @@ let package = Package(
         .systemLibrary(name: "CProcess"),
         // What the mount and encfs-serve share, FUSE-free: the access
         // policy's rules and caller checks, error codes, process hardening.
-        .target(name: "EncFSService", dependencies: ["EncFSCore", "CProcess"]),
+        .target(name: "EncFSService", dependencies: ["EncFSCore", "CryptCore", "CProcess"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "EncFSService", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import EncFSMount
 #if canImport(Glibc)
 import Glibc

@@ -2,7 +2,6 @@ import EncFSCore
 import CryptCore
 #if canImport(Glibc)
 import Glibc
-import EncFSService
 #endif
 
 /// What `encfs-ctl` and a mount daemon say to each other over the control

@@ -48,7 +48,7 @@ package enum ControlSocket {
     /// user owns or others may enter (someone could swap the socket).
     ///
     /// - Throws: `BundleError.io` naming the directory.
-    static func prepareDirectory(_ directory: [UInt8]) throws {
+    package static func prepareDirectory(_ directory: [UInt8]) throws {
         if directory.withCString({ mkdir($0, 0o700) }) != 0, errno != EEXIST {
             throw BundleError.io(errno: errno, operation: "create control socket directory", path: directory)
         }
@@ -78,7 +78,7 @@ package enum ControlSocket {
     /// The socket address of `path`.
     ///
     /// - Throws: `BundleError.io` (ENAMETOOLONG) when it does not fit.
-    static func address(_ path: [UInt8]) throws -> sockaddr_un {
+    package static func address(_ path: [UInt8]) throws -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -91,7 +91,7 @@ package enum ControlSocket {
     }
 
     /// A new close-on-exec stream socket.
-    static func makeSocket() throws -> FileDescriptor {
+    package static func makeSocket() throws -> FileDescriptor {
         let fd = try SystemCall.retrying("create control socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
         return FileDescriptor(taking: fd)
     }
@@ -101,7 +101,7 @@ package enum ControlSocket {
     /// answers belongs to a live mount and is an error.
     ///
     /// - Throws: `BundleError.io` naming the path.
-    static func listen(at path: [UInt8]) throws -> FileDescriptor {
+    package static func listen(at path: [UInt8]) throws -> FileDescriptor {
         var address = try address(path)
         let socket = try makeSocket()
         // 0600 from the start: no moment where others could connect.
@@ -142,7 +142,7 @@ package enum ControlSocket {
 
     /// Bounds every read and write on `socket` by
     /// ``ControlProtocol/timeoutSeconds``.
-    static func setTimeouts(_ socket: FileDescriptor) {
+    package static func setTimeouts(_ socket: FileDescriptor) {
         var timeout = timeval(tv_sec: ControlProtocol.timeoutSeconds, tv_usec: 0)
         _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -165,7 +165,7 @@ package enum ControlSocket {
     /// (POLLHUP: a Unix stream socket reports it once the peer is gone,
     /// not when it only shut down its writing side). The corresponding C
     /// function is `poll`.
-    static func peerHasGone(_ socket: FileDescriptor) -> Bool {
+    package static func peerHasGone(_ socket: FileDescriptor) -> Bool {
         var state = pollfd(fd: socket.rawValue, events: 0, revents: 0)
         guard SystemCall.retryingInterrupts({ poll(&state, 1, 0) }) >= 0 else { return false }
         return state.revents & Int16(POLLHUP | POLLERR) != 0
