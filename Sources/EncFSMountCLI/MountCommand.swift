@@ -382,7 +382,7 @@ package enum MountCommand {
            !configuration.fuseOptions.contains("allow_other") {
             configuration.fuseOptions.append("allow_other")
         }
-        configuration.lock = try LockOptions.settings(from: args)
+        configuration.lock = try LockOptions.settings(from: args, inDaemon: args.has(MountDaemon.flag))
         return configuration
     }
 

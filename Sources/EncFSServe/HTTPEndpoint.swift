@@ -22,6 +22,10 @@ final class HTTPEndpoint: @unchecked Sendable {
     static let blockSize = 64 * 1024
 
     let listener: Listener
+    /// The reader while unlocked (``ServeControl``).
+    let bundle: LockableBundle
+    /// Whether a lock wipes bodies being sent (all but `unless-open`).
+    let wipesBodiesAtLock: Bool
     let handler: RequestHandler
     let log: ServeLog
     /// The `--allow-*` rules for a unix socket's peers; nil when none.
@@ -31,8 +35,11 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// main thread.
     private var daemon: OpaquePointer?
 
-    init(listener: Listener, handler: RequestHandler, log: ServeLog, admission: CallerAdmission?) {
+    init(listener: Listener, bundle: LockableBundle, wipesBodiesAtLock: Bool, handler: RequestHandler, log: ServeLog,
+         admission: CallerAdmission?) {
         self.listener = listener
+        self.bundle = bundle
+        self.wipesBodiesAtLock = wipesBodiesAtLock
         self.handler = handler
         self.log = log
         self.admission = admission
@@ -84,11 +91,16 @@ final class HTTPEndpoint: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
-        guard peerAdmitted(connection) else { return queue(Reply(403), on: connection) }
-        let reply = handler.reply(method: verb, target: bytes(url), hosts: listener.hosts) { name in
-            MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { bytes($0) }
+        guard peerAdmitted(connection) else { return queue(Reply(403), on: connection, reader: nil) }
+        // The gate is held until the reply is queued: a lock waits for it,
+        // and a body registered by then is wiped by the lock.
+        return bundle.withGate { reader in
+            if reader != nil { bundle.activity.touch() }
+            let reply = handler.reply(reader: reader, method: verb, target: bytes(url), hosts: listener.hosts) { name in
+                MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { bytes($0) }
+            }
+            return queue(reply, on: connection, reader: reader)
         }
-        return queue(reply, on: connection)
     }
 
     /// Whether the peer passes the access rules: `SO_PEERCRED` of the
@@ -103,8 +115,9 @@ final class HTTPEndpoint: @unchecked Sendable {
         return admission.admits(uid: uid, gid: gid, pid: pid)
     }
 
-    /// Turns `reply` into a libmicrohttpd response and queues it.
-    private func queue(_ reply: Reply, on connection: OpaquePointer) -> MHD_Result {
+    /// Turns `reply` into a libmicrohttpd response and queues it; a file
+    /// body reads from `reader`.
+    private func queue(_ reply: Reply, on connection: OpaquePointer, reader: BundleReader?) -> MHD_Result {
         let response: OpaquePointer?
         switch reply.body {
         case .empty:
@@ -114,8 +127,9 @@ final class HTTPEndpoint: @unchecked Sendable {
                 MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
             }
         case .file(let entry, let start, let length):
-            guard let key = try? handler.reader.fileKey(for: entry) else { return queue(Reply(500), on: connection) }
-            let stream = BodyStream(reader: handler.reader, entry: entry, key: key, start: start, length: length, log: log)
+            guard let reader, let key = try? reader.fileKey(for: entry) else { return queue(Reply(500), on: connection, reader: nil) }
+            let stream = BodyStream(bundle: bundle, reader: reader, entry: entry, key: key, start: start, length: length, log: log)
+            if wipesBodiesAtLock { bundle.register(stream) }
             response = MHD_create_response_from_callback(length, Self.blockSize, bodyThunk,
                                                          Unmanaged.passRetained(stream).toOpaque(), releaseThunk)
         }
@@ -156,5 +170,6 @@ private let bodyThunk: MHD_ContentReaderCallback = { cls, position, buffer, max 
 /// Releases a body's stream when its response is done.
 private let releaseThunk: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
+    Unmanaged<BodyStream>.fromOpaque(cls).takeUnretainedValue().finish()
     Unmanaged<BodyStream>.fromOpaque(cls).release()
 }

@@ -44,6 +44,27 @@ package enum ControlSocket {
         return directory + Array("/\(Hex.encode(Array(digest.prefix(16)))).sock".utf8)
     }
 
+    /// The control socket of the encfs-serve started with `--name name`
+    /// in `directory`: `serve-NAME.sock`, readable in a listing (a
+    /// mount's are 32 hex digits, so the two never meet).
+    package static func path(forServer name: [UInt8], in directory: [UInt8]) -> [UInt8] {
+        directory + Array("/\(serverPrefix)".utf8) + name + Array(".sock".utf8)
+    }
+
+    /// What a server's socket name starts with.
+    package static let serverPrefix = "serve-"
+
+    /// Whether `name` may name a server (`--name`): 1 to 64 of
+    /// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`, so that it is
+    /// one file name, never a path, and fits a socket address.
+    package static func isValidServerName(_ name: [UInt8]) -> Bool {
+        guard let first = name.first, name.count <= 64, first != UInt8(ascii: "."), first != UInt8(ascii: "-") else { return false }
+        return name.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+    }
+
     /// Creates `directory` 0700 if missing, and refuses one that another
     /// user owns or others may enter (someone could swap the socket).
     ///
