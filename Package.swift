@@ -134,6 +134,6 @@ let package = Package(
         // log escaping, control-socket directories): no FUSE mount, no binaries.
         .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "SharedTestSupport"]),
         // encfs-serve through the real binary with curl, python, wrk and chromium (issue 28).
-        .testTarget(name: "ServeTests", dependencies: ["SharedTestSupport"]),
+        .testTarget(name: "ServeTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"]),
     ]
 )
