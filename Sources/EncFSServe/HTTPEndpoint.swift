@@ -31,13 +31,16 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// The `--allow-*` rules for a unix socket's peers; nil when none.
     let admission: CallerAdmission?
     let requestsServed: Atomic<Int>
+    /// The request rate and header deadline per connection.
+    let connections: ConnectionGuard
     /// Set once by ``start(_:)``, read by ``stop(deadline:)``: both on the
     /// main thread.
     private var daemon: OpaquePointer?
 
     init(listener: Listener, bundle: LockableBundle, wipesBodiesAtLock: Bool, handler: RequestHandler, log: ServeLog,
-         admission: CallerAdmission?) {
+         admission: CallerAdmission?, connections: ConnectionGuard) {
         self.listener = listener
+        self.connections = connections
         self.bundle = bundle
         self.wipesBodiesAtLock = wipesBodiesAtLock
         self.handler = handler
@@ -52,7 +55,7 @@ final class HTTPEndpoint: @unchecked Sendable {
     func start(_ limits: ServeLimits) throws {
         let me = Unmanaged.passUnretained(self).toOpaque()
         daemon = cmhd_start(listener.fd, limits.threads, limits.connections, limits.timeoutSeconds,
-                            limits.memoryPerConnection, accessThunk, me, completedThunk, me)
+                            limits.memoryPerConnection, accessThunk, me, completedThunk, me, notifyThunk, me)
         guard daemon != nil else {
             throw BundleError.io(errno: errno == 0 ? EINVAL : errno, operation: "start HTTP server on", path: Array(listener.display.utf8))
         }
@@ -82,6 +85,11 @@ final class HTTPEndpoint: @unchecked Sendable {
     fileprivate func answer(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                             uploadSize: UnsafeMutablePointer<Int>?, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         let verb = bytes(method)
+        // The first call of each request: the rate of its connection.
+        if state.pointee == nil, let context = cmhd_connection_context(connection),
+           !connections.requestStarted(Unmanaged<ConnectionGuard.Connection>.fromOpaque(context).takeUnretainedValue()) {
+            return queue(Reply(429, headers: [("Connection", "close")]), on: connection, reader: nil)
+        }
         let readsOnly = verb == Array("GET".utf8) || verb == Array("HEAD".utf8)
         if state.pointee == nil, readsOnly {
             state.pointee = UnsafeMutableRawPointer(bitPattern: 1)
@@ -154,10 +162,30 @@ private let accessThunk: MHD_AccessHandlerCallback = { cls, connection, url, met
     return endpoint.answer(connection, url: url, method: method, uploadSize: uploadSize, state: state)
 }
 
-/// Counts requests answered (`encfs-ctl status`, the tests).
-private let completedThunk: MHD_RequestCompletedCallback = { cls, _, _, _ in
+/// Counts requests answered (`encfs-ctl status`, the tests); the
+/// connection's wait for its next header starts.
+private let completedThunk: MHD_RequestCompletedCallback = { cls, connection, _, _ in
     guard let cls else { return }
-    Unmanaged<HTTPEndpoint>.fromOpaque(cls).takeUnretainedValue().requestsServed.add(1, ordering: .relaxed)
+    let endpoint = Unmanaged<HTTPEndpoint>.fromOpaque(cls).takeUnretainedValue()
+    endpoint.requestsServed.add(1, ordering: .relaxed)
+    if let connection, let context = cmhd_connection_context(connection) {
+        endpoint.connections.requestDone(Unmanaged<ConnectionGuard.Connection>.fromOpaque(context).takeUnretainedValue())
+    }
+}
+
+/// A connection opens (its ``ConnectionGuard/Connection`` is kept as its
+/// socket context) or closes (before libmicrohttpd closes its socket).
+private let notifyThunk: MHD_NotifyConnectionCallback = { cls, connection, context, code in
+    guard let cls, let connection, let context else { return }
+    let endpoint = Unmanaged<HTTPEndpoint>.fromOpaque(cls).takeUnretainedValue()
+    // MHD_CONNECTION_NOTIFY_STARTED (0; the C enum is not imported by name).
+    if code.rawValue == 0 {
+        let made = endpoint.connections.opened(fd: cmhd_connection_fd(connection))
+        context.pointee = Unmanaged.passRetained(made).toOpaque()
+    } else if let kept = context.pointee {
+        endpoint.connections.closed(Unmanaged<ConnectionGuard.Connection>.fromOpaque(kept).takeRetainedValue())
+        context.pointee = nil
+    }
 }
 
 /// libmicrohttpd's body callback: fills its buffer from the stream.

@@ -78,6 +78,13 @@ package enum ServeCommand {
       --max-connections N      connections at once per listener (default 256)
       --timeout SECONDS        idle time before a connection is closed
                                (default 30)
+      --header-timeout SECONDS a connection must send a whole request header
+                               within this time of opening or of its last
+                               response, however slowly bytes trickle in
+                               (default 10; slowloris clients are cut off)
+      --max-request-rate N     requests one connection may start per second
+                               (default 10000; 0: no limit); the one over
+                               gets 429 and the connection is closed
       --log-file FILE          append the log there instead of stderr
 
     key options (any one that opens a key slot is enough):
@@ -119,6 +126,8 @@ package enum ServeCommand {
         .init(["--cache-control"], takesValue: true),
         .init(["--max-connections"], takesValue: true),
         .init(["--timeout"], takesValue: true),
+        .init(["--header-timeout"], takesValue: true),
+        .init(["--max-request-rate"], takesValue: true),
         .init(["--log-file"], takesValue: true),
         .init(["--name"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),

@@ -100,6 +100,18 @@ struct ServePlan {
             limits.timeoutSeconds = n
         }
         (lock, name) = try Self.lockPlan(args, remote: address != nil)
+        if let text = args.value("--max-request-rate") {
+            guard let n = Int(String(decoding: text, as: UTF8.self)), n >= 0, n <= 1_000_000 else {
+                throw UsageError("--max-request-rate must be a number of requests per second from 0 (no limit) to 1000000")
+            }
+            limits.requestsPerSecond = n
+        }
+        if let text = args.value("--header-timeout") {
+            guard let n = Int(String(decoding: text, as: UTF8.self)), n > 0, n <= 3600 else {
+                throw UsageError("--header-timeout must be a number of seconds from 1 to 3600")
+            }
+            limits.headerSeconds = n
+        }
         rules = try AccessOptions.rules(from: args)
         if rules.restrictsCallers, !listensOnUnixOnly {
             throw UsageError("--allow-uid, --allow-gid, --allow-exe and --allow-cgroup need every --listen to be a unix socket: the peer of a TCP connection cannot be identified")

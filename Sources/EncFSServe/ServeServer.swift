@@ -14,11 +14,15 @@ final class ServeServer {
     let endpoints: [HTTPEndpoint]
     /// The control socket (`--name`); started by ``run(diagnostics:)``.
     let control: ControlServer?
+    /// Every endpoint's per-connection limits; its reaper thread runs
+    /// while the server does.
+    let connections: ConnectionGuard
     /// How long requests in flight may take to finish after SIGTERM.
     static let drainTime: Duration = .seconds(5)
 
-    private init(plan: ServePlan, token: [UInt8]?, endpoints: [HTTPEndpoint], control: ControlServer?) {
+    private init(plan: ServePlan, token: [UInt8]?, endpoints: [HTTPEndpoint], control: ControlServer?, connections: ConnectionGuard) {
         self.plan = plan
+        self.connections = connections
         self.token = token
         self.endpoints = endpoints
         self.control = control
@@ -72,8 +76,10 @@ final class ServeServer {
         let rules = try AccessOptions.resolvingExecutables(plan.rules)
         let admission = rules.restrictsCallers ? CallerAdmission(rules: rules) { log.log("warning", $0) } : nil
         let wipesBodies = plan.lock.protection != .unlessOpen
+        let connections = ConnectionGuard(requestsPerSecond: plan.limits.requestsPerSecond, headerSeconds: plan.limits.headerSeconds)
         let endpoints = listeners.map {
-            HTTPEndpoint(listener: $0, bundle: bundle, wipesBodiesAtLock: wipesBodies, handler: handler, log: log, admission: admission)
+            HTTPEndpoint(listener: $0, bundle: bundle, wipesBodiesAtLock: wipesBodies, handler: handler, log: log, admission: admission,
+                         connections: connections)
         }
         var control: ControlServer?
         if let name = plan.name, let directory = plan.lock.controlDirectory {
@@ -86,7 +92,7 @@ final class ServeServer {
                 throw error
             }
         }
-        return ServeServer(plan: plan, token: token, endpoints: endpoints, control: control)
+        return ServeServer(plan: plan, token: token, endpoints: endpoints, control: control, connections: connections)
     }
 
     /// Serves until SIGTERM or SIGINT.
@@ -107,6 +113,8 @@ final class ServeServer {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
         defer { endpoints.forEach { $0.listener.removeSocketFile() } }
+        try connections.start()
+        defer { connections.stop() }
         for endpoint in endpoints { try endpoint.start(plan.limits) }
         try control?.start()
         defer { control?.stop() }
