@@ -132,6 +132,8 @@ for run in small big; do
 done
 read -r ok bad < "$work/samples" || { ok=0; bad=1; }
 echo "samples: $ok identical, $bad different"
+wait "${helpers[1]}" 2>/dev/null || true
+cat "$work/slow.out"
 [ "$bad" -eq 0 ] && [ "$ok" -gt 0 ] || status=1
 rss_now=$(awk '/VmRSS/ {print $2}' "/proc/$serve_pid/status")
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$serve_pid/status")
