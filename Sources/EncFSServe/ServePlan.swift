@@ -87,6 +87,18 @@ struct ServePlan {
             }
             settings.cacheControl = String(decoding: value, as: UTF8.self)
         }
+        limits = try Self.limits(from: args)
+        (lock, name) = try Self.lockPlan(args, remote: address != nil)
+        rules = try AccessOptions.rules(from: args)
+        if rules.restrictsCallers, !listensOnUnixOnly {
+            throw UsageError("--allow-uid, --allow-gid, --allow-exe and --allow-cgroup need every --listen to be a unix socket: the peer of a TCP connection cannot be identified")
+        }
+    }
+
+    /// `--max-connections`, `--timeout`, `--max-request-rate`,
+    /// `--header-timeout`.
+    private static func limits(from args: ArgumentParser.Result) throws -> ServeLimits {
+        var limits = ServeLimits()
         if let text = args.value("--max-connections") {
             guard let n = UInt32(String(decoding: text, as: UTF8.self)), n > 0, n <= 65536 else {
                 throw UsageError("--max-connections must be a number from 1 to 65536")
@@ -99,7 +111,6 @@ struct ServePlan {
             }
             limits.timeoutSeconds = n
         }
-        (lock, name) = try Self.lockPlan(args, remote: address != nil)
         if let text = args.value("--max-request-rate") {
             guard let n = Int(String(decoding: text, as: UTF8.self)), n >= 0, n <= 1_000_000 else {
                 throw UsageError("--max-request-rate must be a number of requests per second from 0 (no limit) to 1000000")
@@ -112,10 +123,7 @@ struct ServePlan {
             }
             limits.headerSeconds = n
         }
-        rules = try AccessOptions.rules(from: args)
-        if rules.restrictsCallers, !listensOnUnixOnly {
-            throw UsageError("--allow-uid, --allow-gid, --allow-exe and --allow-cgroup need every --listen to be a unix socket: the peer of a TCP connection cannot be identified")
-        }
+        return limits
     }
 
     /// The lock settings and `--name`: lock options need a name, since
