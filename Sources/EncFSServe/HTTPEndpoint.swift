@@ -16,6 +16,8 @@ import Glibc
 /// that bounds request headers (431/414 beyond it), `Content-Length`,
 /// `Date`, HEAD without a body, and event loops on a few threads so that
 /// a slow client holds a connection slot, never a thread.
+/// What it does not (a request rate, a deadline for a whole header) is
+/// ``ConnectionGuard``'s, reached through its connection notification.
 final class HTTPEndpoint: @unchecked Sendable {
     /// Bytes libmicrohttpd asks a ``BodyStream`` for at a time: the send
     /// buffer per connection, taken from its memory pool.

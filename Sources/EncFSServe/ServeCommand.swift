@@ -83,7 +83,7 @@ package enum ServeCommand {
                                response, however slowly bytes trickle in
                                (default 10; slowloris clients are cut off)
       --max-request-rate N     requests one connection may start per second
-                               (default 10000; 0: no limit); the one over
+                               (default 50000; 0: no limit); the one over
                                gets 429 and the connection is closed
       --log-file FILE          append the log there instead of stderr
 

@@ -13,8 +13,11 @@ struct ServeLimits: Sendable {
     var timeoutSeconds: UInt32 = 30
     /// Requests one connection may start per second (`--max-request-rate`;
     /// 0: no limit); the one over is answered 429 and the connection
-    /// closed.
-    var requestsPerSecond = 10_000
+    /// closed. The default is above what the whole server answers on
+    /// loopback (docs/PERFORMANCE.md), so that no well-behaved keep-alive
+    /// client (an app loading thousands of small files over one
+    /// connection, wrk) is refused; lower it for clients not trusted.
+    var requestsPerSecond = 50_000
     /// Seconds a connection may wait for a complete request header, from
     /// when it opened or its last response ended, whatever trickles in
     /// (`--header-timeout`): a slowloris client holds a slot this long.
