@@ -55,11 +55,11 @@ final class ServeLockTests: ServeTestCase {
         try curl(server.url + path).status
     }
 
-    /// The bundle's keys and the key of big.bin, by name.
-    private func keyNeedles() throws -> [String: [UInt8]] {
+    /// The keys of `bundle` and of its `file`, by name.
+    private func keyNeedles(of bundle: String? = nil, file: String = "big.bin") throws -> [String: [UInt8]] {
         let keyFile = try KeyFiles.readKeyFile(Array(key.utf8))
-        let reader = try BundleReader.open(path: Array(bundle.utf8), materials: [.rawKey(keyFile)])
-        let big = try reader.index.resolve(path: Array("big.bin".utf8))
+        let reader = try BundleReader.open(path: Array((bundle ?? self.bundle).utf8), materials: [.rawKey(keyFile)])
+        let big = try reader.index.resolve(path: Array(file.utf8))
         func bytes(_ key: SymmetricKey) -> [UInt8] { key.withUnsafeBytes { Array($0) } }
         return ["content": bytes(reader.keys.contentKey), "index": bytes(reader.keys.indexKey),
                 "file": bytes(try reader.fileKey(for: big)), "key_file": bytes(keyFile)]
@@ -102,6 +102,48 @@ final class ServeLockTests: ServeTestCase {
         XCTAssertEqual(now["requests_served"] as? Int, 5)
         XCTAssertEqual(server.stop(), 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: controlDirectory + "/serve-\(serverName).sock"), "the socket outlived the server")
+    }
+
+    /// A body being sent when the lock comes: cut short under `complete`
+    /// (its key is wiped at once, however slowly the client reads), sent
+    /// whole under `unless-open`, and then its keys go too.
+    func testLock_BodyInFlight_CutUnderComplete_FinishesUnderUnlessOpen() throws {
+        let random = try XCTUnwrap(FileHandle(forReadingAtPath: "/dev/urandom"))
+        let large = Array(random.readData(ofLength: 24 << 20))
+        try random.close()
+        try FileManager.default.createDirectory(atPath: work + "/src2", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: work + "/src2/large.bin", contents: Data(large))
+        let bundle2 = try pack(work + "/src2", key: key, name: "large.encfs")
+        for (protection, whole) in [("complete", false), ("unless-open", true)] {
+            let server = try serve([bundle2, "--key-file", key, "--name", serverName, "--protection", protection], environment: environment)
+            let body = work + "/body-\(protection)"
+            let reading = Process()
+            reading.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            reading.arguments = ["-s", "--limit-rate", "4M", "-o", body, server.url + "large.bin"]
+            try reading.run()
+            defer { if reading.isRunning { reading.terminate() } }
+            let started = Date().addingTimeInterval(60)
+            while (try? FileManager.default.attributesOfItem(atPath: body)[.size] as? Int) ?? 0 < 1 << 20, Date() < started {
+                usleep(20_000)
+            }
+            XCTAssertEqual(try ctl(["--name", serverName, "lock"]).status, 0)
+            reading.waitUntilExit()
+            let got = Array(FileManager.default.contents(atPath: body) ?? Data())
+            if whole {
+                XCTAssertEqual(reading.terminationStatus, 0, protection)
+                XCTAssertTrue(got == large, "\(protection): the body in flight was not sent whole (\(got.count) bytes)")
+            } else {
+                XCTAssertNotEqual(reading.terminationStatus, 0, "\(protection): the body in flight was not cut")
+                XCTAssertLessThan(got.count, large.count, protection)
+                XCTAssertTrue(got.elementsEqual(large.prefix(got.count)), "\(protection): a wrong byte before the cut")
+            }
+            if getuid() == 0 {
+                XCTAssertEqual(try namesFound(inMemoryOf: server.pid, try keyNeedles(of: bundle2, file: "large.bin")), [],
+                               "\(protection): keys left after the lock and the body's end")
+            }
+            XCTAssertEqual(try get(server, "large.bin"), 503)
+            XCTAssertEqual(server.stop(), 0)
+        }
     }
 
     func testStatus_ByControlSocketPath_TextAndRefusals() throws {
