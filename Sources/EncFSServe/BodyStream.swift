@@ -63,6 +63,8 @@ final class BodyStream: WipedAtLock, @unchecked Sendable {
             log.log("info", "inode \(entry.position + 1): the server locked, response aborted")
             return -2
         }
+        // Sending a body is use, as a mount's reads are (`--idle-lock`).
+        bundle.activity.touch()
         let count = Int(min(UInt64(buffer.count), length - position))
         do {
             let n = try reader.read(entry, key: key, fromOffset: start + position,
