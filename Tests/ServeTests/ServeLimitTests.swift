@@ -14,11 +14,7 @@ final class ServeLimitTests: ServeTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        let source = work + "/src"
-        try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
-        try "<html><body>limits</body></html>\n".write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
-        key = try makeKey()
-        bundle = try pack(source, key: key)
+        (key, bundle) = try packIndexPage("<html><body>limits</body></html>\n")
     }
 
     /// Every connection slot is taken by a client that trickles a request
