@@ -104,32 +104,17 @@ final class ConnectionGuard: Sendable {
         }
     }
 
-    /// Starts the reaper thread (every 250 ms), with every signal blocked
-    /// (they belong to the main thread's sigwait).
+    /// Starts the reaper thread (every 250 ms), every signal blocked
+    /// (``ServiceThread``: they belong to the main thread's `sigwait`).
     ///
     /// - Throws: `BundleError.io` when no thread can be made.
     func start() throws {
-        var all = sigset_t()
-        var previous = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_BLOCK, &all, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        let retained = Unmanaged.passRetained(self).toOpaque()
-        var made = pthread_t()
-        let rc = pthread_create(&made, nil, { raw in
-            guard let raw else { return nil }
-            let guard_ = Unmanaged<ConnectionGuard>.fromOpaque(raw).takeRetainedValue()
-            while !guard_.stopping.load(ordering: .relaxed) {
-                guard_.reap()
+        thread = try ServiceThread.start(named: "encfs-reaper", operation: "start connection reaper thread") { [self] in
+            while !stopping.load(ordering: .relaxed) {
+                reap()
                 usleep(250_000)
             }
-            return nil
-        }, retained)
-        guard rc == 0 else {
-            Unmanaged<ConnectionGuard>.fromOpaque(retained).release()
-            throw BundleError.io(errno: rc, operation: "start connection reaper thread", path: [])
         }
-        thread = made
     }
 
     /// Ends the reaper thread.

@@ -53,35 +53,12 @@ package final class ControlServer: @unchecked Sendable {
     /// in ps and /proc/PID/task.
     package static let threadName = "encfs-control"
 
-    /// Starts serving on a new thread.
+    /// Starts serving on a new thread, every signal blocked
+    /// (``ServiceThread``), as libfuse starts its workers.
     ///
     /// - Throws: `BundleError.io` when the thread cannot be made.
-    ///
-    /// The thread starts with every signal blocked, as libfuse starts its
-    /// workers: SIGINT, SIGTERM and SIGHUP must reach the thread that runs
-    /// the session loop, whose handler ends it (delivered here, they would
-    /// only interrupt a poll and the mount would never end).
     package func start() throws {
-        var made = pthread_t()
-        var all = sigset_t()
-        var previous = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_BLOCK, &all, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        let retained = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(&made, nil, { raw in
-            guard let raw else { return nil }
-            let server = Unmanaged<ControlServer>.fromOpaque(raw).takeRetainedValue()
-            // PR_SET_NAME names the calling thread only.
-            ProcessHardening.setProcessName(ControlServer.threadName)
-            server.loop()
-            return nil
-        }, retained)
-        guard rc == 0 else {
-            Unmanaged<ControlServer>.fromOpaque(retained).release()
-            throw BundleError.io(errno: rc, operation: "start control thread", path: [])
-        }
-        thread = made
+        thread = try ServiceThread.start(named: Self.threadName, operation: "start control thread") { [self] in loop() }
     }
 
     /// Ends the thread (after the client it is serving, if any, and the
