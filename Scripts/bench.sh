@@ -5,7 +5,8 @@
 # another build of encfs, to compare two builds.
 #
 #   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
-#                    [--baseline-bin DIR] [--dataset random|resources] [--keep]
+#                    [--baseline-bin DIR] [--dataset random|resources|mixed] [--keep]
+#   Scripts/bench.sh --dataset realtree|linux|TREE [--dataset ...] [--quick] [--reps N] [--out DIR] [--keep]
 #
 # Installs what is missing (Debian packages), builds the encfs release
 # binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
@@ -34,7 +35,9 @@
 #   --systems LIST   a subset of plain,nullfuse,squashfuse,gocryptfs,encfs,
 #                    encfs-classic (encfs --transport classic),
 #                    encfs-uring (encfs --transport uring),
-#                    squashfuse-zstd,encfs-zstd, encfs-zstd-uring
+#                    squashfuse-zstd, squashfuse-ll-zstd,
+#                    squashfuse-ll-zstd-matched, encfs-zstd,
+#                    encfs-zstd-matched (see --dataset), encfs-zstd-uring
 #                    (encfs-zstd --transport uring; encfs-zstd-classic is
 #                    another name for encfs-zstd, classic being the default),
 #                    encfs-zstd-32k (encfs-zstd packed with --chunk-size 32K)
@@ -42,10 +45,32 @@
 #   --dataset NAME   random (default: incompressible) or resources: a
 #                    compressible tree like shipped resources (a SQLite
 #                    database, JS/CSS/JSON/HTML/CSV/text, some media, a
-#                    duplicated directory) under DIR/resources-*, compared by
-#                    default as plain, squashfuse-zstd (mksquashfs -comp zstd
-#                    -Xcompression-level 3), encfs and encfs-zstd
-#                    (--compress zstd; BENCH_ENCFS_ZSTD_ARGS adds arguments)
+#                    duplicated directory) under DIR/resources-*; or mixed: a
+#                    second compressible tree made differently (text, markup
+#                    and BMP images from a Zipf-distributed vocabulary,
+#                    log-normal file sizes; bench.py's MixedDataSet) under
+#                    DIR/mixed-*. Both compared by default as plain, encfs,
+#                    encfs-zstd (--compress zstd at encfs-pack's default
+#                    level; BENCH_ENCFS_ZSTD_ARGS adds arguments),
+#                    squashfuse-ll-zstd (mksquashfs -comp zstd at its
+#                    defaults, squashfuse_ll) and squashfuse-ll-zstd-matched
+#                    (mksquashfs at encfs-pack's default level); on request
+#                    squashfuse-zstd (the same image, high-level squashfuse)
+#                    and encfs-zstd-matched (encfs at mksquashfs's default
+#                    level). realtree: the real-tree benchmark (issue 31,
+#                    Scripts/bench/bench_tree.py) on /usr/include and
+#                    /usr/lib/python3.11; linux: on Debian's Linux source
+#                    (linux-source-6.1, installed and unpacked into DIR);
+#                    TREE: on any directory (repeatable, to rerun one tree).
+#                    Each tree: encfs-zstd, mksquashfs -comp zstd and
+#                    mkfs.erofs -zlz4hc images (sizes, pack times, each tool
+#                    also at the other's default level), and every file read
+#                    cold with 1 and 4 jobs and ls -lR through encfs-mount
+#                    (classic and --transport uring),
+#                    squashfuse_ll, the kernel's squashfs and EROFS (loop
+#                    mounts); results in DIR/tree-results.md and .json. With
+#                    --quick, realtree is /usr/lib/python3.11 alone and any
+#                    tree gets 1 repetition (about a minute)
 #   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
 #                    128 by default in the kernel) after mounting, to compare
 #                    all systems at one read-ahead
@@ -85,6 +110,8 @@ out=/var/tmp/encfs-bench
 baseline=
 systems=
 extra=()
+trees=()
+reps=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=(--quick) ;;
@@ -94,10 +121,18 @@ while [ $# -gt 0 ]; do
     --baseline-bin) [ $# -ge 2 ] || { echo "bench.sh: error: --baseline-bin needs a directory" >&2; exit 2; }; baseline="$2"; shift ;;
     --baseline-bin=*) baseline="${1#--baseline-bin=}" ;;
     --dataset) [ $# -ge 2 ] || { echo "bench.sh: error: --dataset needs a value" >&2; exit 2; }
-      case "$2" in random|resources) ;; *) echo "bench.sh: error: --dataset is random or resources ($2)" >&2; exit 2 ;; esac
-      extra+=(--dataset "$2"); shift ;;
+      case "$2" in
+        random|resources|mixed) extra+=(--dataset "$2") ;;
+        realtree) trees+=(/usr/include /usr/lib/python3.11) ;;
+        linux) trees+=(linux) ;;
+        *) if [ -d "$2" ]; then trees+=("$(cd "$2" && pwd)"); else
+             echo "bench.sh: error: --dataset is random, resources, mixed, realtree, linux or a directory ($2)" >&2; exit 2; fi ;;
+      esac
+      shift ;;
     --systems) [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }; systems="$2"; shift ;;
-    --reps|--read-ahead-kb)
+    --reps) [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }
+      reps="$2"; extra+=("$1" "$2"); shift ;;
+    --read-ahead-kb)
       [ $# -ge 2 ] || { echo "bench.sh: error: $1 needs a value" >&2; exit 2; }
       extra+=("$1" "$2"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -124,6 +159,10 @@ elif [[ ",$systems," == *,encfs-base,* || ",$systems," == *,encfs-zstd-base,* ]]
   exit 2
 fi
 [ -z "$systems" ] || extra+=(--systems "$systems")
+if [ ${#trees[@]} -gt 0 ] && { [ -n "$systems" ] || [ -n "$baseline" ] || [ ${#extra[@]} -gt $(( ${reps:+2} + 0 )) ]; }; then
+  echo "bench.sh: error: --dataset realtree, linux or TREE takes only --quick, --reps, --out and --keep" >&2
+  exit 2
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "bench.sh: error: must run as root (apt-get, drop_caches, mounts)" >&2
@@ -144,7 +183,8 @@ cleanup() {
   done < <(awk -v p="$out/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
   if [ "$keep" -eq 0 ]; then
     remove_bench_artifacts bench.sh "$out" build mnt bin data-quick data-quick.json data-full data-full.json \
-      resources-quick resources-quick.json resources-full resources-full.json
+      resources-quick resources-quick.json resources-full resources-full.json \
+      mixed-quick mixed-quick.json mixed-full mixed-full.json tree-build linux-source-6.1
   fi
 }
 trap cleanup EXIT
@@ -153,6 +193,9 @@ trap 'exit 130' INT TERM
 echo "== dependencies" >&2
 Scripts/install-deps.sh
 peers=(gocryptfs squashfuse squashfs-tools fio gcc pkg-config libfuse3-dev openssl python3)
+# The real-tree runs: kernel EROFS images (mkfs.erofs), python3.11's tree.
+[ ${#trees[@]} -eq 0 ] || peers+=(erofs-utils python3.11 xz-utils)
+[[ " ${trees[*]} " != *" linux "* ]] || peers+=(linux-source-6.1)
 missing=()
 for p in "${peers[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -169,6 +212,32 @@ bin="$(swift build -c release --show-bin-path)"
 mkdir -p "$out/bin"
 # shellcheck disable=SC2046  # pkg-config prints several words on purpose
 gcc -O2 -Wall -Wextra -o "$out/bin/nullfuse" Scripts/bench/nullfuse.c $(pkg-config --cflags --libs fuse3) -lpthread
+
+if [ ${#trees[@]} -gt 0 ]; then
+  # Debian's Linux source: unpacked once into DIR (kept with --keep).
+  for i in "${!trees[@]}"; do
+    [ "${trees[$i]}" = linux ] || continue
+    if [ ! -d "$out/linux-source-6.1" ]; then
+      echo "== unpacking /usr/src/linux-source-6.1.tar.xz into $out" >&2
+      tar -C "$out" -xJf /usr/src/linux-source-6.1.tar.xz
+    fi
+    trees[$i]="$out/linux-source-6.1"
+  done
+  # realtree's short mode: one tree, one repetition (about a minute).
+  if [ ${#quick[@]} -gt 0 ]; then
+    [ "${trees[*]}" != "/usr/include /usr/lib/python3.11" ] || trees=(/usr/lib/python3.11)
+    [ -n "$reps" ] || reps=1
+  fi
+  modprobe -q loop 2>/dev/null || true
+  modprobe -q squashfs 2>/dev/null || true
+  modprobe -q erofs 2>/dev/null || true
+  tree_args=()
+  for t in "${trees[@]}"; do tree_args+=(--tree "$t"); done
+  echo "== real trees (work dir $out)" >&2
+  python3 Scripts/bench/bench_tree.py --out "$out" --bin "$bin" ${reps:+--reps "$reps"} "${tree_args[@]}"
+  echo "bench.sh: results in $out/tree-results.md and $out/tree-results.json; total $(( $(date +%s) - started )) s" >&2
+  exit 0
+fi
 
 echo "== benchmark (work dir $out)" >&2
 python3 Scripts/bench/bench.py --out "$out" --bin "$bin" --nullfuse "$out/bin/nullfuse" --repo "$repo" \

@@ -35,10 +35,15 @@ repetition, so none always follows the same system):
 With --dataset resources the data set is compressible and resembles shipped
 resources (big.bin is a SQLite database of text rows; small/ holds generated
 JS, CSS, JSON, HTML, CSV and text with a tenth already-compressed media, and a
-duplicated directory), and the systems default to plain, squashfuse-zstd
-(mksquashfs -comp zstd -Xcompression-level 3, 128 KiB blocks, duplicates
-found), encfs (--compress none) and encfs-zstd (--compress zstd, level 3;
-BENCH_ENCFS_ZSTD_ARGS is appended to its encfs-pack command).
+duplicated directory); --dataset mixed is a second compressible tree made
+differently (MixedDataSet: text, markup and images). Both default to the
+systems plain, encfs (--compress none), encfs-zstd (--compress zstd at
+encfs-pack's default level; BENCH_ENCFS_ZSTD_ARGS is appended to its
+encfs-pack command), squashfuse-ll-zstd (mksquashfs -comp zstd at its
+defaults, mounted with squashfuse_ll) and squashfuse-ll-zstd-matched
+(mksquashfs at encfs-pack's default level); squashfuse-zstd (the same image
+with high-level squashfuse) and encfs-zstd-matched (encfs at mksquashfs's
+default level) on request. The levels are read from each tool's --help.
 During each fio run, placement.py samples the daemon's threads (how many,
 which CPU each last ran on, how much CPU each used), fio's threads, and the
 CPU time everything else on the machine used (results.json: details →
@@ -80,8 +85,16 @@ FIXED_MTIME = 1704067200  # 2024-01-01T00:00:00Z
 
 SYSTEMS = ["plain", "nullfuse", "squashfuse", "gocryptfs", "encfs"]
 # Compressed systems: available on request, and the default with --dataset resources.
-COMPRESSED_SYSTEMS = ["squashfuse-zstd", "encfs-zstd"]
-RESOURCE_SYSTEMS = ["plain", "squashfuse-zstd", "encfs", "encfs-zstd"]
+# squashfuse-zstd and squashfuse-ll-zstd: mksquashfs -comp zstd at its
+# defaults, mounted with squashfuse (high-level FUSE) and squashfuse_ll
+# (low-level); encfs-zstd: encfs-pack --compress zstd at its defaults. The
+# -matched systems pack at the other tool's default level, so that each tool
+# is compared at its own default and at one level (benchlib.zstd_default_levels).
+COMPRESSED_SYSTEMS = ["squashfuse-zstd", "squashfuse-ll-zstd", "squashfuse-ll-zstd-matched",
+                      "encfs-zstd", "encfs-zstd-matched"]
+RESOURCE_SYSTEMS = ["plain", "squashfuse-ll-zstd", "squashfuse-ll-zstd-matched", "encfs", "encfs-zstd"]
+# The compressible data sets (--dataset resources and mixed).
+COMPRESSIBLE = ("resources", "mixed")
 BASELINE = "encfs-base"  # only with --baseline-bin; listed right after encfs
 # encfs with --transport classic (/dev/fuse) and with --transport uring
 # (FUSE over io_uring), beside encfs's default (classic); only when asked
@@ -314,6 +327,147 @@ class ResourceDataSet(DataSet):
         self._make_big()
 
 
+class MixedDataSet(DataSet):
+    """A second compressible tree, made differently from ResourceDataSet so
+    that one generator's quirks do not decide the figures: text, markup and
+    images like a documentation site. Words come from a vocabulary of 5,000
+    made-up words drawn with Zipf-like frequencies (1 / rank), as in real
+    text, instead of resources' 44 equally likely words; small/ holds
+    Markdown, HTML, SVG, JSON and prose, a fifth 24-bit BMP images
+    (gradients with noisy stripes: compressible about 2-4×) and a tenth
+    already-compressed PNG/JPEG stand-ins (random bytes); sizes are
+    log-normal (median about 4 KiB, 200 B - 256 KiB), like real trees;
+    big.bin is the same kinds of documents and images concatenated, as an
+    archive of such a site would be."""
+
+    def __init__(self, root, quick, repo):
+        super().__init__(root, quick, repo)
+        self.path = os.path.join(root, "mixed-quick" if quick else "mixed-full")
+        self.stamp = self.path + ".json"
+        self.big = os.path.join(self.path, "big.bin")
+        self.small = os.path.join(self.path, "small")
+        rng = random.Random(SEED + 10)
+        syllables = ["ka", "to", "ri", "men", "sa", "lo", "ver", "an", "ti", "que", "bel", "dor", "is", "un", "ex",
+                     "pa", "ro", "mi", "tal", "es", "ion", "ar", "ne", "con", "sta", "pre", "li", "mo", "ven", "ca"]
+        words = set()
+        while len(words) < 5000:
+            words.add("".join(rng.choice(syllables) for _ in range(rng.choice([1, 2, 2, 3, 3, 4]))))
+        self.words = sorted(words, key=lambda w: (len(w), w))
+        weights, total = [], 0.0
+        for rank in range(len(self.words)):
+            total += 1.0 / (rank + 1)
+            weights.append(total)
+        self.cum_weights = weights
+
+    def spec(self):
+        return {"format": 1, "kind": "mixed", "big_bytes": self.big_bytes, "small_files": self.small_files,
+                "seed": SEED}
+
+    def _words(self, rng, n):
+        return rng.choices(self.words, cum_weights=self.cum_weights, k=n)
+
+    def _prose(self, rng, n):
+        out, size = [], 0
+        while size < n:
+            sentence = self._words(rng, rng.randint(6, 24))
+            piece = sentence[0].capitalize() + " " + " ".join(sentence[1:]) + ". "
+            if rng.random() < 0.2:
+                piece += "\n\n"
+            out.append(piece)
+            size += len(piece)
+        return "".join(out)[:n]
+
+    def _document(self, rng, n, kind):
+        """n bytes (about) of one kind of text: md, html, svg, json or txt."""
+        body = self._prose(rng, max(n, 64))
+        if kind == ".md":
+            lines = [f"# {' '.join(self._words(rng, 3)).title()}\n"]
+            for para in body.split("\n\n"):
+                lines.append(f"## {' '.join(self._words(rng, 2))}\n\n{para}\n\n- {' '.join(self._words(rng, 4))}\n")
+            text = "\n".join(lines)
+        elif kind == ".html":
+            paras = "".join(f'  <div class="{rng.choice(self.words[:50])}"><p>{para}</p></div>\n'
+                            for para in body.split("\n\n"))
+            text = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{self.words[rng.randrange(200)]}"
+                    f"</title></head>\n<body>\n{paras}</body></html>\n")
+        elif kind == ".svg":
+            parts = ['<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 512 512">\n']
+            size = 0
+            while size < n:
+                d = " ".join(f"L{rng.randrange(512)} {rng.randrange(512)}" for _ in range(rng.randint(4, 20)))
+                piece = f'  <path fill="#{rng.randrange(1 << 24):06x}" d="M{rng.randrange(512)} {rng.randrange(512)} {d}Z"/>\n'
+                parts.append(piece)
+                size += len(piece)
+            text = "".join(parts) + "</svg>\n"
+        elif kind == ".json":
+            items = []
+            size = 0
+            while size < n:
+                w = self._words(rng, 4)
+                piece = f'  {{"key": "{w[0]}.{w[1]}", "text": "{" ".join(w)}", "count": {rng.randrange(10000)}}}'
+                items.append(piece)
+                size += len(piece) + 2
+            text = "[\n" + ",\n".join(items) + "\n]\n"
+        else:
+            text = body
+        return text.encode()[:n]
+
+    @staticmethod
+    def _bmp(rng, n):
+        """A 24-bit BMP of about n bytes: a smooth gradient, each row shifted, with a noisy stripe."""
+        width = rng.choice([64, 128, 256, 512])
+        height = max(1, n // (width * 3))
+        a, b = rng.randrange(1, 7), rng.randrange(256)
+        base = bytes((i * a + b) & 255 for i in range(width * 3 * 2))
+        rows = []
+        for y in range(height):
+            shift = (y * 3) % (width * 3)
+            row = bytearray(base[shift:shift + width * 3])
+            at = rng.randrange(width * 3)
+            row[at:at + 24] = rng.randbytes(24)[:len(row[at:at + 24])]
+            rows.append(bytes(row))
+        pixels = b"".join(rows)
+        header = (b"BM" + (54 + len(pixels)).to_bytes(4, "little") + bytes(4) + (54).to_bytes(4, "little")
+                  + (40).to_bytes(4, "little") + width.to_bytes(4, "little") + height.to_bytes(4, "little")
+                  + (1).to_bytes(2, "little") + (24).to_bytes(2, "little") + bytes(4)
+                  + len(pixels).to_bytes(4, "little") + bytes(16))
+        return header + pixels
+
+    def _item(self, rng, noise, size):
+        """(extension, bytes) of one generated file of about size bytes."""
+        roll = rng.random()
+        if roll < 0.1:
+            return rng.choice([".png", ".jpg"]), noise.randbytes(size)
+        if roll < 0.3:
+            return ".bmp", self._bmp(rng, size)
+        ext = rng.choice([".md", ".html", ".svg", ".json", ".txt"])
+        return ext, self._document(rng, size, ext)
+
+    def _generate_big(self):
+        rng, noise = random.Random(SEED + 11), random.Random(SEED + 12)
+        written = 0
+        with open(self.big, "wb") as f:
+            while written < self.big_bytes:
+                _, data = self._item(rng, noise, rng.randint(64 << 10, 1 << 20))
+                data = data[:self.big_bytes - written]
+                f.write(data)
+                written += len(data)
+
+    def _make_small(self):
+        rng, noise = random.Random(SEED + 13), random.Random(SEED + 14)
+        sections = ["docs", "blog", "api", "assets/img", "assets/icons", "locale", "guides", "reference"]
+        for i in range(self.small_files):
+            parts = [rng.choice(sections)]
+            if rng.random() < 0.7:
+                parts.append(f"{self.words[rng.randrange(40)]}")
+            directory = os.path.join(self.small, *parts)
+            os.makedirs(directory, exist_ok=True)
+            size = int(min(256 << 10, max(200, rng.lognormvariate(8.3, 1.1))))
+            ext, data = self._item(rng, noise, size)
+            with open(os.path.join(directory, f"f{i:05d}{ext}"), "wb") as f:
+                f.write(data)
+
+
 # ---------------------------------------------------------------- systems
 
 class System:
@@ -391,18 +545,41 @@ class SquashFUSE(System):
 
 
 class SquashFUSEZstd(SquashFUSE):
-    """mksquashfs with zstd at level 3 (128 KiB blocks, duplicate detection on: its defaults)."""
+    """mksquashfs -comp zstd at its defaults (level 15 in squashfs-tools 4.5, 128 KiB blocks, fragments,
+    duplicates found), mounted with squashfuse (high-level FUSE)."""
 
     def __init__(self, name, bench):
         super().__init__(name, bench)
-        self.image = os.path.join(bench.out, "build", "data.squashfs-zstd")
+        self.image = os.path.join(bench.out, "build", f"data.{name}")
+
+    def level(self):
+        """None: mksquashfs's default level."""
+        return None
 
     def pack(self):
         if os.path.exists(self.image):
             os.unlink(self.image)
-        run(["mksquashfs", self.bench.data.path, self.image, "-comp", "zstd", "-Xcompression-level", "3",
-             "-noappend", "-no-progress", "-quiet"])
+        level = self.level()
+        run(["mksquashfs", self.bench.data.path, self.image, "-comp", "zstd"]
+            + ([] if level is None else ["-Xcompression-level", str(level)])
+            + ["-noappend", "-no-progress", "-quiet"])
         os.sync()
+
+
+class SquashFUSELLZstd(SquashFUSEZstd):
+    """The same image as squashfuse-zstd (mksquashfs's defaults), mounted with squashfuse_ll (low-level FUSE,
+    squashfuse's faster front end)."""
+
+    def mount_command(self):
+        return ["squashfuse_ll", self.image, self.mountpoint]
+
+
+class SquashFUSELLZstdMatched(SquashFUSELLZstd):
+    """squashfuse-ll-zstd packed at encfs-pack's default zstd level instead of mksquashfs's: the two tools
+    at one level."""
+
+    def level(self):
+        return self.bench.zstd_levels[0]
 
 
 class GocryptFS(System):
@@ -486,19 +663,30 @@ class EncFS(System):
 
 
 class EncFSZstd(EncFS):
-    """encfs-pack --compress zstd (level 3, the default chunk size for compressed bundles)."""
+    """encfs-pack --compress zstd (its default level and chunk size for compressed bundles)."""
 
     def pack(self):
         if os.path.exists(self.bundle):
             os.unlink(self.bundle)
         run([os.path.join(self.bin, "encfs-pack"), self.bench.data.path, self.bundle,
-             "--key-file", self.bench.key_file, "--quiet", "--compress", "zstd"] + self.chunk_size_args()
+             "--key-file", self.bench.key_file, "--quiet", "--compress", self.compress()] + self.chunk_size_args()
             + self.bench.args.encfs_pack_args.split() + os.environ.get("BENCH_ENCFS_ZSTD_ARGS", "").split())
         os.sync()
+
+    def compress(self):
+        """--compress's value: zstd at encfs-pack's default level."""
+        return "zstd"
 
     def chunk_size_args(self):
         """None: encfs-pack's default chunk size for compressed bundles."""
         return []
+
+
+class EncFSZstdMatched(EncFSZstd):
+    """encfs-zstd packed at mksquashfs's default zstd level instead of encfs-pack's: the two tools at one level."""
+
+    def compress(self):
+        return f"zstd:{self.bench.zstd_levels[1]}"
 
 
 class EncFSZstd32K(EncFSZstd):
@@ -586,14 +774,17 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.out = os.path.abspath(args.out)
-        self.data = (ResourceDataSet if args.dataset == "resources" else DataSet)(self.out, args.quick, args.repo)
+        kinds = {"random": DataSet, "resources": ResourceDataSet, "mixed": MixedDataSet}
+        self.data = kinds[args.dataset](self.out, args.quick, args.repo)
         self.key_file = os.path.join(self.out, "build", "bench.key")
         self.fio_seconds = args.fio_seconds or (3 if args.quick else 10)
         classes = {"plain": Plain, "nullfuse": NullFUSE, "squashfuse": SquashFUSE,
                    "gocryptfs": GocryptFS, "encfs": EncFS, "squashfuse-zstd": SquashFUSEZstd, "encfs-zstd": EncFSZstd,
+                   "squashfuse-ll-zstd": SquashFUSELLZstd, "squashfuse-ll-zstd-matched": SquashFUSELLZstdMatched,
+                   "encfs-zstd-matched": EncFSZstdMatched,
                    CLASSIC: EncFSClassic, URING: EncFSUring, ZSTD_URING: EncFSZstdUring, ZSTD_32K: EncFSZstd32K}
         available = list(SYSTEMS) + [CLASSIC, URING] + COMPRESSED_SYSTEMS + [ZSTD_URING, ZSTD_32K]
-        default = list(RESOURCE_SYSTEMS if args.dataset == "resources" else SYSTEMS)
+        default = list(RESOURCE_SYSTEMS if args.dataset in COMPRESSIBLE else SYSTEMS)
         if args.baseline_bin:
             missing = [t for t in BASELINE_TOOLS if not os.access(os.path.join(args.baseline_bin, t), os.X_OK)]
             if missing:
@@ -611,6 +802,10 @@ class Bench:
             if name not in classes:
                 die(f"unknown system ({name})", f"choose from {','.join(available)}")
         self.systems = [classes[n](n, self) for n in available if n in wanted]
+        # (encfs-pack's, mksquashfs's) default zstd levels, for the -matched systems and the report; read only
+        # when a compressed system runs, so the uncompressed runs do not depend on either tool's --help.
+        self.zstd_levels = (benchlib.zstd_default_levels(args.bin) if any(n in COMPRESSED_SYSTEMS for n in wanted)
+                            else (None, None))
         self.raw = {s.name: {m[0]: [] for m in METRICS} for s in self.systems}
         self.details = {s.name: [] for s in self.systems}
         self.mounted = set()
@@ -925,6 +1120,7 @@ class Bench:
             "data_bytes": tree_bytes(self.data.path), "encfs_pack_args": self.args.encfs_pack_args,
             "encfs_mount_args": self.args.encfs_mount_args, "out": self.out,
             "baseline_bin": self.args.baseline_bin or None, "dataset": self.args.dataset,
+            "zstd_default_levels": {"encfs": self.zstd_levels[0], "mksquashfs": self.zstd_levels[1]},
         }
         results = {name: {key: self.summary(name, key) for key, *_ in METRICS} for name in self.raw}
         doc = {"machine": machine, "config": config,
@@ -989,7 +1185,13 @@ class Bench:
         lines.append(f"- date: {machine['date']}; encfs {machine['encfs_commit']}{base}")
         lines.append(f"- peers: {machine['gocryptfs']}; squashfuse {machine['squashfuse']}; "
                      f"{machine['mksquashfs']}; {machine['fio']}; libfuse {machine['libfuse']}")
-        if self.args.dataset == "resources":
+        if self.args.dataset == "mixed":
+            lines.append(f"- data (--dataset mixed): a {config['big_file_bytes'] / MiB:,.0f} MiB archive-like file of "
+                         f"generated text, markup and images (big.bin), {config['small_files']:,} files (Markdown, "
+                         f"HTML, SVG, JSON, prose from 5,000 made-up words with Zipf-like frequencies; a fifth 24-bit "
+                         f"BMP, a tenth random bytes as PNG/JPEG; log-normal sizes, median about 4 KiB), a small "
+                         f"HTML site ({config['data_bytes'] / MiB:,.1f} MiB in all)")
+        elif self.args.dataset == "resources":
             lines.append(f"- data (--dataset resources): a {config['big_file_bytes'] / MiB:,.0f} MiB SQLite database (big.bin), "
                          f"{config['small_files']:,} files of 1-64 KiB (JS, CSS, JSON, HTML, CSV, text; a tenth random "
                          f"bytes as media; one directory duplicated), a small HTML site "
@@ -998,6 +1200,13 @@ class Bench:
             lines.append(f"- data: {config['big_file_bytes'] / MiB:,.0f} MiB incompressible file, "
                          f"{config['small_files']:,} files of 1-64 KiB in a nested tree, a small HTML site "
                          f"({config['data_bytes'] / MiB:,.1f} MiB in all)")
+        if any(n in COMPRESSED_SYSTEMS for n in names):
+            encfs_level, squashfs_level = self.zstd_levels
+            lines.append(f"- zstd levels: encfs-zstd = `encfs-pack --compress zstd` (its default, level {encfs_level}); "
+                         f"squashfuse-zstd and squashfuse-ll-zstd = `mksquashfs -comp zstd` (its default, level "
+                         f"{squashfs_level}); squashfuse-ll-zstd-matched = mksquashfs at encfs's default "
+                         f"(`-Xcompression-level {encfs_level}`); encfs-zstd-matched = encfs at mksquashfs's default "
+                         f"(`--compress zstd:{squashfs_level}`)")
         extra = ""
         if config["encfs_pack_args"] or config["encfs_mount_args"]:
             extra = f"; encfs-pack {config['encfs_pack_args']!r}, encfs-mount {config['encfs_mount_args']!r}"
@@ -1049,6 +1258,20 @@ class Bench:
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
 
+        pairs = [(a, b) for a, b in (("encfs-zstd", "squashfuse-ll-zstd"), ("encfs-zstd", "squashfuse-ll-zstd-matched"),
+                                     ("encfs-zstd-matched", "squashfuse-ll-zstd"), ("encfs-zstd", "squashfuse-zstd"),
+                                     ("encfs-zstd", "encfs")) if a in results and b in results]
+        if pairs:
+            # Issue 31's targets are ratios of compressed encfs to squashfuse_ll and to uncompressed encfs.
+            header("### Compressed: ratios of medians (default levels, matched levels, to uncompressed encfs)")
+            for a, b in pairs:
+                cells = [f"{a} / {b}"]
+                for key, *_ in METRICS:
+                    r = self.ratio(results, key, a, b)
+                    cells.append("–" if r is None else f"{r:.2f}×")
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+
         lines.extend(self.placement_table(names))
 
         for name, ref in BASELINE_PAIRS:
@@ -1081,7 +1304,7 @@ class Bench:
                 lines.append(f"| {heading} {'↑' if better == 'higher' else '↓'} | {cell(s, fmt)} | {cell(b, fmt)} | "
                              f"{'–' if r is None else f'{r:.2f}×'} | {spread(s)} / {spread(b)} | {overlap} |")
             lines.append("")
-        lines.append("Method: pack/build = mksquashfs `-noI -noD -noF -noX`, gocryptfs `-init` (scrypt N=2^10) + rw mount"
+        lines.append("Method: pack/build = mksquashfs `-noI -noD -noF -noX` (squashfuse; the -zstd systems: zstd levels above), gocryptfs `-init` (scrypt N=2^10) + rw mount"
                      " + `cp -a` + unmount, `encfs-pack --key-file`; each followed by `sync` inside the timing, with the previous build removed and a `sync` before it, the order of the systems reversed every other repetition and rotated every two;"
                      " size = image bytes, or the sum of file sizes for directories."
                      " Mount = command start until the first stat in the mount succeeds, backing store in page cache"
@@ -1114,8 +1337,9 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--systems", default="")
-    parser.add_argument("--dataset", choices=["random", "resources"], default="random",
-                        help="random: incompressible big.bin and small files (the default); resources: compressible")
+    parser.add_argument("--dataset", choices=["random", "resources", "mixed"], default="random",
+                        help="random: incompressible big.bin and small files (the default); resources, mixed: "
+                             "compressible")
     parser.add_argument("--fio-seconds", type=int, default=0)
     parser.add_argument("--read-ahead-kb", type=int, default=0,
                         help="set every FUSE mount's bdi read_ahead_kb to this after mounting")

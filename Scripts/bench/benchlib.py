@@ -193,3 +193,21 @@ def read_through(path):
                 break
             total += len(piece)
     return total / MiB / (time.monotonic() - started)
+
+
+def zstd_default_levels(bin_dir):
+    """The zstd levels `encfs-pack --compress zstd` and `mksquashfs -comp zstd`
+    use when given none, as their --help says, so that a benchmark can pack
+    each at the other's default ("matched levels") and follow a change of
+    either default without an edit. Returns (encfs, mksquashfs)."""
+    def default(argv, pattern):
+        result = subprocess.run(argv, capture_output=True, text=True)
+        m = re.search(pattern, result.stdout + result.stderr)
+        if not m:
+            die(f"cannot find the default zstd level in `{' '.join(argv)}`")
+        return int(m.group(1))
+    encfs = default([os.path.join(bin_dir, "encfs-pack"), "--help"], r"zstd\[:LEVEL\] \(LEVEL 1 … 19, default (\d+)\)")
+    # mksquashfs lists each compressor's options; zstd's level line follows "zstd".
+    squashfs = default(["mksquashfs", "-help"], r"zstd\s+-Xcompression-level <compression-level>\s+"
+                                                r"<compression-level> should be 1 \.\. 22 \(default (\d+)\)")
+    return encfs, squashfs
