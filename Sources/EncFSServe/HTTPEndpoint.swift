@@ -18,8 +18,9 @@ import Glibc
 /// a slow client holds a connection slot, never a thread.
 final class HTTPEndpoint: @unchecked Sendable {
     /// Bytes libmicrohttpd asks a ``BodyStream`` for at a time: the send
-    /// buffer per connection, taken from its memory pool.
-    static let blockSize = 64 * 1024
+    /// block it allocates with each streamed response (one read-ahead
+    /// slot, so each block is one copy out of one slot).
+    static let blockSize = ReadAhead.slotBytes
 
     let listener: Listener
     let handler: RequestHandler
@@ -27,15 +28,23 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// The `--allow-*` rules for a unix socket's peers; nil when none.
     let admission: CallerAdmission?
     let requestsServed: Atomic<Int>
+    /// Decrypts large bodies ahead of the sender (shared by the server's
+    /// endpoints).
+    let readAhead: ReadAhead?
+    /// Buffers for whole small bodies (shared likewise).
+    let bodies: BodyBuffers
     /// Set once by ``start(_:)``, read by ``stop(deadline:)``: both on the
     /// main thread.
     private var daemon: OpaquePointer?
 
-    init(listener: Listener, handler: RequestHandler, log: ServeLog, admission: CallerAdmission?) {
+    init(listener: Listener, handler: RequestHandler, log: ServeLog, admission: CallerAdmission?,
+         readAhead: ReadAhead?, bodies: BodyBuffers) {
         self.listener = listener
         self.handler = handler
         self.log = log
         self.admission = admission
+        self.readAhead = readAhead
+        self.bodies = bodies
         requestsServed = Atomic(0)
     }
 
@@ -113,9 +122,21 @@ final class HTTPEndpoint: @unchecked Sendable {
             response = page.withUnsafeBytes {
                 MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
             }
+        case .file(let entry, let start, let length) where length <= UInt64(BodyBuffers.bodyBytes):
+            // Whole, before the headers: sent with them in one call.
+            let (base, body) = bodies.take()
+            guard BodyBuffers.fill(body, base: base, reader: handler.reader, entry: entry, start: start, length: Int(length),
+                                   log: log) else {
+                BodyBuffers.giveBack(base)
+                return queue(Reply(500), on: connection)
+            }
+            response = MHD_create_response_from_buffer_with_free_callback_cls(Int(length), body.baseAddress, bufferReleaseThunk,
+                                                                              base)
+            if response == nil { BodyBuffers.giveBack(base) }
         case .file(let entry, let start, let length):
             guard let key = try? handler.reader.fileKey(for: entry) else { return queue(Reply(500), on: connection) }
-            let stream = BodyStream(reader: handler.reader, entry: entry, key: key, start: start, length: length, log: log)
+            let stream = BodyStream(reader: handler.reader, entry: entry, key: key, start: start, length: length, log: log,
+                                    readAhead: readAhead)
             response = MHD_create_response_from_callback(length, Self.blockSize, bodyThunk,
                                                          Unmanaged.passRetained(stream).toOpaque(), releaseThunk)
         }
@@ -153,8 +174,17 @@ private let bodyThunk: MHD_ContentReaderCallback = { cls, position, buffer, max 
     return stream.fill(from: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
 }
 
-/// Releases a body's stream when its response is done.
+/// Ends a body's stream (its read-ahead slots back to the pool) and
+/// releases it when its response is done.
 private let releaseThunk: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
-    Unmanaged<BodyStream>.fromOpaque(cls).release()
+    let stream = Unmanaged<BodyStream>.fromOpaque(cls)
+    stream.takeUnretainedValue().end()
+    stream.release()
+}
+
+/// Returns a small body's buffer when its response is done.
+private let bufferReleaseThunk: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    BodyBuffers.giveBack(cls)
 }

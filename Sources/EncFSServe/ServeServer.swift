@@ -63,7 +63,11 @@ final class ServeServer {
         }
         let rules = try AccessOptions.resolvingExecutables(plan.rules)
         let admission = rules.restrictsCallers ? CallerAdmission(rules: rules) { log.log("warning", $0) } : nil
-        let endpoints = listeners.map { HTTPEndpoint(listener: $0, handler: handler, log: log, admission: admission) }
+        let readAhead = ReadAhead.forThisMachine()
+        let bodies = BodyBuffers(keptBuffers: 32)
+        let endpoints = listeners.map {
+            HTTPEndpoint(listener: $0, handler: handler, log: log, admission: admission, readAhead: readAhead, bodies: bodies)
+        }
         return ServeServer(plan: plan, token: token, endpoints: endpoints)
     }
 
