@@ -10,7 +10,9 @@ struct ServeLimits: Sendable {
     /// header a byte at a time is cut off when it stops for this long, and
     /// holds only a slot, never a thread, meanwhile).
     var timeoutSeconds: UInt32 = 30
-    /// Memory per connection: the request line and headers must fit, with
-    /// the send buffer (``HTTPEndpoint/blockSize``) taken from it.
-    var memoryPerConnection = 128 * 1024
+    /// Memory per connection: the request line and headers must fit.
+    /// libmicrohttpd clears all of it after each request of a keep-alive
+    /// connection, so its size is paid per request; bodies are sent from
+    /// blocks of their own (``HTTPEndpoint/blockSize``, ``BodyBuffers``).
+    var memoryPerConnection = 32 * 1024
 }
