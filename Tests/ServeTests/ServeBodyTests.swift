@@ -83,7 +83,7 @@ final class ServeBodyTests: ServeTestCase {
         XCTAssertTrue(early.body == large[0...400_000])
         let line = server.log.split(separator: "\n").first { $0.contains("failed authentication") }
         XCTAssertNotNil(line, server.log)
-        XCTAssertTrue(line?.contains("of inode 2, response aborted") ?? false, server.log)
+        XCTAssertTrue(line?.contains("of inode 2 failed authentication, response aborted") ?? false, server.log)
         // The chunk named is the damaged one: about three quarters in.
         let chunk = line.flatMap { $0.split(separator: " ").drop { $0 != "chunk" }.dropFirst().first }.flatMap { Int($0) }
         let chunks = (large.count + 4095) / 4096
