@@ -83,8 +83,8 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// answered 405 at once, its body never read, and the connection ends.
     fileprivate func answer(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                             uploadSize: UnsafeMutablePointer<Int>?, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
-        let verb = bytes(method)
-        let readsOnly = verb == Array("GET".utf8) || verb == Array("HEAD".utf8)
+        // Compared as C strings: nothing allocated on the first call.
+        let readsOnly = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0
         if state.pointee == nil, readsOnly {
             state.pointee = UnsafeMutableRawPointer(bitPattern: 1)
             return .YES
@@ -94,8 +94,10 @@ final class HTTPEndpoint: @unchecked Sendable {
             return .YES
         }
         guard peerAdmitted(connection) else { return queue(Reply(403), on: connection) }
-        let reply = handler.reply(method: verb, target: bytes(url), hosts: listener.hosts) { name in
-            MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { bytes($0) }
+        // withCString: a short Swift string passed to C as an argument
+        // is copied to the heap first, on every request.
+        let reply = handler.reply(method: bytes(method), target: bytes(url), hosts: listener.hosts) { name in
+            name.withCString { MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }.map { bytes($0) }
         }
         return queue(reply, on: connection)
     }
@@ -143,7 +145,7 @@ final class HTTPEndpoint: @unchecked Sendable {
         guard let response else { return .NO }
         defer { MHD_destroy_response(response) }
         for (name, value) in reply.headers {
-            _ = MHD_add_response_header(response, name, value)
+            _ = name.withCString { name in value.withCString { MHD_add_response_header(response, name, $0) } }
         }
         return MHD_queue_response(connection, reply.status, response)
     }

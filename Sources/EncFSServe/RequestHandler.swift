@@ -15,11 +15,18 @@ final class RequestHandler: Sendable {
     /// as well as the file, so a replaced bundle never answers 304.
     private let tagPrefix: String
 
+    // Made once: an `Array("GET".utf8)` in a comparison is an allocation
+    // per request.
+    private static let get = Array("GET".utf8)
+    private static let head = Array("HEAD".utf8)
+    private static let bearerPrefix = Array("Bearer ".utf8)
+
     init(reader: BundleReader, settings: ServeSettings, types: ContentTypes) {
         self.reader = reader
         self.settings = settings
         self.types = types
         tagPrefix = Hex.encode(Array(reader.header.bundleID.prefix(8)))
+        commonHeaders = [("X-Content-Type-Options", "nosniff"), ("Cache-Control", settings.cacheControl)]
     }
 
     /// The reply to `method` on `target` (the request target as sent),
@@ -28,13 +35,13 @@ final class RequestHandler: Sendable {
         guard hosts.admits(header("Host")) else { return Reply(421) }
         let bearer = settings.token.map { token in
             guard let value = header("Authorization"), value.count == token.count + 7,
-                  value.prefix(7).elementsEqual(Array("Bearer ".utf8)) else { return false }
+                  value.prefix(7).elementsEqual(Self.bearerPrefix) else { return false }
             return RequestTarget.constantTimeEqual(value[7...], token)
         } ?? false
         let mapped = RequestTarget.map(target, token: settings.token, bearer: bearer)
         if case .unauthorized = mapped { return Reply(404) }
-        let isHead = method == Array("HEAD".utf8)
-        guard isHead || method == Array("GET".utf8) else { return Reply(405, headers: [("Allow", "GET, HEAD")]) }
+        let isHead = method == Self.head
+        guard isHead || method == Self.get else { return Reply(405, headers: [("Allow", "GET, HEAD")]) }
         switch mapped {
         case .unauthorized: return Reply(404)
         case .malformed: return Reply(400)
@@ -75,17 +82,21 @@ final class RequestHandler: Sendable {
         try? reader.index.resolve(path: path, followingLast: true)
     }
 
-    /// Headers every successful reply carries.
-    private var commonHeaders: [(String, String)] {
-        [("X-Content-Type-Options", "nosniff"), ("Cache-Control", settings.cacheControl)]
-    }
+    /// Headers every successful reply carries (made once: a computed
+    /// array was an allocation per request).
+    private let commonHeaders: [(String, String)]
 
     /// A file's reply: conditions (304), ranges (206, 416) and the body.
     private func fileReply(_ entry: IndexEntry, name: [UInt8], header: (String) -> [UInt8]?) -> Reply {
         let size = entry.fileSize
         let tag = "\"\(tagPrefix)-\(entry.position)-\(size)-\(entry.mtimeSeconds)\""
         let modified = HTTPDate.format(entry.mtimeSeconds)
-        var headers = commonHeaders + [("ETag", tag), ("Last-Modified", modified)]
+        // Room for every header of a 206: one allocation.
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(commonHeaders.count + 5)
+        headers += commonHeaders
+        headers.append(("ETag", tag))
+        headers.append(("Last-Modified", modified))
         if let condition = header("If-None-Match") {
             if Self.matches(condition, tag: tag) { return Reply(304, headers: headers) }
         } else if let since = header("If-Modified-Since").flatMap(HTTPDate.parse), entry.mtimeSeconds <= since {
