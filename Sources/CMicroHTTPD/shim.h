@@ -24,16 +24,14 @@ static inline size_t cmhd_unescape_nothing(void *cls, struct MHD_Connection *con
 //
 // Starts a daemon on `listen_fd` (bound and listening already) with
 // internal threads: `threads` event loops (epoll where available), so a
-// slow client holds a connection slot, never a thread. MHD_USE_TURBO reads
-// and writes a socket before asking epoll whether it is ready, which saves
-// a system call per request on a busy keep-alive connection. The limits:
+// slow client holds a connection slot, never a thread. The limits:
 // connections at once, seconds a connection may stay idle, memory per
 // connection (request line and headers must fit in it, else 431/414).
 static inline struct MHD_Daemon *cmhd_start(int listen_fd, unsigned int threads, unsigned int connection_limit,
                                             unsigned int timeout_seconds, size_t memory_limit,
                                             MHD_AccessHandlerCallback handler, void *handler_cls,
                                             MHD_RequestCompletedCallback completed, void *completed_cls) {
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_TURBO;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
                             MHD_OPTION_THREAD_POOL_SIZE, threads,
