@@ -59,7 +59,7 @@ let package = Package(
         .systemLibrary(name: "CProcess"),
         // What the mount and encfs-serve share, FUSE-free: the access
         // policy's rules and caller checks, error codes, process hardening.
-        .target(name: "EncFSService", dependencies: ["EncFSCore", "CProcess"]),
+        .target(name: "EncFSService", dependencies: ["EncFSCore", "CryptCore", "CProcess"]),
         .target(name: "EncFSMount", dependencies: ["EncFSCore", "EncFSService", "CryptCore", "CFuse", "CUring"]),
         // Bundles over HTTP range requests and their ciphertext cache: the
         // only target that sees libcurl; no Foundation, no libfuse.
@@ -134,6 +134,6 @@ let package = Package(
         // log escaping, control-socket directories): no FUSE mount, no binaries.
         .testTarget(name: "MountUnitTests", dependencies: ["EncFSCore", "EncFSService", "EncFSMount", "SharedTestSupport"]),
         // encfs-serve through the real binary with curl, python, wrk and chromium (issue 28).
-        .testTarget(name: "ServeTests", dependencies: ["SharedTestSupport"]),
+        .testTarget(name: "ServeTests", dependencies: ["EncFSCore", "CryptCore", "SharedTestSupport"]),
     ]
 )

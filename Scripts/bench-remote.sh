@@ -15,6 +15,7 @@
 #
 #   Scripts/bench-remote.sh [--quick] [--reps N] [--out DIR] [--systems a,b,...]
 #                           [--baseline-bin DIR] [--warm-passes N] [--keep]
+#   Scripts/bench-remote.sh --fleet [--quick] [--fleet-parts LIST] [--out DIR]
 #
 #   --quick        a 64 MiB file instead of 512 MiB, 200 random reads
 #                  instead of 1000; a few minutes on 2 cores
@@ -46,6 +47,10 @@
 #                  mirror), time to the first byte of 48 files without
 #                  and with --prefetch-list; Scripts/bench/bench_fleet.py; results in
 #                  DIR/fleet-results.json; --quick: 64 MiB, else 256 MiB
+#   --fleet-parts LIST
+#                  with --fleet, a subset of sigv4,failover,prefetch
+#                  (default all three); FLEET_CONNECTIONS=N in the
+#                  environment sets the prefetch part's --connections (4)
 #   --warm-passes N
 #                  warm sequential reads: every system and latency of the
 #                  run mounted at once (each with its own cache), the file
@@ -63,6 +68,7 @@ cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 quick=0
 fleet=0
+fleet_parts=sigv4,failover,prefetch
 reps=1
 baseline=
 warm_passes=
@@ -73,6 +79,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --fleet) fleet=1 ;;
+    --fleet-parts) fleet_parts=${2:?--fleet-parts needs a list}; shift ;;
     --keep) keep=1 ;;
     --reps) reps=${2:?--reps needs a number}; shift
             [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench-remote.sh: error: --reps must be a positive number" >&2; exit 2; } ;;
@@ -103,7 +110,7 @@ finish() {
 trap finish EXIT
 if [ "$fleet" -eq 1 ]; then
   trap 'remove_bench_artifacts bench-remote.sh "$out" fleet-src fleet-www fleet-many fleet-list.txt fleet-list-adjacent.txt fleet-key "cache-*" "mnt-*" proxy-fleet.port' EXIT
-  /usr/bin/python3 Scripts/bench/bench_fleet.py --bin "$bin" --out "$out" --quick "$quick"
+  /usr/bin/python3 Scripts/bench/bench_fleet.py --bin "$bin" --out "$out" --quick "$quick" --parts "$fleet_parts"
   exit 0
 fi
 /usr/bin/python3 Scripts/bench/bench_remote.py --bin "$bin" --out "$out" --systems "$systems" --quick "$quick" --reps "$reps" \

@@ -63,7 +63,7 @@ fi
 "$bin/encfs-mount" "$out/b.encfs" "$out/mnt" --key-file "$out/key"
 # The URL file of an earlier run would otherwise be read as this one's.
 rm -f "$out/url"
-"$bin/encfs-serve" "$out/b.encfs" --key-file "$out/key" --url-file "$out/url" > /dev/null 2> "$out/serve.log" &
+"$bin/encfs-serve" "$out/b.encfs" --key-file "$out/key" --max-request-rate 0 --url-file "$out/url" > /dev/null 2> "$out/serve.log" &
 serve_pid=$!
 for _ in $(seq 1 100); do [ -s "$out/url" ] && break; sleep 0.1; done
 serve_url=$(head -n 1 "$out/url")

@@ -55,7 +55,7 @@ write_manifest(manifest_path, entries, root_mode, root_mtime,
 PY
 
 # 2. The golden bundle.
-"$pack" "$work/tree" "$out/golden.bundle" --key-file "$out/golden.key" --compress zstd --chunk-size 4K --fragment-size 2K --quiet
+"$pack" "$work/tree" "$out/golden.bundle" --key-file "$out/golden.key" --compress zstd --chunk-size 4K --fragment-size 2K --fragment-unit 4K --quiet
 
 # 3. Broken copies.
 python3 - "$out/golden.bundle" "$out/broken" <<'PY'

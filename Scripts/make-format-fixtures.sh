@@ -11,9 +11,11 @@
 # index, made before the paged one existed: it is frozen; running "v2" again
 # would write a paged index there.) With "v2-fragments",
 # Tests/FormatTests/Fixtures/v2-fragments/: a tree of small files packed
-# into fragments (header flag bit 0).
+# into fragments (header flag bit 0). With "v2-fragment-units",
+# Tests/FormatTests/Fixtures/v2-fragment-units/: fragments in 16 KiB units
+# of a 4 KiB-chunk bundle (header flag bits 8…15).
 #
-# Usage: Scripts/make-format-fixtures.sh [v1|v2|v2-paged|v2-fragments]
+# Usage: Scripts/make-format-fixtures.sh [v1|v2|v2-paged|v2-fragments|v2-fragment-units]
 #
 # Run it only when the fixtures themselves must change (a new format version
 # gets a new directory, v2/, and v1/ stays as it is: old bundles must keep
@@ -27,7 +29,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 version="${1:-v1}"
-case "$version" in v1|v2|v2-paged|v2-fragments) ;; *) echo "usage: $0 [v1|v2|v2-paged|v2-fragments]" >&2; exit 2 ;; esac
+case "$version" in v1|v2|v2-paged|v2-fragments|v2-fragment-units) ;;
+  *) echo "usage: $0 [v1|v2|v2-paged|v2-fragments|v2-fragment-units]" >&2; exit 2 ;; esac
 out="$root/Tests/FormatTests/Fixtures/$version"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -37,6 +40,9 @@ swift build --package-path "$root" --product encfs-pack >&2
 export PYTHONPATH="$root/Scripts/fixtures${PYTHONPATH:+:$PYTHONPATH}"
 pack="$(swift build --package-path "$root" --show-bin-path)/encfs-pack"
 
+if [ "$version" = v2-fragment-units ]; then
+  exec "$root/Scripts/make-format-fixtures-v2-fragment-units.sh" "$pack" "$out" "$work"
+fi
 if [ "$version" = v2-fragments ]; then
   exec "$root/Scripts/make-format-fixtures-v2-fragments.sh" "$pack" "$out" "$work"
 fi

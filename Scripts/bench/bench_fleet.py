@@ -11,10 +11,11 @@
   prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
             every tenth one a start-up file: time from the mount's return
             to the first 4 KiB of each of those 48 read, in a shuffled
-            order, without and with --prefetch-list naming them; then the
+            order, without and with --prefetch-list naming them, and with
+            the list once it was fetched (-settled: the floor); then the
             same for 48 files side by side (-adjacent)
 
-Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1
+Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1 [--parts sigv4,failover,prefetch]
 """
 import argparse
 import json
@@ -106,7 +107,9 @@ def main():
     parser.add_argument("--bin", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", type=int, default=1)
+    parser.add_argument("--parts", default="sigv4,failover,prefetch")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     benchlib.set_program("bench-remote.sh --fleet")
     out = args.out
     os.makedirs(out, exist_ok=True)
@@ -134,7 +137,7 @@ def main():
         processes.append(a)
         os.environ.update(AWS_ACCESS_KEY_ID="AKIABENCHMARK", AWS_SECRET_ACCESS_KEY="bench/secret/key",
                           AWS_SESSION_TOKEN="bench-session-token")
-        for name, address, extra in [("unsigned", f"http://127.0.0.1:{port_a}/bundle.encfs", []),
+        for name, address, extra in [] if "sigv4" not in parts else [("unsigned", f"http://127.0.0.1:{port_a}/bundle.encfs", []),
                                      ("sigv4", "s3://fleet/app/bundle.encfs", ["--s3-endpoint", f"http://127.0.0.1:{port_a}"])]:
             mnt, pid = mount(args.bin, out, name, address, key, extra)
             mibs, _, _ = sequential(os.path.join(mnt, "big.bin"))
@@ -155,64 +158,10 @@ def main():
             time.sleep(0.05)
         proxy_port = int(open(port_file).read())
         timeout = 4
-        mnt, pid = mount(args.bin, out, "direct-b", f"http://127.0.0.1:{port_b}/bundle.encfs", key, ["--net-timeout", str(timeout)])
-        direct, _, _ = sequential(os.path.join(mnt, "big.bin"))
-        benchlib.unmount(mnt, pid)
-        mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
-                         ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{port_b}/bundle.encfs"])
-        units = size // (4 * MiB)
-        skip = max(1, units // 3)
-        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
-        failover, longest, rest = sequential(os.path.join(mnt, "big.bin"))
-        benchlib.unmount(mnt, pid)
-        results.update({"net_timeout_s": timeout, "direct_mirror_cold_mibs": round(direct, 1),
-                        "failover_cold_mibs": round(failover, 1), "failover_longest_gap_s": round(longest, 2),
-                        "after_failover_mibs": round(rest, 1)})
-        log(f"failover: {failover:.1f} MiB/s overall, longest gap {longest:.2f} s (--net-timeout {timeout}); "
-            f"{rest:.1f} MiB/s after it; direct mount of the mirror {direct:.1f} MiB/s")
-        # Prefetch list: many small start-up files, 20 ms per response.
-        many = os.path.join(out, "fleet-many")
-        os.makedirs(many, exist_ok=True)
-        every = [f"lib{i:03d}.so" for i in range(480)]
-        names = every[::10]
-        random.Random(30).shuffle(names)
-        for name in every:
-            with open(os.path.join(many, name), "wb") as f:
-                f.write(os.urandom(256 << 10))
-        benchlib.run([f"{args.bin}/encfs-pack", many, os.path.join(www, "many.encfs"), "--key-file", key, "--quiet"])
-        # And 48 files side by side (one directory's start-up files): the
-        # list's ranges coalesced into few requests.
-        adjacent = every[200:248]
-        random.Random(31).shuffle(adjacent)
-        listing = os.path.join(out, "fleet-list.txt")
-        with open(listing, "w") as f:
-            f.write("\n".join(names) + "\n")
-        adjacent_listing = os.path.join(out, "fleet-list-adjacent.txt")
-        with open(adjacent_listing, "w") as f:
-            f.write("\n".join(adjacent) + "\n")
-        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
-        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=pass&latency_ms=20", timeout=10).read()
-        fetch_size = os.environ.get("FLEET_FETCH_SIZE", "4M")
-        results["prefetch_fetch_size"] = fetch_size
-        for name, extra, names in [("without-list", [], names), ("with-list", ["--prefetch-list", listing], names),
-                                   ("without-list-adjacent", [], adjacent),
-                                   ("with-list-adjacent", ["--prefetch-list", adjacent_listing], adjacent)]:
-            mnt = os.path.join(out, "mnt-" + name)
-            cache = os.path.join(out, "cache-" + name)
-            shutil.rmtree(cache, ignore_errors=True)
-            os.makedirs(cache, mode=0o700)
-            cmd = [f"{args.bin}/encfs-mount", f"http://127.0.0.1:{proxy_port}/many.encfs", mnt, "--key-file", key,
-                   "--cache-dir", cache, "--fetch-size", fetch_size] + extra
-            benchlib.mount(cmd, mnt, os.path.join(mnt, names[0]), os.path.join(out, name + ".log"), name)
-            started = time.monotonic()
-            for file in names:
-                fd = os.open(os.path.join(mnt, file), os.O_RDONLY)
-                os.pread(fd, 4096, 0)
-                os.close(fd)
-            elapsed = time.monotonic() - started
-            benchlib.unmount(mnt, benchlib.daemon_pid(mnt))
-            results[f"first_bytes_{name.replace('-', '_')}_s"] = round(elapsed, 3)
-            log(f"{name}: first 4 KiB of all {len(names)} files {elapsed * 1000:.0f} ms after the mount returned")
+        if "failover" in parts:
+            failover_part(args, out, key, size, timeout, port_b, proxy_port, results)
+        if "prefetch" in parts:
+            prefetch_part(args, out, key, www, proxy_port, results)
     finally:
         for proc in processes:
             proc.kill()
@@ -220,6 +169,77 @@ def main():
     with open(os.path.join(out, "fleet-results.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(json.dumps(results, indent=1))
+
+
+def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
+    mnt, pid = mount(args.bin, out, "direct-b", f"http://127.0.0.1:{port_b}/bundle.encfs", key, ["--net-timeout", str(timeout)])
+    direct, _, _ = sequential(os.path.join(mnt, "big.bin"))
+    benchlib.unmount(mnt, pid)
+    mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
+                     ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{port_b}/bundle.encfs"])
+    units = size // (4 * MiB)
+    skip = max(1, units // 3)
+    urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
+    failover, longest, rest = sequential(os.path.join(mnt, "big.bin"))
+    benchlib.unmount(mnt, pid)
+    results.update({"net_timeout_s": timeout, "direct_mirror_cold_mibs": round(direct, 1),
+                    "failover_cold_mibs": round(failover, 1), "failover_longest_gap_s": round(longest, 2),
+                    "after_failover_mibs": round(rest, 1)})
+    log(f"failover: {failover:.1f} MiB/s overall, longest gap {longest:.2f} s (--net-timeout {timeout}); "
+        f"{rest:.1f} MiB/s after it; direct mount of the mirror {direct:.1f} MiB/s")
+
+
+def prefetch_part(args, out, key, www, proxy_port, results):
+    # Prefetch list: many small start-up files, 20 ms per response.
+    many = os.path.join(out, "fleet-many")
+    os.makedirs(many, exist_ok=True)
+    every = [f"lib{i:03d}.so" for i in range(480)]
+    names = every[::10]
+    random.Random(30).shuffle(names)
+    for name in every:
+        with open(os.path.join(many, name), "wb") as f:
+            f.write(os.urandom(256 << 10))
+    benchlib.run([f"{args.bin}/encfs-pack", many, os.path.join(www, "many.encfs"), "--key-file", key, "--quiet"])
+    # And 48 files side by side (one directory's start-up files): the
+    # list's ranges coalesced into few requests.
+    adjacent = every[200:248]
+    random.Random(31).shuffle(adjacent)
+    listing = os.path.join(out, "fleet-list.txt")
+    with open(listing, "w") as f:
+        f.write("\n".join(names) + "\n")
+    adjacent_listing = os.path.join(out, "fleet-list-adjacent.txt")
+    with open(adjacent_listing, "w") as f:
+        f.write("\n".join(adjacent) + "\n")
+    urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+    urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=pass&latency_ms=20", timeout=10).read()
+    fetch_size = os.environ.get("FLEET_FETCH_SIZE", "4M")
+    results["prefetch_fetch_size"] = fetch_size
+    connections = os.environ.get("FLEET_CONNECTIONS", "4")
+    results["prefetch_connections"] = int(connections)
+    # with-list-settled: the same reads 5 s after the mount, the list
+    # fetched by then: the floor (FUSE and the cache, no network).
+    for name, extra, names in [("without-list", [], names), ("with-list", ["--prefetch-list", listing], names),
+                               ("with-list-settled", ["--prefetch-list", listing], names),
+                               ("without-list-adjacent", [], adjacent),
+                               ("with-list-adjacent", ["--prefetch-list", adjacent_listing], adjacent)]:
+        mnt = os.path.join(out, "mnt-" + name)
+        cache = os.path.join(out, "cache-" + name)
+        shutil.rmtree(cache, ignore_errors=True)
+        os.makedirs(cache, mode=0o700)
+        cmd = [f"{args.bin}/encfs-mount", f"http://127.0.0.1:{proxy_port}/many.encfs", mnt, "--key-file", key,
+               "--cache-dir", cache, "--fetch-size", fetch_size, "--connections", connections] + extra
+        benchlib.mount(cmd, mnt, os.path.join(mnt, names[0]), os.path.join(out, name + ".log"), name)
+        if name.endswith("-settled"):
+            time.sleep(5)
+        started = time.monotonic()
+        for file in names:
+            fd = os.open(os.path.join(mnt, file), os.O_RDONLY)
+            os.pread(fd, 4096, 0)
+            os.close(fd)
+        elapsed = time.monotonic() - started
+        benchlib.unmount(mnt, benchlib.daemon_pid(mnt))
+        results[f"first_bytes_{name.replace('-', '_')}_s"] = round(elapsed, 3)
+        log(f"{name}: first 4 KiB of all {len(names)} files {elapsed * 1000:.0f} ms after the mount returned")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ static inline size_t cmhd_unescape_nothing(void *cls, struct MHD_Connection *con
 static inline struct MHD_Daemon *cmhd_start(int listen_fd, unsigned int threads, unsigned int connection_limit,
                                             unsigned int timeout_seconds, size_t memory_limit,
                                             MHD_AccessHandlerCallback handler, void *handler_cls,
-                                            MHD_RequestCompletedCallback completed, void *completed_cls) {
+                                            MHD_RequestCompletedCallback completed, void *completed_cls,
+                                            MHD_NotifyConnectionCallback notify, void *notify_cls) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
@@ -40,6 +41,7 @@ static inline struct MHD_Daemon *cmhd_start(int listen_fd, unsigned int threads,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
                             MHD_OPTION_UNESCAPE_CALLBACK, cmhd_unescape_nothing, NULL,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                             MHD_OPTION_END);
 }
 
@@ -47,6 +49,13 @@ static inline struct MHD_Daemon *cmhd_start(int listen_fd, unsigned int threads,
 static inline int cmhd_connection_fd(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info ? (int)info->connect_fd : -1;
+}
+
+// The context the connection notification stored for `connection`
+// (encfs-serve's per-connection limits); NULL when none.
+static inline void *cmhd_connection_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
 }
 
 // Connections open now (requests in flight or idle keep-alive ones).

@@ -20,10 +20,8 @@ extension EncryptedBundle {
     /// - Throws: as the public initializers.
     package convenience init(location: [UInt8], isURL: Bool, unlock: Unlock, verifyingKeys: [VerifyingKey],
                              bundleID: [UInt8]?, remote: RemoteOptions) throws(EncryptedBundleError) {
-        let source = try Self.perform([]) { () throws -> any ByteSource in
-            isURL ? try RemoteBundleSource(location: try RemoteLocation(location), options: remote)
-                  : try FileByteSource(path: location)
-        }
+        let source: any ByteSource = isURL ? try Self.remoteSource(location, options: remote)
+            : try Self.perform([]) { try FileByteSource(path: location) }
         try self.init(source: source, unlock: unlock,
                       origin: OriginPolicy(signers: verifyingKeys.map(\.key), bundleID: bundleID))
     }

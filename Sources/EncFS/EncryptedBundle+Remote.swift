@@ -1,4 +1,7 @@
 import EncFSRemote
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension EncryptedBundle {
     /// Opens the bundle at an `http://` or `https://` address, reading it
@@ -19,9 +22,25 @@ extension EncryptedBundle {
     ///   answer when it cannot be read (refused, not a range server,
     ///   replaced, out of time).
     public convenience init(url: String, unlock: Unlock, options: RemoteOptions = RemoteOptions()) throws(EncryptedBundleError) {
-        let source = try Self.perform([]) { () throws -> any ByteSource in
-            try RemoteBundleSource(location: try RemoteLocation(Array(url.utf8)), options: options)
+        try self.init(source: try Self.remoteSource(Array(url.utf8), options: options), unlock: unlock)
+    }
+
+    /// Opens the remote source at `address`. A failure of the server (or
+    /// of the way to it) names the address as shown
+    /// (``RemoteLocation/displayName``: no query string, `s3://bucket/key`)
+    /// with the server's answer, so that an application's one line says
+    /// which bundle and why.
+    ///
+    /// - Throws: `.io` with `EIO` for the server's refusal or silence;
+    ///   as ``init(source:unlock:verifyingSignatureWith:)`` otherwise.
+    package static func remoteSource(_ address: [UInt8], options: RemoteOptions) throws(EncryptedBundleError) -> RemoteBundleSource {
+        let location = try perform([]) { try RemoteLocation(address) }
+        do {
+            return try RemoteBundleSource(location: location, options: options)
+        } catch let error as RemoteError {
+            throw .io(errno: EIO, what: "open \(String(decoding: location.displayName, as: UTF8.self)) (\(error))")
+        } catch {
+            throw EncryptedBundleError(error, path: [])
         }
-        try self.init(source: source, unlock: unlock)
     }
 }

@@ -7,7 +7,7 @@ import Glibc
 /// `encfs-pack SRC_DIR BUNDLE [options]`.
 package enum PackCommand {
     static let help = """
-    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--fragment-size SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
+    usage: encfs-pack SRC_DIR BUNDLE [--recipient PUBFILE]... [key options] [--sign-key FILE] [--compress METHOD] [--chunk-size SIZE] [--fragment-size SIZE] [--fragment-unit SIZE] [--exclude GLOB]... [--strict] [--quiet] [--progress] [--json]
 
     Encrypts the directory SRC_DIR into the bundle file BUNDLE (AES-256-GCM in
     chunks). BUNDLE appears only when complete; on failure nothing is left and
@@ -46,8 +46,15 @@ package enum PackCommand {
                                with --compress zstd)
       --fragment-size SIZE     with --compress: files smaller than SIZE are
                                packed together into shared chunks
-                               (fragments; 0 … the chunk size, default half
-                               the chunk size; 0: none)
+                               (fragments; 0 … the chunk size, default the
+                               chunk size, or half of it when the fragment
+                               unit is the chunk size; 0: none)
+      --fragment-unit SIZE     with --compress: fragments are filled to SIZE
+                               and each compressed as one unit (4K … 1M, a
+                               power of two; default 256K; the chunk size or
+                               less: one chunk). Larger units compress small
+                               files better; reading one small file inflates
+                               its whole unit
       --exclude GLOB           leave out matching entries (repeatable); a GLOB
                                with '/' matches the path below SRC_DIR, else the
                                name; an excluded directory drops its subtree
@@ -76,6 +83,7 @@ package enum PackCommand {
         .init(["--sign-key"], takesValue: true),
         .init(["--chunk-size"], takesValue: true),
         .init(["--fragment-size"], takesValue: true),
+        .init(["--fragment-unit"], takesValue: true),
         .init(["--compress"], takesValue: true),
         .init(["--exclude"], takesValue: true),
         .init(["--scrypt-log-n"], takesValue: true),
@@ -169,6 +177,7 @@ package enum PackCommand {
         }
         if let size = args.value("--chunk-size") { options.chunkSizeLog2 = try parseChunkSize(size) }
         if let size = args.value("--fragment-size") { options.fragmentThreshold = try parseFragmentSize(size) }
+        if let size = args.value("--fragment-unit") { options.fragmentUnitLog2 = try parseChunkSize(size, what: "fragment unit") }
         if let cost = args.value("--scrypt-log-n") {
             guard let n = UInt8(String(decoding: cost, as: UTF8.self)), (14...20).contains(n) else {
                 throw UsageError("--scrypt-log-n must be between 14 and 20")
@@ -223,20 +232,22 @@ package enum PackCommand {
     }
 
     /// Parses `4K`, `64K`, `1M` or a byte count into log2.
-    static func parseChunkSize(_ text: [UInt8]) throws -> UInt8 {
+    ///
+    /// - Parameter what: names the value in messages.
+    static func parseChunkSize(_ text: [UInt8], what: String = "chunk size") throws -> UInt8 {
         var s = String(decoding: text, as: UTF8.self).uppercased()
         var multiplier: UInt64 = 1
         if s.hasSuffix("K") { multiplier = 1024; s.removeLast() } else if s.hasSuffix("M") { multiplier = 1 << 20; s.removeLast() }
         guard let n = UInt64(s), n > 0, n <= (1 << 20) / multiplier || multiplier == 1, n.multipliedReportingOverflow(by: multiplier).overflow == false else {
-            throw UsageError("invalid chunk size \(String(decoding: text, as: UTF8.self)) (use 4K … 1M, a power of two)")
+            throw UsageError("invalid \(what) \(String(decoding: text, as: UTF8.self)) (use 4K … 1M, a power of two)")
         }
         let bytes = n * multiplier
         guard bytes.nonzeroBitCount == 1 else {
-            throw UsageError("chunk size \(String(decoding: text, as: UTF8.self)) is not a power of two")
+            throw UsageError("\(what) \(String(decoding: text, as: UTF8.self)) is not a power of two")
         }
         let log2 = UInt8(bytes.trailingZeroBitCount)
         guard BundleFormat.chunkSizeLog2Range.contains(log2) else {
-            throw UsageError("chunk size \(String(decoding: text, as: UTF8.self)) is outside 4K … 1M")
+            throw UsageError("\(what) \(String(decoding: text, as: UTF8.self)) is outside 4K … 1M")
         }
         return log2
     }

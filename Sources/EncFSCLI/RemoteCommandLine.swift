@@ -395,9 +395,12 @@ package enum RemoteCommandLine {
         handOver.prefetchList = options.prefetchList ?? []
         var payload = handOver.encoded()
         defer { payload.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        // Not close-on-exec, as before (the spawn's dup2 puts the read end
-        // at fd 5 either way).
-        guard let (read, write) = try? FileDescriptor.pipe(closeOnExec: false) else {
+        // Close-on-exec, both ends: the daemon gets the read end only as
+        // the spawn's dup2 of a copy (MountDaemon.launch) at fd 5; neither
+        // end must reach it (or any other program started meanwhile) at
+        // its own number: the write end would let it write its own
+        // hand-over, and keep the pipe from ever ending.
+        guard let (read, write) = try? FileDescriptor.pipe(closeOnExec: true) else {
             throw CommandError("cannot create pipe for the mount daemon")
         }
         // The pipe must hold it all, since nobody reads until the daemon

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import CFuse
 import Synchronization
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import CryptCore
 import CFuse
 #if canImport(Glibc)

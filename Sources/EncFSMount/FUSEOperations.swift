@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import CFuse
 #if canImport(Glibc)
 import Glibc

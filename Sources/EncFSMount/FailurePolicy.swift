@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 
 extension MountSession {
     /// Prepares a session with the serving settings the command parsed

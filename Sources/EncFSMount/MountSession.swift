@@ -259,7 +259,8 @@ package final class MountSession {
     private func makeControlServer() throws -> ControlServer? {
         guard let session, let directory = context.lockSettings.controlDirectory else { return nil }
         let controller = LockController(context: context, session: session, mountpoint: mountpoint)
-        return try ControlServer(controller: controller, directory: directory)
+        return try ControlServer(controller: controller, socketPath: ControlSocket.path(forMountpoint: mountpoint, in: directory),
+                                 directory: directory)
     }
 
     /// Sets the kernel read-ahead of this mount (the `read_ahead_kb` of its

@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import CryptCore
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +15,7 @@ import Glibc
 /// `@unchecked Sendable`: only its own thread touches it, within a request
 /// that holds the bundle's gate; a lock wipes it (``wipe()``) while it
 /// holds the gate for writing, so never at the same time.
-final class WorkerScratch: @unchecked Sendable {
+final class WorkerScratch: WipedAtLock, @unchecked Sendable {
     /// Made from the reader being served; nil before the first read and
     /// after a lock (its cached file keys and decrypted chunk must go with
     /// the reader: a workspace belongs to one reader).

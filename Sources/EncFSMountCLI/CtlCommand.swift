@@ -7,18 +7,23 @@ import EncFSService
 import EncFSCLI
 #endif
 
-/// `encfs-ctl MOUNTPOINT status|access-log|lock|unlock`: talks to a mount's daemon
-/// over its control socket (`ControlProtocol`).
+/// `encfs-ctl MOUNTPOINT|--name NAME|SOCKET status|access-log|lock|unlock`:
+/// talks to a mount's daemon or an encfs-serve over its control socket
+/// (`ControlProtocol`).
 package enum CtlCommand {
     static let help = """
     usage: encfs-ctl MOUNTPOINT status [--json]
            encfs-ctl MOUNTPOINT access-log [--json]
            encfs-ctl MOUNTPOINT lock [--force]
            encfs-ctl MOUNTPOINT unlock [key options]
+           encfs-ctl --name NAME status|lock|unlock …
+           encfs-ctl SOCKET status|lock|unlock …
 
-    Controls a mount made by encfs-mount, through its control socket
-    (/run/encfs for root, $XDG_RUNTIME_DIR/encfs otherwise; only the user
-    who mounted, or root, may connect).
+    Controls a mount made by encfs-mount, or an encfs-serve started with
+    --name NAME, through its control socket (/run/encfs for root,
+    $XDG_RUNTIME_DIR/encfs otherwise; only the user who started it, or
+    root, may connect). A server is named by --name NAME or by its control
+    socket's path (that directory's serve-NAME.sock).
 
     commands:
       status                   locked or unlocked, protection class, open
@@ -26,7 +31,9 @@ package enum CtlCommand {
                                classic) and requests served by the rings;
                                --json prints one object; a remote
                                mount also each source's state, bytes and
-                               errors
+                               errors; for a server: locked or unlocked,
+                               protection, idle lock, requests served and
+                               listen addresses
       access-log               the files of a remote mount read since it
                                was mounted, with the chunks read of each;
                                --json gives what encfs-mount
@@ -53,6 +60,7 @@ package enum CtlCommand {
       and a terminal, a passphrase is asked for without echo
 
     options:
+      --name NAME              the encfs-serve started with --name NAME
       --json                   status or access-log as one JSON object
       --force                  lock even under --protection until-unmount
       -h, --help               this text
@@ -66,6 +74,7 @@ package enum CtlCommand {
     static let parser = ArgumentParser(options: KeyOptions.parserOptions + [
         .init(["--json"], takesValue: false),
         .init(["--force"], takesValue: false),
+        .init(["--name"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
     ])
@@ -88,10 +97,14 @@ package enum CtlCommand {
                 return ExitCode.success
             }
             if VersionOption.handle(args, tool: "encfs-ctl") { return ExitCode.success }
-            guard args.positionals.count == 2 else {
-                throw UsageError(args.positionals.count < 2 ? "missing MOUNTPOINT or command" : "too many arguments")
+            let wanted = args.has("--name") ? 1 : 2
+            guard args.positionals.count == wanted else {
+                throw UsageError(args.positionals.count < wanted ? "missing MOUNTPOINT, --name NAME or command" : "too many arguments")
             }
-            guard let parsed = Action(rawValue: String(decoding: args.positionals[1], as: UTF8.self)) else {
+            if let name = args.value("--name"), !ControlSocket.isValidServerName(name) {
+                throw UsageError("--name must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)")
+            }
+            guard let parsed = Action(rawValue: String(decoding: args.positionals[wanted - 1], as: UTF8.self)) else {
                 throw UsageError("unknown command (use status, access-log, lock or unlock)")
             }
             action = parsed
@@ -100,7 +113,8 @@ package enum CtlCommand {
             diagnostics.hint("see encfs-ctl --help")
             return ExitCode.usage
         }
-        let mountpoint = args.positionals[0]
+        let target = try? Target(args)
+        let mountpoint = target?.shown ?? args.positionals[0]
         do {
             let request: SecureBytes
             switch action {
@@ -113,13 +127,13 @@ package enum CtlCommand {
                 let materials = try KeyOptions.gather(from: args, confirm: false)
                 request = try ControlProtocol.unlockRequest(materials)
             }
-            let canonical: [UInt8]
-            do { canonical = try LocalFiles.resolvedPath(mountpoint) } catch { throw CommandError("cannot resolve path", path: mountpoint) }
+            let resolved = try Target(args)
             // Status is quick; a lock waits for the requests in flight and
             // an unlock runs scrypt.
             let wait = action == .status || action == .accessLog ? ControlProtocol.timeoutSeconds : ControlProtocol.replyTimeoutSeconds
-            let reply = try exchange(request, mountpoint: canonical, waitingSeconds: wait)
-            return report(reply, for: action, json: args.has("--json"), mountpoint: canonical, diagnostics: diagnostics)
+            let reply = try exchange(request, to: resolved, waitingSeconds: wait)
+            return report(reply, for: action, json: args.has("--json"), mountpoint: resolved.shown, isServer: resolved.kind == "server",
+                          diagnostics: diagnostics)
         } catch {
             if error is KeyInputError || error is UsageError { diagnostics.report(error) } else { diagnostics.report(error, path: mountpoint) }
             if let hint = ErrorCode.hint(for: error) { diagnostics.hint(hint) }
@@ -133,18 +147,23 @@ package enum CtlCommand {
     ///
     /// - Throws: `CommandError` when no daemon answers there, or not the
     ///   one it should be (``connectToDaemon(of:)``).
-    private static func exchange(_ request: SecureBytes, mountpoint canonical: [UInt8], waitingSeconds: Int) throws -> [UInt8] {
-        let socket = try connectToDaemon(of: canonical)
+    private static func exchange(_ request: SecureBytes, to target: Target, waitingSeconds: Int) throws -> [UInt8] {
+        let socket: FileDescriptor
+        switch target {
+        case .mount(let canonical): socket = try connectToDaemon(of: canonical)
+        case .server(let name, let directory): socket = try connectToServer(named: name, in: directory)
+        }
         do {
             try request.withUnsafeBytes { try ControlProtocol.send($0, to: socket) }
             return try ControlProtocol.receive(from: socket, within: waitingSeconds).withUnsafeBytes { Array($0) }
         } catch {
-            throw CommandError("the mount's daemon did not answer: \(String(cString: strerror((error as? BundleError)?.errno ?? EIO)))", path: canonical)
+            throw CommandError("the \(target.kind) did not answer: \(String(cString: strerror((error as? BundleError)?.errno ?? EIO)))",
+                               path: target.shown)
         }
     }
 
     /// Prints a reply, or reports a refusal.
-    private static func report(_ reply: [UInt8], for action: Action, json: Bool, mountpoint: [UInt8],
+    private static func report(_ reply: [UInt8], for action: Action, json: Bool, mountpoint: [UInt8], isServer: Bool,
                                diagnostics: Diagnostics) -> Int32 {
         let text: String
         switch ControlProtocol.Reply(decoding: reply) {
@@ -155,13 +174,20 @@ package enum CtlCommand {
             if let hint = shown.hint { diagnostics.hint(hint) }
             return shown.exitCode
         case nil:
-            diagnostics.error("the mount's daemon sent an empty reply", path: mountpoint)
+            diagnostics.error("the \(isServer ? "server" : "mount's daemon") sent an empty reply", path: mountpoint)
             return ExitCode.failure
         }
         let out = OutputStream()
         switch action {
         case .status:
-            if json { out.write(statusJSON(fields(text), mountpoint: mountpoint).serialized) } else { out.line(statusText(fields(text))) }
+            let status = fields(text)
+            if status[ControlProtocol.StatusField.kind] == "server" {
+                if json { out.write(serverStatusJSON(status).serialized) } else { out.line(serverStatusText(status)) }
+            } else if json {
+                out.write(statusJSON(status, mountpoint: mountpoint).serialized)
+            } else {
+                out.line(statusText(status))
+            }
         case .accessLog:
             let files = accessLogFiles(text)
             if json {
@@ -179,7 +205,7 @@ package enum CtlCommand {
                 }
             }
         case .lock:
-            out.line("locked; \(text) \(text == "1" ? "handle" : "handles") still open")
+            out.line(isServer ? "locked" : "locked; \(text) \(text == "1" ? "handle" : "handles") still open")
         case .unlock:
             out.line(text)
         }

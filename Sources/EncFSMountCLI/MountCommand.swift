@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import EncFSMount
 import EncFSRemote
 import CryptCore
@@ -381,7 +382,7 @@ package enum MountCommand {
            !configuration.fuseOptions.contains("allow_other") {
             configuration.fuseOptions.append("allow_other")
         }
-        configuration.lock = try LockOptions.settings(from: args)
+        configuration.lock = try LockOptions.settings(from: args, inDaemon: args.has(MountDaemon.flag))
         return configuration
     }
 

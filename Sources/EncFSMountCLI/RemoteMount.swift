@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 import EncFSMount
 import EncFSRemote
 import CryptCore

@@ -46,13 +46,15 @@ package final class HTTPByteSource: ByteSource {
     package static let tailLength = 16
 
     /// The first bytes of the object, from the opening request.
-    private let head: [UInt8]
+    let head: [UInt8]
     /// The last ``tailLength`` bytes, fetched at opening when there are
     /// mirrors to check against them; empty otherwise.
-    private let tail: [UInt8]
+    let tail: [UInt8]
     /// The bundle's own address, then each `--mirror`, in order.
-    private let origins: [RemoteOrigin]
-    private let policy: RemoteRetryPolicy
+    let origins: [RemoteOrigin]
+    let policy: RemoteRetryPolicy
+    /// Where set-aside sources are probed (``scheduleProbe(_:)``).
+    let probes = DispatchQueue(label: "encfs.remote.probe", attributes: .concurrent)
 
     /// What the opening request pinned, for a second process to open the
     /// same object without asking again (the mount command's daemon).
@@ -104,6 +106,7 @@ package final class HTTPByteSource: ByteSource {
         if answered != 0 {
             // The command found it down: it waits out a backoff here too.
             origins[0].failed(.gaveUp(last: "no answer when the bundle was opened"), now: DispatchTime.now().uptimeNanoseconds)
+            scheduleProbe(origins[0])
         }
     }
 
@@ -149,6 +152,7 @@ package final class HTTPByteSource: ByteSource {
         } else {
             tail = []
         }
+        for origin in origins { scheduleProbe(origin) }
     }
 
     /// The opening request to each of `candidates` (the own address, then
@@ -266,13 +270,17 @@ package final class HTTPByteSource: ByteSource {
     ///
     /// - Parameter deadline: when the read that needs them gives up; by
     ///   default `--net-timeout` from now.
+    ///
+    /// - Parameter priority: `.background` for bytes no read waits for
+    ///   (they yield the connections to reads: ``ConnectionSlots``).
     package func fetch(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
-                      deadline: DispatchTime? = nil) throws(RemoteError) {
+                      deadline: DispatchTime? = nil, priority: ConnectionSlots.Priority = .read) throws(RemoteError) {
         let deadline = deadline ?? policy.deadline()
         guard origins.count > 1 else {
             let own = origins[0]
             do {
-                try own.fetch(offset: offset, count: count, size: size, into: buffer, until: deadline, policy: policy)
+                try own.fetch(offset: offset, count: count, size: size, into: buffer, until: deadline, policy: policy,
+                              priority: priority)
             } catch {
                 if case .replaced = error { own.failed(error, now: DispatchTime.now().uptimeNanoseconds) }
                 throw error
@@ -280,14 +288,14 @@ package final class HTTPByteSource: ByteSource {
             own.succeeded(bytes: count)
             return
         }
-        try fetchFromMirrors(offset: offset, count: count, into: buffer, deadline: deadline)
+        try fetchFromMirrors(offset: offset, count: count, into: buffer, deadline: deadline, priority: priority)
     }
 
     /// ``fetch(offset:count:into:deadline:)`` over several sources: a
     /// first pass over those not set aside, in order; then, while time is
     /// left, every source not refused, soonest backoff end first.
     private func fetchFromMirrors(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
-                                  deadline: DispatchTime) throws(RemoteError) {
+                                  deadline: DispatchTime, priority: ConnectionSlots.Priority) throws(RemoteError) {
         var last = RemoteError.gaveUp(last: "no source answered")
         var pass = 0
         while true {
@@ -307,11 +315,13 @@ package final class HTTPByteSource: ByteSource {
                 do {
                     try verify(origin, until: until)
                     try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
-                                     policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy)
+                                     policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy,
+                                     priority: priority)
                     origin.succeeded(bytes: count)
                     return
                 } catch {
                     origin.failed(error, now: DispatchTime.now().uptimeNanoseconds)
+                    scheduleProbe(origin)
                     last = error
                 }
             }
@@ -330,7 +340,7 @@ package final class HTTPByteSource: ByteSource {
     /// last bytes.
     ///
     /// - Throws: ``RemoteError/notThisBundle(_:)`` when it serves another.
-    private func verify(_ origin: RemoteOrigin, until deadline: DispatchTime) throws(RemoteError) {
+    func verify(_ origin: RemoteOrigin, until deadline: DispatchTime) throws(RemoteError) {
         let (state, verified) = origin.health.withLock { ($0.state, $0.verified) }
         guard state != .refused else { throw .notThisBundle("a mirror serves another bundle") }
         guard !verified else { return }

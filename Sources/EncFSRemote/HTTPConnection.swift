@@ -57,13 +57,17 @@ final class HTTPConnection: @unchecked Sendable {
     private let headers: [[UInt8]]
     /// The ETag sent as `If-Match`.
     private var matchTag: [UInt8]?
-    /// Signs each request (AWS Signature V4, by libcurl) with these; nil
-    /// for an unsigned address.
+    /// Signs each request (AWS Signature V4, ``AWSSignatureV4``) with
+    /// these; nil for an unsigned address.
     private let credentials: AWSCredentialSource?
-    /// The generation of the credentials handed to libcurl; -1 none yet.
-    private var appliedGeneration = -1
-    /// The session token's header, rebuilt when the credentials change.
-    private var tokenHeader: [UInt8]?
+    /// The signer of an `s3://` address's requests; nil when unsigned.
+    private let signer: AWSSignatureV4?
+    /// `host[:port]` and the path of the address, as sent and signed.
+    private let signedHost: [UInt8]
+    private let signedPath: [UInt8]
+    /// The header list of the request in flight (a signed request's own),
+    /// freed at the next one.
+    private var requestList: UnsafeMutablePointer<curl_slist>?
 
     /// Sets up a handle for `location` with the options every request
     /// shares.
@@ -108,15 +112,14 @@ final class HTTPConnection: @unchecked Sendable {
         }
         headers = options.headers
         credentials = location.signingRegion == nil ? nil : options.s3.credentials
-        if let region = location.signingRegion {
-            // libcurl's Signature V4 (CURLOPT_AWS_SIGV4, libcurl ≥ 7.75):
-            // provider aws, service s3. It hashes the payload of a GET as
-            // empty unless x-amz-content-sha256 says otherwise, which S3
-            // refuses: the header (added with the others) says
-            // UNSIGNED-PAYLOAD, as S3 allows for any request.
-            ok = ok && credentials != nil
-            ok = ok && "aws:amz:\(region):s3".withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_AWS_SIGV4, $0) } == CURLE_OK
-        }
+        signer = location.signingRegion.map { AWSSignatureV4(region: $0) }
+        // scheme://host[:port]/path: an s3:// address's, made by
+        // S3Settings (no user information, no query).
+        let afterScheme = location.url.firstRange(of: Array("://".utf8)).map { location.url[$0.upperBound...] } ?? location.url[...]
+        let slash = afterScheme.firstIndex(of: UInt8(ascii: "/")) ?? afterScheme.endIndex
+        signedHost = Array(afterScheme[..<slash])
+        signedPath = slash < afterScheme.endIndex ? Array(afterScheme[slash...]) : [UInt8(ascii: "/")]
+        if signer != nil { ok = ok && credentials != nil }
         ok = ok && (try? requireMatch(ifMatch)) != nil
         guard ok else {
             Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
@@ -130,18 +133,7 @@ final class HTTPConnection: @unchecked Sendable {
     /// - Throws: `RemoteError.setup` when libcurl refuses.
     func requireMatch(_ etag: [UInt8]?) throws(RemoteError) {
         matchTag = etag
-        var list: UnsafeMutablePointer<curl_slist>?
-        var signing: [[UInt8]] = []
-        if credentials != nil { signing.append(Array("x-amz-content-sha256: UNSIGNED-PAYLOAD".utf8)) }
-        if let tokenHeader { signing.append(tokenHeader) }
-        defer { for var line in signing { line.withUnsafeMutableBytes { SecureBytes.wipe($0) } } }
-        for header in headers + signing + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []) {
-            guard let longer = header.withCString({ curl.slistAppend(list, $0) }) else {
-                curl.slistFreeAll(list)
-                throw .setup("out of memory for request headers")
-            }
-            list = longer
-        }
+        let list = try headerList(headers + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []))
         guard ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
             curl.slistFreeAll(list)
             throw .setup("libcurl refused the request headers")
@@ -150,34 +142,64 @@ final class HTTPConnection: @unchecked Sendable {
         headerList = list
     }
 
-    /// Hands libcurl the credentials of the current generation when they
-    /// are newer than those it has: key id and secret key (which it signs
-    /// with), the session token's header.
+    /// `lines` as a libcurl header list (which copies each line).
     ///
-    /// - Returns: the generation the next request is signed with.
-    private func applyCredentials() -> Int {
-        guard let credentials else { return 0 }
-        let (current, generation) = credentials.current()
-        guard generation != appliedGeneration else { return generation }
-        _ = current.accessKeyID.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_USERNAME, $0) }
-        // A NUL-terminated copy in wiping storage; libcurl keeps its own.
-        let secret = current.secretAccessKey
-        let terminated = SecureBytes(count: secret.count + 1) { (out: UnsafeMutableRawBufferPointer) in
-            secret.withUnsafeBytes { out.copyMemory(from: $0) }
+    /// - Throws: `RemoteError.setup` when out of memory.
+    private func headerList(_ lines: [[UInt8]]) throws(RemoteError) -> UnsafeMutablePointer<curl_slist>? {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in lines {
+            guard let longer = line.withCString({ curl.slistAppend(list, $0) }) else {
+                curl.slistFreeAll(list)
+                throw .setup("out of memory for request headers")
+            }
+            list = longer
         }
-        _ = terminated.withUnsafeBytes { ccurl_setopt_string(curl.setopt, handle, CURLOPT_PASSWORD, $0.baseAddress?.assumingMemoryBound(to: CChar.self)) }
-        if var old = tokenHeader { old.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
-        tokenHeader = current.sessionToken.map { token in token.withUnsafeBytes { Array("x-amz-security-token: ".utf8) + Array($0) } }
-        // The token's header goes into the header list; on failure the
-        // request goes without it and the server's refusal says so.
-        try? requireMatch(matchTag)
-        appliedGeneration = generation
+        return list
+    }
+
+    /// Signs the next request with the current credentials: its own
+    /// header list, the extra headers and `If-Match` plus `Host`,
+    /// `x-amz-content-sha256: UNSIGNED-PAYLOAD` (S3 refuses a GET whose
+    /// payload hash is missing), `x-amz-date`, `x-amz-security-token` and
+    /// `Authorization`. Our copies of the token are wiped here; libcurl's
+    /// copy in the list is freed (unwiped) at the next request.
+    ///
+    /// - Returns: the generation the request is signed with; 0 unsigned.
+    private func signRequest() -> Int {
+        guard let credentials, let signer else { return 0 }
+        let (current, generation) = credentials.current()
+        let date = AWSSignatureV4.amzDate()
+        let payload = Array("UNSIGNED-PAYLOAD".utf8)
+        var token = current.sessionToken.map { $0.withUnsafeBytes { Array($0) } }
+        var signed: [(name: [UInt8], value: [UInt8])] = [(Array("host".utf8), signedHost), (Array("x-amz-content-sha256".utf8), payload),
+                                                         (Array("x-amz-date".utf8), date)]
+        if let token { signed.append((Array("x-amz-security-token".utf8), token)) }
+        var lines = headers + (matchTag.map { [Array("If-Match: ".utf8) + $0] } ?? [])
+        lines += [Array("Host: ".utf8) + signedHost, Array("x-amz-content-sha256: ".utf8) + payload, Array("x-amz-date: ".utf8) + date]
+        if let token { lines.append(Array("x-amz-security-token: ".utf8) + token) }
+        defer {
+            token?.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+            for index in signed.indices { signed[index].value.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+            for index in lines.indices { lines[index].withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        }
+        // A failure sends the request unsigned: the server's refusal says so.
+        guard let authorization = try? signer.authorization(method: "GET", path: signedPath, query: [], headers: signed,
+                                                            payloadHash: payload, amzDate: date, credentials: current) else {
+            return generation
+        }
+        lines.append(authorization)
+        guard let list = try? headerList(lines),
+              ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
+            return generation
+        }
+        curl.slistFreeAll(requestList)
+        requestList = list
         return generation
     }
 
     deinit {
-        if var old = tokenHeader { old.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
+        curl.slistFreeAll(requestList)
     }
 
     private static func release(curl: LibCurl, handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
@@ -201,7 +223,7 @@ final class HTTPConnection: @unchecked Sendable {
         sink.pointee.body_overflow = 0
         sink.pointee.headers_length = 0
         sink.pointee.error.0 = 0
-        let generation = applyCredentials()
+        let generation = signRequest()
         let range = "\(offset)-\(offset + UInt64(count) - 1)"
         _ = range.withCString { ccurl_setopt_string(curl.setopt, handle, CURLOPT_RANGE, $0) }
         _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)

@@ -492,11 +492,12 @@ package final class RemoteBundleSource: ByteSource {
 
     /// Fetches `unit` (claimed by the caller) whole in one request, stores
     /// it and releases it: read-ahead and `--prefetch all`.
-    private func fetchWhole(_ unit: Range<UInt64>, group: DispatchGroup, cache: CiphertextCache) {
+    private func fetchWhole(_ unit: Range<UInt64>, group: DispatchGroup, cache: CiphertextCache,
+                            priority: ConnectionSlots.Priority = .read) {
         let bytes = UnitBuffer(count: Int(unit.count))
         var failure: RemoteError?
         do throws(RemoteError) {
-            try http.fetch(offset: unit.lowerBound, count: bytes.count, into: bytes.slice(0..<bytes.count))
+            try http.fetch(offset: unit.lowerBound, count: bytes.count, into: bytes.slice(0..<bytes.count), priority: priority)
         } catch {
             failure = error
         }
@@ -609,11 +610,21 @@ package final class RemoteBundleSource: ByteSource {
             : coalesced(firsts) + zip(ranges, firsts).compactMap { $1.upperBound < $0.upperBound ? $1.upperBound..<$0.upperBound : nil }
         let workers = max(1, min(connectionCount, order.count))
         prefetching.async { [self] in
-            DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                for index in stride(from: worker, to: order.count, by: workers) {
-                    prefetch(order[index], cache: cache, within: exactly ? order[index] : nil)
+            // One thread per connection (``PrefetchThread``), each taking
+            // the next range in list order.
+            let next = PrefetchCursor()
+            let done = DispatchGroup()
+            for _ in 0..<workers {
+                done.enter()
+                let work: @Sendable () -> Void = { [self] in
+                    defer { done.leave() }
+                    while let index = next.take(below: order.count) {
+                        prefetch(order[index], cache: cache, within: exactly ? order[index] : nil)
+                    }
                 }
+                if !PrefetchThread.start(work) { work() }
             }
+            done.wait()
         }
     }
 
@@ -648,7 +659,9 @@ package final class RemoteBundleSource: ByteSource {
             case .stored(let unit), .waitFor(let unit, _):
                 position = unit.upperBound
             case .owned(let unit, let group):
-                fetchWhole(unit, group: group, cache: cache)
+                // Behind every read that waits for a connection: the
+                // application's reads go first (``ConnectionSlots``).
+                fetchWhole(unit, group: group, cache: cache, priority: .background)
                 position = unit.upperBound
             }
         }
@@ -700,5 +713,16 @@ extension RemoteBundleSource: StatusReportingSource {
                        ("source.\(index).last_error", line(source.lastError ?? ""))]
         }
         return fields
+    }
+}
+
+/// The next range of a start-up list to fetch, shared by its workers.
+private final class PrefetchCursor: Sendable {
+    private let next = Atomic<Int>(0)
+
+    /// The next index, or nil once `count` were taken.
+    func take(below count: Int) -> Int? {
+        let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        return index < count ? index : nil
     }
 }

@@ -45,6 +45,9 @@ final class RemoteOrigin: @unchecked Sendable {
         /// index tag). Kept apart from `state`: a mirror set aside before
         /// its first check is still unchecked when it comes back.
         var verified: Bool
+        /// Whether a background probe is scheduled or running
+        /// (``HTTPByteSource/scheduleProbe(_:)``): one at a time.
+        var probing = false
     }
 
     let location: RemoteLocation
@@ -53,7 +56,7 @@ final class RemoteOrigin: @unchecked Sendable {
     let sendsIfMatch: Bool
     let health: Mutex<Health>
     private let idle: Mutex<[HTTPConnection]>
-    private let slots: DispatchSemaphore
+    private let slots: ConnectionSlots
     /// Nonzero while the source is set aside (one of several): its
     /// transfers in flight end at once instead of each waiting out its
     /// share of the deadline. Read by libcurl's progress callback.
@@ -76,7 +79,7 @@ final class RemoteOrigin: @unchecked Sendable {
         self.sendsIfMatch = sendsIfMatch
         health = Mutex(Health(state: state, etag: etag, verified: state != .unverified))
         idle = Mutex(connection.map { [$0] } ?? [])
-        slots = DispatchSemaphore(value: max(1, options.connections))
+        slots = ConnectionSlots(count: options.connections)
     }
 
     deinit { abandon.deallocate() }
@@ -131,14 +134,17 @@ final class RemoteOrigin: @unchecked Sendable {
     ///
     /// - Throws: `RemoteError`; ``RemoteError/replaced`` when the source
     ///   answers for another object (412, 404, 416, another size or ETag).
+    ///
+    /// - Parameter priority: whether a read waits for the bytes
+    ///   (``ConnectionSlots``).
     func fetch(offset: UInt64, count: Int, size: UInt64, into buffer: UnsafeMutableRawBufferPointer, until deadline: DispatchTime,
-               policy: RemoteRetryPolicy) throws(RemoteError) {
+               policy: RemoteRetryPolicy, priority: ConnectionSlots.Priority = .read) throws(RemoteError) {
         let credentials = location.signingRegion == nil ? nil : options.s3.credentials
         var renewed = false
         abandon.pointee = 0
         try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
             guard health.withLock({ $0.state }) != .refused else { throw .replaced }
-            let connection = try borrowConnection(until: deadline)
+            let connection = try borrowConnection(priority, until: deadline)
             defer { giveBack(connection) }
             let response = connection.get(offset: offset, count: count, into: buffer, timeoutMilliseconds: timeout)
             if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
@@ -171,21 +177,21 @@ final class RemoteOrigin: @unchecked Sendable {
 
     /// A connection for one request: an idle one, or a new one while
     /// fewer than `connections` exist; waits for one until `deadline`.
-    private func borrowConnection(until deadline: DispatchTime) throws(RemoteError) -> HTTPConnection {
-        guard slots.wait(timeout: deadline) == .success else { throw .gaveUp(last: "no free connection") }
+    private func borrowConnection(_ priority: ConnectionSlots.Priority, until deadline: DispatchTime) throws(RemoteError) -> HTTPConnection {
+        guard slots.acquire(priority, until: deadline) else { throw .gaveUp(last: "no free connection") }
         if let connection = idle.withLock({ $0.popLast() }) { return connection }
         do {
             let etag = sendsIfMatch ? health.withLock { $0.etag } : nil
             return try HTTPConnection(location: location, options: options, ifMatch: etag,
                                       abandon: hasAlternatives ? UnsafePointer(abandon) : nil)
         } catch {
-            slots.signal()
+            slots.release()
             throw error
         }
     }
 
     private func giveBack(_ connection: HTTPConnection) {
         idle.withLock { $0.append(connection) }
-        slots.signal()
+        slots.release()
     }
 }

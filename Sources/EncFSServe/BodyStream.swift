@@ -1,5 +1,6 @@
 import CryptCore
 import EncFSCore
+import EncFSService
 
 /// One response body, decrypted as libmicrohttpd asks for it, each call
 /// filling the response's send block (``HTTPEndpoint/blockSize``): from
@@ -13,10 +14,20 @@ import EncFSCore
 /// byte, and the log names inode and chunk as the mount does. A range
 /// decrypted ahead keeps its failure until the sender reaches it, so the
 /// bytes before the damaged chunk still go out.
-final class BodyStream {
-    private let reader: BundleReader
+///
+/// A lock wipes it (``wipe()``, registered with the bundle unless the
+/// protection is `unless-open`): the slots are wiped, the reader and the
+/// file key go, and the next fill ends the response short.
+/// `@unchecked Sendable`: `reader` and `key` change only in ``wipe()``,
+/// which runs holding the bundle's gate for writing, while every fill
+/// holds it for reading; the read-ahead threads, which do not take the
+/// gate, use them only while a slot is `filling`, and ``wipe()`` waits
+/// for those to finish (and lets no new one start) before it drops them.
+final class BodyStream: WipedAtLock, @unchecked Sendable {
+    private let bundle: LockableBundle
+    private var reader: BundleReader?
     private let entry: IndexEntry
-    private let key: SymmetricKey
+    private var key: SymmetricKey?
     private let start: UInt64
     private let length: UInt64
     private let log: ServeLog
@@ -45,8 +56,9 @@ final class BodyStream {
     private var triedSet = false
     private var ended = false
 
-    init(reader: BundleReader, entry: IndexEntry, key: SymmetricKey, start: UInt64, length: UInt64, log: ServeLog,
-         readAhead: ReadAhead?) {
+    init(bundle: LockableBundle, reader: BundleReader, entry: IndexEntry, key: SymmetricKey, start: UInt64, length: UInt64,
+         log: ServeLog, readAhead: ReadAhead?) {
+        self.bundle = bundle
         self.reader = reader
         self.entry = entry
         self.key = key
@@ -63,7 +75,17 @@ final class BodyStream {
     /// - Returns: the bytes written; -1 at the end; -2 (the response is
     ///   aborted) on any error.
     func fill(from position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        bundle.withGate { _ in fillHoldingGate(from: position, into: buffer) }
+    }
+
+    private func fillHoldingGate(from position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         guard position < length else { return -1 }
+        guard let reader, let key else {
+            log.log("info", "inode \(entry.position + 1): the server locked, response aborted")
+            return -2
+        }
+        // Sending a body is use, as a mount's reads are (`--idle-lock`).
+        bundle.activity.touch()
         let count = Int(min(UInt64(buffer.count), length - position))
         let wanted = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
         if let readAhead, let copied = fillAhead(from: position, into: wanted, pool: readAhead) {
@@ -172,7 +194,7 @@ final class BodyStream {
     /// Decrypts `range` into `slot`; called without the lock by the one
     /// thread that marked the slot `filling`.
     func decrypt(range: Int, intoSlot slot: Int) -> SlotState {
-        guard let set else { return .empty }
+        guard let set, let reader, let key else { return .empty }
         let rangeStart = UInt64(range) * UInt64(ReadAhead.slotBytes)
         let count = Int(min(UInt64(ReadAhead.slotBytes), length - rangeStart))
         let slotBase = slot * ReadAhead.slotBytes
@@ -185,9 +207,24 @@ final class BodyStream {
         }
     }
 
-    /// Ends the body (libmicrohttpd is done with the response): waits for
-    /// the ranges being decrypted, wipes the set and gives it back.
-    func end() {
+    /// At lock (holding the gate for writing): the slots wiped, the
+    /// reader and key dropped.
+    func wipe() {
+        releaseSlots()
+        reader = nil
+        key = nil
+    }
+
+    /// Called when libmicrohttpd is done with the body: the lock need no
+    /// longer wipe it, and its slots go back to the pool.
+    func finish() {
+        bundle.unregister(self)
+        releaseSlots()
+    }
+
+    /// Ends the read-ahead: waits for the ranges being decrypted, wipes
+    /// the set and gives it back; no range is decrypted after.
+    private func releaseSlots() {
         guard let pool = readAhead else { return }
         pool.lock()
         ended = true

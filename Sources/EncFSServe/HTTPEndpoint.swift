@@ -16,6 +16,8 @@ import Glibc
 /// that bounds request headers (431/414 beyond it), `Content-Length`,
 /// `Date`, HEAD without a body, and event loops on a few threads so that
 /// a slow client holds a connection slot, never a thread.
+/// What it does not (a request rate, a deadline for a whole header) is
+/// ``ConnectionGuard``'s, reached through its connection notification.
 final class HTTPEndpoint: @unchecked Sendable {
     /// Bytes libmicrohttpd asks a ``BodyStream`` for at a time: the send
     /// block it allocates with each streamed response (one read-ahead
@@ -23,11 +25,17 @@ final class HTTPEndpoint: @unchecked Sendable {
     static let blockSize = ReadAhead.slotBytes
 
     let listener: Listener
+    /// The reader while unlocked (``ServeControl``).
+    let bundle: LockableBundle
+    /// Whether a lock wipes bodies being sent (all but `unless-open`).
+    let wipesBodiesAtLock: Bool
     let handler: RequestHandler
     let log: ServeLog
     /// The `--allow-*` rules for a unix socket's peers; nil when none.
     let admission: CallerAdmission?
     let requestsServed: Atomic<Int>
+    /// The request rate and header deadline per connection.
+    let connections: ConnectionGuard
     /// Decrypts large bodies ahead of the sender (shared by the server's
     /// endpoints).
     let readAhead: ReadAhead?
@@ -37,14 +45,17 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// main thread.
     private var daemon: OpaquePointer?
 
-    init(listener: Listener, handler: RequestHandler, log: ServeLog, admission: CallerAdmission?,
-         readAhead: ReadAhead?, bodies: BodyBuffers) {
+    init(listener: Listener, bundle: LockableBundle, wipesBodiesAtLock: Bool, handler: RequestHandler, log: ServeLog,
+         admission: CallerAdmission?, connections: ConnectionGuard, readAhead: ReadAhead?, bodies: BodyBuffers) {
         self.listener = listener
+        self.readAhead = readAhead
+        self.bodies = bodies
+        self.connections = connections
+        self.bundle = bundle
+        self.wipesBodiesAtLock = wipesBodiesAtLock
         self.handler = handler
         self.log = log
         self.admission = admission
-        self.readAhead = readAhead
-        self.bodies = bodies
         requestsServed = Atomic(0)
     }
 
@@ -54,7 +65,7 @@ final class HTTPEndpoint: @unchecked Sendable {
     func start(_ limits: ServeLimits) throws {
         let me = Unmanaged.passUnretained(self).toOpaque()
         daemon = cmhd_start(listener.fd, limits.threads, limits.connections, limits.timeoutSeconds,
-                            limits.memoryPerConnection, accessThunk, me, completedThunk, me)
+                            limits.memoryPerConnection, accessThunk, me, completedThunk, me, notifyThunk, me)
         guard daemon != nil else {
             throw BundleError.io(errno: errno == 0 ? EINVAL : errno, operation: "start HTTP server on", path: Array(listener.display.utf8))
         }
@@ -83,6 +94,11 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// answered 405 at once, its body never read, and the connection ends.
     fileprivate func answer(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                             uploadSize: UnsafeMutablePointer<Int>?, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        // The first call of each request: the rate of its connection.
+        if state.pointee == nil, let context = cmhd_connection_context(connection),
+           !connections.requestStarted(Unmanaged<ConnectionGuard.Connection>.fromOpaque(context).takeUnretainedValue()) {
+            return queue(Reply(429, headers: [("Connection", "close")]), on: connection, reader: nil)
+        }
         // Compared as C strings: nothing allocated on the first call.
         let readsOnly = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0
         if state.pointee == nil, readsOnly {
@@ -93,13 +109,18 @@ final class HTTPEndpoint: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
-        guard peerAdmitted(connection) else { return queue(Reply(403), on: connection) }
-        // withCString: a short Swift string passed to C as an argument
-        // is copied to the heap first, on every request.
-        let reply = handler.reply(method: bytes(method), target: bytes(url), hosts: listener.hosts) { name in
-            name.withCString { MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }.map { bytes($0) }
+        guard peerAdmitted(connection) else { return queue(Reply(403), on: connection, reader: nil) }
+        // The gate is held until the reply is queued: a lock waits for it,
+        // and a body registered by then is wiped by the lock.
+        return bundle.withGate { reader in
+            if reader != nil { bundle.activity.touch() }
+            // withCString: a short Swift string passed to C as an argument
+            // is copied to the heap first, on every request.
+            let reply = handler.reply(reader: reader, method: bytes(method), target: bytes(url), hosts: listener.hosts) { name in
+                name.withCString { MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }.map { bytes($0) }
+            }
+            return queue(reply, on: connection, reader: reader)
         }
-        return queue(reply, on: connection)
     }
 
     /// Whether the peer passes the access rules: `SO_PEERCRED` of the
@@ -114,8 +135,9 @@ final class HTTPEndpoint: @unchecked Sendable {
         return admission.admits(uid: uid, gid: gid, pid: pid)
     }
 
-    /// Turns `reply` into a libmicrohttpd response and queues it.
-    private func queue(_ reply: Reply, on connection: OpaquePointer) -> MHD_Result {
+    /// Turns `reply` into a libmicrohttpd response and queues it; a file
+    /// body reads from `reader`.
+    private func queue(_ reply: Reply, on connection: OpaquePointer, reader: BundleReader?) -> MHD_Result {
         let response: OpaquePointer?
         switch reply.body {
         case .empty:
@@ -126,19 +148,20 @@ final class HTTPEndpoint: @unchecked Sendable {
             }
         case .file(let entry, let start, let length) where length <= UInt64(BodyBuffers.bodyBytes):
             // Whole, before the headers: sent with them in one call.
+            guard let reader else { return queue(Reply(500), on: connection, reader: nil) }
             let (base, body) = bodies.take()
-            guard BodyBuffers.fill(body, base: base, reader: handler.reader, entry: entry, start: start, length: Int(length),
-                                   log: log) else {
+            guard BodyBuffers.fill(body, base: base, reader: reader, entry: entry, start: start, length: Int(length), log: log) else {
                 BodyBuffers.giveBack(base)
-                return queue(Reply(500), on: connection)
+                return queue(Reply(500), on: connection, reader: nil)
             }
             response = MHD_create_response_from_buffer_with_free_callback_cls(Int(length), body.baseAddress, bufferReleaseThunk,
                                                                               base)
             if response == nil { BodyBuffers.giveBack(base) }
         case .file(let entry, let start, let length):
-            guard let key = try? handler.reader.fileKey(for: entry) else { return queue(Reply(500), on: connection) }
-            let stream = BodyStream(reader: handler.reader, entry: entry, key: key, start: start, length: length, log: log,
+            guard let reader, let key = try? reader.fileKey(for: entry) else { return queue(Reply(500), on: connection, reader: nil) }
+            let stream = BodyStream(bundle: bundle, reader: reader, entry: entry, key: key, start: start, length: length, log: log,
                                     readAhead: readAhead)
+            if wipesBodiesAtLock { bundle.register(stream) }
             response = MHD_create_response_from_callback(length, Self.blockSize, bodyThunk,
                                                          Unmanaged.passRetained(stream).toOpaque(), releaseThunk)
         }
@@ -163,10 +186,30 @@ private let accessThunk: MHD_AccessHandlerCallback = { cls, connection, url, met
     return endpoint.answer(connection, url: url, method: method, uploadSize: uploadSize, state: state)
 }
 
-/// Counts requests answered (`encfs-ctl status`, the tests).
-private let completedThunk: MHD_RequestCompletedCallback = { cls, _, _, _ in
+/// Counts requests answered (`encfs-ctl status`, the tests); the
+/// connection's wait for its next header starts.
+private let completedThunk: MHD_RequestCompletedCallback = { cls, connection, _, _ in
     guard let cls else { return }
-    Unmanaged<HTTPEndpoint>.fromOpaque(cls).takeUnretainedValue().requestsServed.add(1, ordering: .relaxed)
+    let endpoint = Unmanaged<HTTPEndpoint>.fromOpaque(cls).takeUnretainedValue()
+    endpoint.requestsServed.add(1, ordering: .relaxed)
+    if let connection, let context = cmhd_connection_context(connection) {
+        endpoint.connections.requestDone(Unmanaged<ConnectionGuard.Connection>.fromOpaque(context).takeUnretainedValue())
+    }
+}
+
+/// A connection opens (its ``ConnectionGuard/Connection`` is kept as its
+/// socket context) or closes (before libmicrohttpd closes its socket).
+private let notifyThunk: MHD_NotifyConnectionCallback = { cls, connection, context, code in
+    guard let cls, let connection, let context else { return }
+    let endpoint = Unmanaged<HTTPEndpoint>.fromOpaque(cls).takeUnretainedValue()
+    // MHD_CONNECTION_NOTIFY_STARTED (0; the C enum is not imported by name).
+    if code.rawValue == 0 {
+        let made = endpoint.connections.opened(fd: cmhd_connection_fd(connection))
+        context.pointee = Unmanaged.passRetained(made).toOpaque()
+    } else if let kept = context.pointee {
+        endpoint.connections.closed(Unmanaged<ConnectionGuard.Connection>.fromOpaque(kept).takeRetainedValue())
+        context.pointee = nil
+    }
 }
 
 /// libmicrohttpd's body callback: fills its buffer from the stream.
@@ -176,13 +219,13 @@ private let bodyThunk: MHD_ContentReaderCallback = { cls, position, buffer, max 
     return stream.fill(from: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
 }
 
-/// Ends a body's stream (its read-ahead slots back to the pool) and
-/// releases it when its response is done.
+/// Ends a body's stream (unregistered from the lock, its read-ahead
+/// slots wiped and back to the pool) and releases it when its response
+/// is done.
 private let releaseThunk: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
-    let stream = Unmanaged<BodyStream>.fromOpaque(cls)
-    stream.takeUnretainedValue().end()
-    stream.release()
+    Unmanaged<BodyStream>.fromOpaque(cls).takeUnretainedValue().finish()
+    Unmanaged<BodyStream>.fromOpaque(cls).release()
 }
 
 /// Returns a small body's buffer when its response is done.

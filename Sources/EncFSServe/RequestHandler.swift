@@ -1,4 +1,5 @@
 import EncFSCore
+import EncFSService
 
 /// Decides the reply to one request: the whole of HTTP as encfs-serve
 /// speaks it, apart from the wire (libmicrohttpd, ``HTTPEndpoint``).
@@ -6,14 +7,14 @@ import EncFSCore
 /// The order of the checks is part of the defence: the `Host` header
 /// first (421: a page of another origin that rebinds its DNS name to
 /// 127.0.0.1 names its own host), then the token (404 without a hint,
-/// whatever the method or path), then the method (405), then the path.
+/// whatever the method or path), then the method (405), then whether the
+/// bundle is locked (503, no hint), then the path.
+///
+/// It keeps no reader: the one of ``LockableBundle`` comes with each
+/// request, so that a lock leaves nothing here to wipe.
 final class RequestHandler: Sendable {
-    let reader: BundleReader
     let settings: ServeSettings
     let types: ContentTypes
-    /// The first 8 bytes of the bundle id in hex: an ETag names the bundle
-    /// as well as the file, so a replaced bundle never answers 304.
-    private let tagPrefix: String
 
     // Made once: an `Array("GET".utf8)` in a comparison is an allocation
     // per request.
@@ -21,17 +22,15 @@ final class RequestHandler: Sendable {
     private static let head = Array("HEAD".utf8)
     private static let bearerPrefix = Array("Bearer ".utf8)
 
-    init(reader: BundleReader, settings: ServeSettings, types: ContentTypes) {
-        self.reader = reader
+    init(settings: ServeSettings, types: ContentTypes) {
         self.settings = settings
         self.types = types
-        tagPrefix = Hex.encode(Array(reader.header.bundleID.prefix(8)))
-        commonHeaders = [("X-Content-Type-Options", "nosniff"), ("Cache-Control", settings.cacheControl)]
     }
 
     /// The reply to `method` on `target` (the request target as sent),
-    /// with `header` looking up request headers by name.
-    func reply(method: [UInt8], target: [UInt8], hosts: HostCheck, header: (String) -> [UInt8]?) -> Reply {
+    /// with `header` looking up request headers by name; `reader` is nil
+    /// while the bundle is locked.
+    func reply(reader: BundleReader?, method: [UInt8], target: [UInt8], hosts: HostCheck, header: (String) -> [UInt8]?) -> Reply {
         guard hosts.admits(header("Host")) else { return Reply(421) }
         let bearer = settings.token.map { token in
             guard let value = header("Authorization"), value.count == token.count + 7,
@@ -42,31 +41,32 @@ final class RequestHandler: Sendable {
         if case .unauthorized = mapped { return Reply(404) }
         let isHead = method == Self.head
         guard isHead || method == Self.get else { return Reply(405, headers: [("Allow", "GET, HEAD")]) }
+        guard let reader else { return Reply(503) }
         switch mapped {
         case .unauthorized: return Reply(404)
         case .malformed: return Reply(400)
         case .tokenRoot: return Reply(301, headers: [("Location", String(decoding: target, as: UTF8.self) + "/")])
         case .path(let path, let trailingSlash):
-            return reply(path: path, trailingSlash: trailingSlash, target: target, header: header)
+            return reply(reader, path: path, trailingSlash: trailingSlash, target: target, header: header)
         }
     }
 
     /// The reply for a path inside the bundle.
-    private func reply(path: [UInt8], trailingSlash: Bool, target: [UInt8], header: (String) -> [UInt8]?) -> Reply {
+    private func reply(_ reader: BundleReader, path: [UInt8], trailingSlash: Bool, target: [UInt8], header: (String) -> [UInt8]?) -> Reply {
         let index = reader.index
-        guard let entry = resolved(path) else { return Reply(404) }
+        guard let entry = resolved(path, in: reader) else { return Reply(404) }
         switch entry.kind {
         case .file:
             guard !trailingSlash else { return Reply(404) }
             let name = (try? index.name(of: entry)) ?? []
-            return fileReply(entry, name: name, header: header)
+            return fileReply(entry, name: name, bundleID: reader.header.bundleID, header: header)
         case .directory:
             guard trailingSlash else {
                 return Reply(301, headers: [("Location", String(decoding: target, as: UTF8.self) + "/")])
             }
-            if let indexName = settings.index, let page = resolved(path + [UInt8(ascii: "/")] + indexName),
+            if let indexName = settings.index, let page = resolved(path + [UInt8(ascii: "/")] + indexName, in: reader),
                page.kind == .file {
-                return fileReply(page, name: indexName, header: header)
+                return fileReply(page, name: indexName, bundleID: reader.header.bundleID, header: header)
             }
             guard settings.listsDirectories, let page = DirectoryListing.page(of: entry, in: index) else { return Reply(404) }
             return Reply(200, headers: commonHeaders + [("Content-Type", "text/html; charset=utf-8")], body: .bytes(page))
@@ -78,22 +78,27 @@ final class RequestHandler: Sendable {
     /// The entry at `path`, symlinks followed inside the bundle only (as
     /// the mount: `SymlinkContainment`); nil for anything not there or
     /// not reachable.
-    private func resolved(_ path: [UInt8]) -> IndexEntry? {
+    private func resolved(_ path: [UInt8], in reader: BundleReader) -> IndexEntry? {
         try? reader.index.resolve(path: path, followingLast: true)
     }
 
-    /// Headers every successful reply carries (made once: a computed
-    /// array was an allocation per request).
-    private let commonHeaders: [(String, String)]
+    /// Headers every successful reply carries.
+    private var commonHeaders: [(String, String)] {
+        [("X-Content-Type-Options", "nosniff"), ("Cache-Control", settings.cacheControl)]
+    }
 
     /// A file's reply: conditions (304), ranges (206, 416) and the body.
-    private func fileReply(_ entry: IndexEntry, name: [UInt8], header: (String) -> [UInt8]?) -> Reply {
+    ///
+    /// The ETag starts with the first 8 bytes of the bundle id in hex: it
+    /// names the bundle as well as the file, so a replaced bundle never
+    /// answers 304.
+    private func fileReply(_ entry: IndexEntry, name: [UInt8], bundleID: [UInt8], header: (String) -> [UInt8]?) -> Reply {
         let size = entry.fileSize
-        let tag = "\"\(tagPrefix)-\(entry.position)-\(size)-\(entry.mtimeSeconds)\""
+        let tag = "\"\(Hex.encode(Array(bundleID.prefix(8))))-\(entry.position)-\(size)-\(entry.mtimeSeconds)\""
         let modified = HTTPDate.format(entry.mtimeSeconds)
         // Room for every header of a 206: one allocation.
         var headers: [(String, String)] = []
-        headers.reserveCapacity(commonHeaders.count + 5)
+        headers.reserveCapacity(7)
         headers += commonHeaders
         headers.append(("ETag", tag))
         headers.append(("Last-Modified", modified))

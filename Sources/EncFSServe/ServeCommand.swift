@@ -57,10 +57,34 @@ package enum ServeCommand {
                                any caching lets a browser write the
                                plaintext to its disk cache)
 
+    locking (as encfs-mount; controlled with encfs-ctl --name NAME):
+      --name NAME              create a control socket named NAME (1 to 64 of
+                               A-Z a-z 0-9 . _ -) in /run/encfs for root,
+                               $XDG_RUNTIME_DIR/encfs otherwise: encfs-ctl
+                               --name NAME status|lock|unlock
+      --protection CLASS       when keys go away (encfs-ctl --name NAME lock):
+                               complete: at lock, bodies being sent are cut;
+                               unless-open: at lock, bodies being sent
+                               finish first; until-unmount (default): only
+                               at exit, and encfs-ctl lock needs --force
+      --idle-lock DURATION     lock after DURATION without a request: 90s,
+                               15m, 1h (implies --protection complete)
+      --start-locked           start without a key (no key options); serve
+                               nothing until encfs-ctl --name NAME unlock
+      while locked, a request with a valid token gets 503 with no body; the
+      lock options need --name
+
     limits:
       --max-connections N      connections at once per listener (default 256)
       --timeout SECONDS        idle time before a connection is closed
                                (default 30)
+      --header-timeout SECONDS a connection must send a whole request header
+                               within this time of opening or of its last
+                               response, however slowly bytes trickle in
+                               (default 10; slowloris clients are cut off)
+      --max-request-rate N     requests one connection may start per second
+                               (default 50000; 0: no limit); the one over
+                               gets 429 and the connection is closed
       --log-file FILE          append the log there instead of stderr
 
     key options (any one that opens a key slot is enough):
@@ -74,7 +98,7 @@ package enum ServeCommand {
     reader options:
     \(ReaderOptions.help)
 
-    remote bundles (URL: http:// or https://):
+    remote bundles (URL: http://, https:// or s3://BUCKET/KEY):
     \(RemoteCommandLine.help)
 
     origin options:
@@ -102,11 +126,15 @@ package enum ServeCommand {
         .init(["--cache-control"], takesValue: true),
         .init(["--max-connections"], takesValue: true),
         .init(["--timeout"], takesValue: true),
+        .init(["--header-timeout"], takesValue: true),
+        .init(["--max-request-rate"], takesValue: true),
         .init(["--log-file"], takesValue: true),
+        .init(["--name"], takesValue: true),
         .init(["--help", "-h"], takesValue: false),
         VersionOption.option,
     ] + KeyOptions.parserOptions + ReaderOptions.parserOptions + RemoteCommandLine.parserOptions
-      + AccessOptions.parserOptions.filter { $0.names != ["--enforce-reads"] })
+      + AccessOptions.parserOptions.filter { $0.names != ["--enforce-reads"] }
+      + LockOptions.parserOptions.filter { $0.names != [LockOptions.controlDirectoryOption] })
 
     package static func run(_ arguments: [[UInt8]]) -> Int32 {
         ProcessArguments.hideAddresses()

@@ -24,6 +24,11 @@ struct ServePlan {
     var limits = ServeLimits()
     let rules: AccessRules
     let logFile: [UInt8]?
+    /// `--protection`, `--idle-lock`, `--start-locked`, as for a mount.
+    let lock: LockSettings
+    /// `--name`: the control socket's name (`encfs-ctl --name NAME`); nil
+    /// without a control socket.
+    let name: [UInt8]?
 
     init(_ args: ArgumentParser.Result) throws {
         let address = try RemoteCommandLine.address(from: args)
@@ -82,6 +87,18 @@ struct ServePlan {
             }
             settings.cacheControl = String(decoding: value, as: UTF8.self)
         }
+        limits = try Self.limits(from: args)
+        (lock, name) = try Self.lockPlan(args, remote: address != nil)
+        rules = try AccessOptions.rules(from: args)
+        if rules.restrictsCallers, !listensOnUnixOnly {
+            throw UsageError("--allow-uid, --allow-gid, --allow-exe and --allow-cgroup need every --listen to be a unix socket: the peer of a TCP connection cannot be identified")
+        }
+    }
+
+    /// `--max-connections`, `--timeout`, `--max-request-rate`,
+    /// `--header-timeout`.
+    private static func limits(from args: ArgumentParser.Result) throws -> ServeLimits {
+        var limits = ServeLimits()
         if let text = args.value("--max-connections") {
             guard let n = UInt32(String(decoding: text, as: UTF8.self)), n > 0, n <= 65536 else {
                 throw UsageError("--max-connections must be a number from 1 to 65536")
@@ -94,10 +111,41 @@ struct ServePlan {
             }
             limits.timeoutSeconds = n
         }
-        rules = try AccessOptions.rules(from: args)
-        if rules.restrictsCallers, !listensOnUnixOnly {
-            throw UsageError("--allow-uid, --allow-gid, --allow-exe and --allow-cgroup need every --listen to be a unix socket: the peer of a TCP connection cannot be identified")
+        if let text = args.value("--max-request-rate") {
+            guard let n = Int(String(decoding: text, as: UTF8.self)), n >= 0, n <= 1_000_000 else {
+                throw UsageError("--max-request-rate must be a number of requests per second from 0 (no limit) to 1000000")
+            }
+            limits.requestsPerSecond = n
         }
+        if let text = args.value("--header-timeout") {
+            guard let n = Int(String(decoding: text, as: UTF8.self)), n > 0, n <= 3600 else {
+                throw UsageError("--header-timeout must be a number of seconds from 1 to 3600")
+            }
+            limits.headerSeconds = n
+        }
+        return limits
+    }
+
+    /// The lock settings and `--name`: lock options need a name, since
+    /// only `encfs-ctl --name NAME unlock` can unlock.
+    private static func lockPlan(_ args: ArgumentParser.Result, remote: Bool) throws -> (LockSettings, [UInt8]?) {
+        var lock = try LockOptions.settings(from: args)
+        let name = args.value("--name")
+        if let name, !ControlSocket.isValidServerName(name) {
+            throw UsageError("--name must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)")
+        }
+        if name == nil, lock.needsEveryOpen {
+            throw UsageError("\(LockOptions.protection), \(LockOptions.idleLock) and \(LockOptions.startLocked) need --name NAME "
+                             + "(encfs-ctl --name NAME unlocks the server)")
+        }
+        if name != nil, lock.controlDirectory == nil {
+            throw UsageError("--name needs a control socket directory, and XDG_RUNTIME_DIR is not set")
+        }
+        if remote || RemoteCommandLine.isRemote(args.positionals.first ?? []), lock.startsLocked {
+            throw UsageError("\(LockOptions.startLocked) is not supported for a remote bundle")
+        }
+        if name == nil { lock.controlDirectory = nil }
+        return (lock, name)
     }
 
     static func describe(_ address: ListenAddress) -> String {

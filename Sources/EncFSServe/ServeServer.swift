@@ -12,13 +12,20 @@ final class ServeServer {
     let plan: ServePlan
     let token: [UInt8]?
     let endpoints: [HTTPEndpoint]
+    /// The control socket (`--name`); started by ``run(diagnostics:)``.
+    let control: ControlServer?
+    /// Every endpoint's per-connection limits; its reaper thread runs
+    /// while the server does.
+    let connections: ConnectionGuard
     /// How long requests in flight may take to finish after SIGTERM.
     static let drainTime: Duration = .seconds(5)
 
-    private init(plan: ServePlan, token: [UInt8]?, endpoints: [HTTPEndpoint]) {
+    private init(plan: ServePlan, token: [UInt8]?, endpoints: [HTTPEndpoint], control: ControlServer?, connections: ConnectionGuard) {
         self.plan = plan
+        self.connections = connections
         self.token = token
         self.endpoints = endpoints
+        self.control = control
     }
 
     /// Opens the bundle, reads or makes the token, binds every listener:
@@ -28,13 +35,18 @@ final class ServeServer {
         let source: any ByteSource = RemoteCommandLine.isRemote(plan.bundle)
             ? try RemoteCommandLine.source(for: plan.bundle, options: try RemoteCommandLine.options(from: args), args: args)
             : try FileByteSource(path: plan.bundle)
-        let materials = try KeyOptions.gather(from: args, confirm: false)
-        let reader = try BundleReader.open(source: source, materials: materials, options: options)
+        // Handed over at once: the bundle holds the only reference, so a
+        // lock wipes the keys by dropping it.
+        let reader = plan.lock.startsLocked ? ReaderHandoff(nil)
+            : ReaderHandoff(try BundleReader.open(source: source, materials: try KeyOptions.gather(from: args, confirm: false),
+                                                  options: options))
+        let bundle = LockableBundle(reader: reader.take(), source: source, options: options,
+                                    indexCacheBytes: IndexPages.defaultCacheBytes)
         let token = plan.requiresToken ? try ServeToken.make(file: plan.tokenFile) : nil
         let log = try ServeToken.log(file: plan.logFile)
         var settings = plan.settings
         settings.token = token
-        let handler = RequestHandler(reader: reader, settings: settings, types: ContentTypes())
+        let handler = RequestHandler(settings: settings, types: ContentTypes())
         let listeners: [Listener]
         do {
             if let passed = try Listener.fromSystemd(acceptsAnyHost: plan.acceptsAnyHost) {
@@ -63,12 +75,26 @@ final class ServeServer {
         }
         let rules = try AccessOptions.resolvingExecutables(plan.rules)
         let admission = rules.restrictsCallers ? CallerAdmission(rules: rules) { log.log("warning", $0) } : nil
+        let wipesBodies = plan.lock.protection != .unlessOpen
+        let connections = ConnectionGuard(requestsPerSecond: plan.limits.requestsPerSecond, headerSeconds: plan.limits.headerSeconds)
         let readAhead = ReadAhead.forThisMachine()
         let bodies = BodyBuffers(keptBuffers: 32)
         let endpoints = listeners.map {
-            HTTPEndpoint(listener: $0, handler: handler, log: log, admission: admission, readAhead: readAhead, bodies: bodies)
+            HTTPEndpoint(listener: $0, bundle: bundle, wipesBodiesAtLock: wipesBodies, handler: handler, log: log, admission: admission,
+                         connections: connections, readAhead: readAhead, bodies: bodies)
         }
-        return ServeServer(plan: plan, token: token, endpoints: endpoints)
+        var control: ControlServer?
+        if let name = plan.name, let directory = plan.lock.controlDirectory {
+            let controller = ServeControl(bundle: bundle, lockSettings: plan.lock, name: name, endpoints: endpoints, log: log)
+            do {
+                control = try ControlServer(controller: controller, socketPath: ControlSocket.path(forServer: name, in: directory),
+                                            directory: directory)
+            } catch {
+                listeners.forEach { $0.removeSocketFile() }
+                throw error
+            }
+        }
+        return ServeServer(plan: plan, token: token, endpoints: endpoints, control: control, connections: connections)
     }
 
     /// Serves until SIGTERM or SIGINT.
@@ -89,7 +115,11 @@ final class ServeServer {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
         defer { endpoints.forEach { $0.listener.removeSocketFile() } }
+        try connections.start()
+        defer { connections.stop() }
         for endpoint in endpoints { try endpoint.start(plan.limits) }
+        try control?.start()
+        defer { control?.stop() }
         let tokenPath = token.map { String(decoding: $0, as: UTF8.self) + "/" } ?? ""
         let urls = endpoints.map { $0.listener.url + tokenPath }
         let text: String

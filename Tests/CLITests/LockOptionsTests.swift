@@ -3,6 +3,7 @@ import EncFSCore
 @testable import EncFSCLI
 @testable import EncFSMountCLI
 @testable import EncFSMount
+@testable import EncFSService
 import SharedTestSupport
 import XCTest
 

@@ -49,6 +49,8 @@ final class FragmentTests: XCTestCase {
         options.scrypt = .testing
         options.compression = .zstd
         options.fragmentThreshold = threshold
+        // Fragments of one chunk, as before fragment units (FragmentUnitTests has larger ones).
+        options.fragmentUnitLog2 = chunkSizeLog2
         options.signingKey = signingKey
         let summary = try BundleWriter.pack(source: source, destination: path, options: options) { message, path in
             XCTFail("unexpected warning: \(message) (\(path.debugPath))")
@@ -82,7 +84,7 @@ final class FragmentTests: XCTestCase {
     func testRoundTrip_EveryChunkSize_AroundTheThreshold() throws {
         for log2 in BundleFormat.chunkSizeLog2Range {
             let cs = 1 << Int(log2)
-            let threshold = FragmentPacker.defaultThreshold(chunkSize: UInt64(cs))
+            let threshold = FragmentPacker.defaultThreshold(chunkSize: UInt64(cs), unitSize: UInt64(cs))
             var files: [(String, [UInt8])] = [
                 ("empty", []), ("one", [0x41]), ("below.c", text(threshold - 1, seed: 1)), ("at.c", text(threshold, seed: 2)),
                 ("above.c", text(threshold + 1, seed: 3)), ("big.bin", text(2 * cs + 5, seed: 4)), ("d/empty.h", []),
@@ -182,11 +184,11 @@ final class FragmentTests: XCTestCase {
     /// with a flat index, in version 1; other flags are unknown.
     func testHeaderFlag_RefusedOutsideCompressedPagedVersion2() throws {
         let zstdPaged: [UInt8] = [1, 3, 0x40, 0, 0, 0]
-        XCTAssertNoThrow(try zstdPaged.withUnsafeBytes { try BundleFeatures.parse(version: 2, flags: 1, bytes: $0) })
+        XCTAssertNoThrow(try zstdPaged.withUnsafeBytes { try BundleFeatures.parse(version: 2, flags: 1, chunkSizeLog2: 12, bytes: $0) })
         for (version, feature, flags) in [(UInt16(2), [UInt8]([0, 0, 0x40, 0, 0, 0]), UInt16(1)), (2, [1, 3, 0, 0, 0, 0], 1),
                                           (1, [0, 0, 0, 0, 0, 0], 1), (2, zstdPaged, 2), (2, zstdPaged, 0x8001)] {
             XCTAssertThrowsBundleError(.corruptHeader, "version \(version), flags \(flags)") {
-                try feature.withUnsafeBytes { try BundleFeatures.parse(version: version, flags: flags, bytes: $0) }
+                try feature.withUnsafeBytes { try BundleFeatures.parse(version: version, flags: flags, chunkSizeLog2: 12, bytes: $0) }
             }
         }
     }

@@ -259,6 +259,39 @@ final class GoldenBundleTests: XCTestCase {
         try checkBroken(version: "v2-fragments")
     }
 
+    // MARK: - Version 2, fragment units
+
+    /// `Fixtures/v2-fragment-units/golden.bundle`: 4 KiB chunks, small
+    /// files in two fragments of 16 KiB units (header flags 0x0E01), the
+    /// first filled past one chunk, one slice shared by two paths; it
+    /// keeps opening, matches its manifest, and verify finds it intact.
+    func testOpen_GoldenV2FragmentUnitsBundle_MatchesManifest() throws {
+        let reader = try checkGolden(with: goldenKey(version: "v2-fragment-units"), version: "v2-fragment-units")
+        XCTAssertTrue(reader.header.features.hasFragments)
+        XCTAssertEqual(reader.header.features.fragmentUnitLog2, 14)
+        let a = try reader.entry(bytes("a.h")), copy = try reader.entry(bytes("lib/copy.h"))
+        let h2 = try reader.entry(bytes("lib/h2.h")), hello = try reader.entry(bytes("hello.txt"))
+        let notes = try reader.entry(bytes("notes.txt"))
+        XCTAssertTrue(a.isFragmentSlice && h2.isFragmentSlice && hello.isFragmentSlice && notes.isFragmentSlice)
+        XCTAssertEqual(a.fragmentDescriptor, copy.fragmentDescriptor)
+        XCTAssertEqual(a.sliceOffset, copy.sliceOffset)
+        XCTAssertEqual(a.fragmentDescriptor, h2.fragmentDescriptor, "one unit for noise.bin, every .h and hello.txt")
+        XCTAssertEqual(a.fragmentDescriptor, hello.fragmentDescriptor, "one unit for noise.bin, every .h and hello.txt")
+        XCTAssertNotEqual(a.fragmentDescriptor, notes.fragmentDescriptor, "two fragments")
+        let first = try reader.index.body(of: a).body
+        XCTAssertEqual(first.fileSize, 16263, "filled past one 4 KiB chunk")
+        XCTAssertFalse(try reader.entry(bytes("lib/big.txt")).isFragmentSlice)
+        XCTAssertFalse(try reader.entry(bytes("empty.c")).isFragmentSlice)
+        let report = try BundleVerifier.verify(reader)
+        XCTAssertTrue(report.damaged.isEmpty)
+        try reader.index.checkWholeIndex()
+        XCTAssertTrue(try reader.index.filesSharingIDs().isEmpty)
+    }
+
+    func testOpen_BrokenV2FragmentUnitsFixtures_FailWithTheirErrors() throws {
+        try checkBroken(version: "v2-fragment-units")
+    }
+
     private func checkBroken(version: String) throws {
         let table = try decode(BrokenTable.self, "broken/expected.json", version: version)
         let key = try goldenKey(version: version)

@@ -44,7 +44,8 @@ final class FragmentMountTests: ToolTestCase {
         let source = try makeSource(threshold: 4096)
         let key = try makeKeyFile()
         let bundle = scratch.url("f.encfs")
-        try packOrThrow(source, bundle, keyFile: key, ["--compress", "zstd", "--chunk-size", "16K"])
+        // Units of one chunk, as before fragment units (FragmentUnitMountTests has larger ones).
+        try packOrThrow(source, bundle, keyFile: key, ["--compress", "zstd", "--chunk-size", "16K", "--fragment-unit", "16K"])
 
         let info = try check(try Tools.inspect(), ["info", bundle, "--key-file", key]).output
         let line = try XCTUnwrap(info.split(separator: "\n").first { $0.hasPrefix("fragments:") }, info)

@@ -1,6 +1,7 @@
 import EncFSCore
 import Foundation
 @testable import EncFSMount
+@testable import EncFSService
 import SharedTestSupport
 import XCTest
 #if canImport(Glibc)

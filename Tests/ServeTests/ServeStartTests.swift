@@ -14,11 +14,7 @@ final class ServeStartTests: ServeTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        let source = work + "/src"
-        try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
-        try "hello\n".write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
-        key = try makeKey()
-        bundle = try pack(source, key: key)
+        (key, bundle) = try packIndexPage("hello\n")
     }
 
     func testReadiness_SentOnNotifySocketOnceServing() throws {

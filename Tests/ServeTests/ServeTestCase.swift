@@ -90,6 +90,15 @@ class ServeTestCase: ToolTestCase {
         return bundle
     }
 
+    /// A key and a bundle of one page, `index.html` holding `html`.
+    func packIndexPage(_ html: String) throws -> (key: String, bundle: String) {
+        let source = work + "/src"
+        try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
+        try html.write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
+        let key = try makeKey()
+        return (key, try pack(source, key: key))
+    }
+
     /// Creates a file at a path given as bytes (names that are not UTF-8).
     func writeFile(_ path: [UInt8], _ contents: [UInt8]) throws {
         let fd = (path + [0]).withUnsafeBufferPointer {

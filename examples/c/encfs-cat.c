@@ -6,7 +6,7 @@
  *   ./encfs-cat app.bundle app.key               # every item: kind, size, path
  *   ./encfs-cat app.bundle app.key docs/a.pdf    # one file, byte for byte
  *
- * BUNDLE may be a path or an http(s):// address. Exit status: 0 done,
+ * BUNDLE may be a path, an http(s):// or an s3:// address. Exit status: 0 done,
  * 1 the bundle or the file could not be read, 2 usage.
  */
 #include <encfs.h>

@@ -12,6 +12,8 @@ extension InspectCommand {
             ("compression_level", .number(header.features.compressionLevel)),
             ("bundle_id", .string(Hex.encode(header.bundleID))),
             ("chunk_size", .number(header.layout.chunkSize)),
+            // Null for a bundle without fragments.
+            ("fragment_unit", header.features.hasFragments ? .number(header.fragmentLayout.chunkSize) : .null),
             ("bundle_size", .number(size)),
             ("verified", .bool(reader != nil)),
             ("slots", .array(header.keySlots.map(slotJSON))),

@@ -87,6 +87,10 @@ struct InspectInfo: InspectSubcommand {
         out.line("compression:    \(compressionText(header.features))")
         out.line("bundle id:      \(Hex.encode(header.bundleID))")
         out.line("chunk size:     \(header.layout.chunkSize) (\(formatBytes(header.layout.chunkSize)))")
+        if header.features.hasFragments {
+            let unit = header.fragmentLayout.chunkSize
+            out.line("fragment unit:  \(unit) (\(formatBytes(unit)))")
+        }
         out.line("bundle size:    \(size) (\(formatBytes(size)))")
         out.line("signature:      \(signature.text)")
         out.line("key slots:      \(header.keySlots.count)")

@@ -10,11 +10,16 @@
 /// ```
 /// Header flags (bytes 10 … 11), 0 in every bundle but one with fragments:
 /// ```
-/// bit 0  small files packed into shared fragments (version 2, compressed,
-///        paged index only; docs/FORMAT.md, "Fragments")
+/// bit 0      small files packed into shared fragments (version 2,
+///            compressed, paged index only; docs/FORMAT.md, "Fragments")
+/// bits 8…15  the fragment unit's log2 u (0: a fragment is cut into
+///            chunks of the chunk size): fragments are cut into units of
+///            2^u bytes, each compressed and sealed as one chunk; only with
+///            bit 0, and chunk size log2 < u ≤ 20 (``BundleHeader`` checks)
 /// ```
 /// A reader built before fragments refuses any flag, so it never misreads
-/// a fragment slice as a body of its own.
+/// a fragment slice as a body of its own; one built before fragment units
+/// refuses bits 8…15, so it never cuts a fragment at the chunk size.
 ///
 /// A version 2 bundle may also hold files that share one body
 /// (deduplication), which version 1 readers would refuse as overlapping:
@@ -32,9 +37,15 @@ package struct BundleFeatures: Sendable, Equatable {
     package let pagedIndexHeadLength: UInt32
     /// Whether small files may lie in shared fragments (header flag bit 0).
     package let hasFragments: Bool
+    /// log2 of the unit fragments are cut into (header flag bits 8…15);
+    /// 0: the chunk size, as in bundles written before fragment units.
+    package let fragmentUnitLog2: UInt8
 
     /// Header flag bit 0: ``hasFragments``.
     static let fragmentsFlag: UInt16 = 1
+    /// Header flag bits 8…15: ``fragmentUnitLog2``.
+    static let fragmentUnitShift: UInt16 = 8
+    static let fragmentUnitMask: UInt16 = 0xFF00
 
     /// A version 1 bundle: nothing compressed, no shared bodies.
     package static let version1 = BundleFeatures(formatVersion: BundleFormat.version, compression: .none, compressionLevel: 0)
@@ -59,50 +70,73 @@ package struct BundleFeatures: Sendable, Equatable {
     /// read the index).
     func withPagedIndex(headLength: UInt32) -> BundleFeatures {
         BundleFeatures(formatVersion: BundleFormat.version2, compression: compression, compressionLevel: compressionLevel,
-                       pagedIndexHeadLength: headLength, hasFragments: hasFragments)
+                       pagedIndexHeadLength: headLength, hasFragments: hasFragments, fragmentUnitLog2: fragmentUnitLog2)
     }
 
     /// These features with fragments: version 2, compressed, and (set by
     /// the paged index writer) a paged index.
     ///
+    /// - Parameter unitLog2: the fragment unit's log2, 0 for the chunk size.
     /// - Precondition: chunks are compressed.
-    func withFragments() -> BundleFeatures {
+    func withFragments(unitLog2: UInt8 = 0) -> BundleFeatures {
         precondition(isCompressed, "internal error: fragments in an uncompressed bundle")
         return BundleFeatures(formatVersion: BundleFormat.version2, compression: compression, compressionLevel: compressionLevel,
-                              pagedIndexHeadLength: pagedIndexHeadLength, hasFragments: true)
+                              pagedIndexHeadLength: pagedIndexHeadLength, hasFragments: true, fragmentUnitLog2: unitLog2)
     }
 
     /// Header bytes 10 … 11.
-    var headerFlags: UInt16 { hasFragments ? Self.fragmentsFlag : 0 }
+    var headerFlags: UInt16 {
+        hasFragments ? Self.fragmentsFlag | UInt16(fragmentUnitLog2) << Self.fragmentUnitShift : 0
+    }
+
+    /// The layout fragments are cut into in a bundle whose files use
+    /// `layout`: units of 2^``fragmentUnitLog2`` bytes, or `layout` itself.
+    package func fragmentLayout(files layout: ChunkLayout) -> ChunkLayout {
+        fragmentUnitLog2 == 0 ? layout : ChunkLayout(chunkSizeLog2: fragmentUnitLog2)
+    }
 
     /// Whether files may share a body.
     package var allowsSharedBodies: Bool { formatVersion >= BundleFormat.version2 }
 
     init(formatVersion: UInt16, compression: CompressionMethod, compressionLevel: UInt8, pagedIndexHeadLength: UInt32 = 0,
-         hasFragments: Bool = false) {
+         hasFragments: Bool = false, fragmentUnitLog2: UInt8 = 0) {
         self.formatVersion = formatVersion
         self.compression = compression
         self.compressionLevel = compressionLevel
         self.pagedIndexHeadLength = pagedIndexHeadLength
         self.hasFragments = hasFragments
+        self.fragmentUnitLog2 = fragmentUnitLog2
     }
 
     /// Parses the header flags (bytes 10 … 11) and bytes 34 … 39 of a
     /// header of `version`.
     ///
+    /// - Parameter chunkSizeLog2: the header's chunk size log2 (already
+    ///   checked), which a fragment unit must exceed.
     /// - Throws: `BundleError.corruptHeader` for unknown flags, fragments
-    ///   outside a compressed version 2 bundle with a paged index, non-zero
+    ///   outside a compressed version 2 bundle with a paged index, a
+    ///   fragment unit without fragments or out of range, non-zero
     ///   reserved bytes, an unknown method, or a level that does not fit
     ///   the method.
-    static func parse(version: UInt16, flags: UInt16, bytes b: UnsafeRawBufferPointer) throws -> BundleFeatures {
-        guard flags & ~fragmentsFlag == 0 else { throw BundleError.corruptHeader("unknown header flags 0x\(String(flags, radix: 16))") }
+    static func parse(version: UInt16, flags: UInt16, chunkSizeLog2: UInt8,
+                      bytes b: UnsafeRawBufferPointer) throws -> BundleFeatures {
+        guard flags & ~(fragmentsFlag | fragmentUnitMask) == 0 else {
+            throw BundleError.corruptHeader("unknown header flags 0x\(String(flags, radix: 16))")
+        }
         let features = try parse(version: version, bytes: b)
-        guard flags & fragmentsFlag != 0 else { return features }
+        let unitLog2 = UInt8(truncatingIfNeeded: flags >> fragmentUnitShift)
+        guard flags & fragmentsFlag != 0 else {
+            guard unitLog2 == 0 else { throw BundleError.corruptHeader("a fragment unit without fragments") }
+            return features
+        }
         guard features.isCompressed, features.hasPagedIndex else {
             throw BundleError.corruptHeader("fragments without compression or a paged index")
         }
+        guard unitLog2 == 0 || (unitLog2 > chunkSizeLog2 && BundleFormat.chunkSizeLog2Range.contains(unitLog2)) else {
+            throw BundleError.corruptHeader("fragment unit 2^\(unitLog2) out of range")
+        }
         return BundleFeatures(formatVersion: version, compression: features.compression, compressionLevel: features.compressionLevel,
-                              pagedIndexHeadLength: features.pagedIndexHeadLength, hasFragments: true)
+                              pagedIndexHeadLength: features.pagedIndexHeadLength, hasFragments: true, fragmentUnitLog2: unitLog2)
     }
 
     /// Parses header bytes 34 … 39 of a header of `version`.

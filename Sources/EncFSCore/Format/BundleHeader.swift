@@ -6,7 +6,7 @@ import CryptCore
 /// ```
 ///  0  8  magic "ENCFSBDL"
 ///  8  2  format version (1, or 2 when compressed or deduplicated)
-/// 10  2  flags (0; bit 0: fragments, ``BundleFeatures``)
+/// 10  2  flags (0; bit 0: fragments, bits 8…15: fragment unit, ``BundleFeatures``)
 /// 12  4  header length H, from byte 0 through the MAC
 /// 16 16  bundle id (random)
 /// 32  1  chunk size log2 (12 … 20)
@@ -25,6 +25,8 @@ package struct BundleHeader: Sendable {
     package let bundleID: [UInt8]
     /// The chunk layout.
     package let layout: ChunkLayout
+    /// The layout fragments are cut into (``BundleFeatures/fragmentLayout(files:)``).
+    package var fragmentLayout: ChunkLayout { features.fragmentLayout(files: layout) }
     /// The slots as stored, in order: the key slots and, when the bundle
     /// is signed, its signature slot (``signatureSlot``).
     package let slots: [KeySlot]
@@ -129,7 +131,8 @@ package struct BundleHeader: Sendable {
         guard slotCount >= 1, slotCount <= BundleFormat.maximumSlots else {
             throw BundleError.corruptHeader("slot count \(slotCount) out of range")
         }
-        let features = try BundleFeatures.parse(version: bytes.le16(at: 8), flags: bytes.le16(at: 10), bytes: try cursor.take(6, orThrow: truncated))
+        let features = try BundleFeatures.parse(version: bytes.le16(at: 8), flags: bytes.le16(at: 10), chunkSizeLog2: log2,
+                                                bytes: try cursor.take(6, orThrow: truncated))
         let payloadLength = try cursor.u64(orThrow: truncated)
         let indexOffset = try cursor.u64(orThrow: truncated)
         let indexLength = try cursor.u64(orThrow: truncated)

@@ -38,7 +38,7 @@ extension BundleIndex {
             return quotient + (remainder > 0 ? 1 : 0)
         }
         guard entry.hasChunkTable else { return layout.ciphertextSize(forPlaintextSize: entry.fileSize) }
-        let chunks = layout.chunkCount(forPlaintextSize: entry.fileSize)
+        let chunks = layout(of: entry).chunkCount(forPlaintextSize: entry.fileSize)
         let offset = Int(entry.chunkTableOffset) + Int(chunks - 1) * ChunkTableWindow.entrySize
         switch storage {
         case .flat(let pages):
@@ -68,6 +68,7 @@ extension BundleIndex {
     /// - Throws: `BundleError.corruptIndex` naming the file and chunk.
     private func checkPagedTableEntries(_ bytes: UnsafeRawBufferPointer, of entry: IndexEntry, entries: Range<UInt64>) throws {
         var previousEnd: UInt64 = 0
+        let layout = layout(of: entry)
         for (k, chunk) in entries.enumerated() {
             let value = ChunkTableWindow.entry(at: k, in: bytes)
             let end = ChunkTableWindow.end(ofEntry: value)

@@ -26,7 +26,7 @@ extension BundleIndex {
         let descriptor = withUnsafeBytes(of: head) { FragmentDescriptor($0) }
         do throws(IndexRules.Violation) {
             try IndexRules.checkFragment(descriptor, at: entry.chunkTableOffset, slice: (entry.sliceOffset, entry.fileSize),
-                                         position: entry.position, layout: layout, dataLength: dataLength,
+                                         position: entry.position, layout: fragmentLayout, dataLength: dataLength,
                                          tableStreamLength: store.directory.tableStreamLength)
         } catch {
             throw BundleError.corruptIndex(error.why)
@@ -34,6 +34,14 @@ extension BundleIndex {
         return IndexEntry(fragmentOf: entry, payloadOffset: descriptor.payloadOffset, size: descriptor.plaintextSize,
                           tableOffset: UInt32(FragmentDescriptor.tableOffset(ofDescriptorAt: entry.chunkTableOffset)))
     }
+}
+
+extension BundleIndex {
+    /// The layout `entry`'s chunks follow: fragment units for a fragment's
+    /// own entry (from ``body(of:)``), chunks of the chunk size for a
+    /// file's.
+    @inline(__always)
+    package func layout(of entry: IndexEntry) -> ChunkLayout { entry.isFragmentBody ? fragmentLayout : layout }
 }
 
 extension BundleIndex {

@@ -54,6 +54,9 @@ package final class BundleIndex: Sendable {
     let stringsOffset: Int
     /// The bundle's chunk layout.
     package let layout: ChunkLayout
+    /// The layout fragments are cut into: units of the header's fragment
+    /// unit, or ``layout`` (``BundleFeatures/fragmentLayout(files:)``).
+    package let fragmentLayout: ChunkLayout
     /// Sum of all file sizes.
     package let totalFileBytes: UInt64
     /// Number of regular files.
@@ -99,6 +102,7 @@ package final class BundleIndex: Sendable {
         storage = .flat(pages)
         self.dataLength = dataLength
         self.layout = layout
+        fragmentLayout = features.fragmentLayout(files: layout)
         self.features = features
         storedFileBytes = parsed.storedFileBytes
         distinctFileBytes = parsed.distinctFileBytes
@@ -120,6 +124,7 @@ package final class BundleIndex: Sendable {
         let directory = store.directory
         storage = .paged(store)
         self.layout = layout
+        fragmentLayout = features.fragmentLayout(files: layout)
         self.dataLength = dataLength
         self.features = features
         count = directory.entryCount

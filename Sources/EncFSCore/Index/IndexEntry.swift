@@ -45,6 +45,14 @@ package struct IndexEntry: Sendable, Equatable {
     /// with fragments): ``chunkTableOffset`` names the fragment's
     /// descriptor, bytes 40 … 47 the slice's offset in the fragment.
     static let fragmentSliceFlag: UInt8 = 2
+    /// Never in a record (the record rules refuse it): marks the entry
+    /// ``BundleIndex/body(of:)`` makes for a fragment, whose chunks are
+    /// fragment units (``BundleIndex/layout(of:)``).
+    static let fragmentBodyFlag: UInt8 = 0x80
+
+    /// Whether this is a fragment's own entry (from `BundleIndex.body(of:)`),
+    /// cut into fragment units rather than chunks.
+    package var isFragmentBody: Bool { flags & Self.fragmentBodyFlag != 0 }
 
     /// Whether the file is a slice of a shared fragment: read it through
     /// `BundleIndex.body(of:)`, never by its own payload offset.
@@ -97,7 +105,7 @@ package struct IndexEntry: Sendable, Equatable {
         (nameOffset, nameLength) = (slice.nameOffset, slice.nameLength)
         (mtimeSeconds, mtimeNanoseconds) = (slice.mtimeSeconds, slice.mtimeNanoseconds)
         (storedFirst, storedCount) = (payloadOffset, size)
-        flags = Self.hasChunkTableFlag
+        flags = Self.hasChunkTableFlag | Self.fragmentBodyFlag
         chunkTableOffset = tableOffset
         fileID = slice.fileID
     }

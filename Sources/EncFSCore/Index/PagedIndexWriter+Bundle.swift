@@ -21,7 +21,7 @@ extension PagedIndexWriter {
     /// - Throws: `BundleError.crypto`, `.limitExceeded`, what the sink throws.
     static func write(flat: [UInt8], layout: ChunkLayout, features: BundleFeatures, keys: BundleKeys, slots: [KeySlot],
                       indexOffset: UInt64, chunkDigest: [UInt8]?, signingKey: SigningKey?, into sink: ChunkSink) throws -> Written {
-        var built = try build(flat: flat, layout: layout)
+        var built = try build(flat: flat, layout: layout, fragmentLayout: features.fragmentLayout(files: layout))
         defer { built.wipe() }
         let indexLength = built.sealedLength
         var header = BundleHeader(bundleID: keys.bundleID, layout: layout, slots: slots, payloadLength: indexOffset + indexLength,

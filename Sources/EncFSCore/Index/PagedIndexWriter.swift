@@ -92,11 +92,14 @@ enum PagedIndexWriter {
 
     /// Cuts a flat index plaintext (as `IndexBuilder.serialize` makes it,
     /// so already consistent) into compressed pages.
-    static func build(flat: [UInt8], layout: ChunkLayout) throws -> Built {
-        try flat.withUnsafeBytes { try build(flat: $0, layout: layout) }
+    ///
+    /// - Parameter fragmentLayout: the units fragments are cut into
+    ///   (nil: `layout`'s chunks).
+    static func build(flat: [UInt8], layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil) throws -> Built {
+        try flat.withUnsafeBytes { try build(flat: $0, layout: layout, fragmentLayout: fragmentLayout) }
     }
 
-    static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout) throws -> Built {
+    static func build(flat: UnsafeRawBufferPointer, layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil) throws -> Built {
         let count = FlatIndexHeader(flat).entryCount
         let strings = UnsafeRawBufferPointer(rebasing: flat[(FlatIndexHeader.size + count * IndexRecord.size)...])
         let compressor = try ChunkCompressor(level: compressionLevel)
@@ -130,7 +133,8 @@ enum PagedIndexWriter {
                 IndexRecord.setTargetOffset(UInt64(page.strings.count), in: &copy)
                 page.strings += target
             case .file:
-                let body = try tables.move(tableOf: r, strings: strings, layout: layout, into: &copy)
+                let body = try tables.move(tableOf: r, strings: strings, layout: layout, fragmentLayout: fragmentLayout ?? layout,
+                                            into: &copy)
                 totals.add(fileSize: r.payload.size, body: body)
             default:
                 break
@@ -184,12 +188,12 @@ enum PagedIndexWriter {
         ///
         /// - Returns: the file's body: where it starts, its plaintext size
         ///   and its stored length (a slice's: its fragment's).
-        mutating func move(tableOf r: IndexRecord, strings: UnsafeRawBufferPointer, layout: ChunkLayout,
+        mutating func move(tableOf r: IndexRecord, strings: UnsafeRawBufferPointer, layout: ChunkLayout, fragmentLayout: ChunkLayout,
                            into copy: inout [UInt8]) throws -> (first: UInt64, size: UInt64, stored: UInt64) {
             let old = r.chunkTable
             if r.flags == IndexEntry.fragmentSliceFlag {
                 let descriptor = FragmentDescriptor(slice(strings, at: Int(old), count: FragmentDescriptor.headSize))
-                let chunks = Int(layout.chunkCount(forPlaintextSize: descriptor.plaintextSize))
+                let chunks = Int(fragmentLayout.chunkCount(forPlaintextSize: descriptor.plaintextSize))
                 let bytes = slice(strings, at: Int(old), count: FragmentDescriptor.headSize + chunks * ChunkTableWindow.entrySize)
                 try place(bytes, from: old, into: &copy)
                 let table = UnsafeRawBufferPointer(rebasing: bytes[FragmentDescriptor.headSize...])

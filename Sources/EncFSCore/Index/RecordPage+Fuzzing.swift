@@ -44,7 +44,7 @@ extension RecordPage {
     /// - Throws: `BundleError.corruptIndex` naming the page that failed.
     package static func checkPagedCopy(ofFlatIndex flat: UnsafeRawBufferPointer, layout: ChunkLayout, dataLength: UInt64,
                                        features: BundleFeatures, decompressor: ChunkDecompressor) throws {
-        var built = try PagedIndexWriter.build(flat: flat, layout: layout)
+        var built = try PagedIndexWriter.build(flat: flat, layout: layout, fragmentLayout: features.fragmentLayout(files: layout))
         defer { built.wipe() }
         let directory = try built.head.withUnsafeBytes {
             try IndexDirectory($0, remainingLength: built.sealedLength - UInt64(built.headSealedLength))

@@ -25,6 +25,9 @@ package final class BundleReader: Sendable {
     /// Sealed chunks one `pread` fetches: what a workspace's sealed buffer
     /// holds (both follow ``ChunkWorkspace/batchBytes``).
     private let batchChunks: Int
+    /// The same for fragment units (at least one: a unit larger than the
+    /// budget is fetched alone; the workspace's buffer holds it).
+    private let fragmentBatchChunks: Int
 
     private init(source: any ByteSource, header: BundleHeader, index: BundleIndex, keys: BundleKeys) {
         self.source = source
@@ -33,6 +36,7 @@ package final class BundleReader: Sendable {
         self.keys = keys
         self.bundleSize = source.size
         self.batchChunks = header.layout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
+        self.fragmentBatchChunks = header.fragmentLayout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
     }
 
     /// Opens a bundle with whichever of `materials` opens a slot.
@@ -294,8 +298,8 @@ package final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
     package func makeWorkspace() throws -> ChunkWorkspace {
-        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID, compressed: header.features.isCompressed,
-                           cachesInflatedChunks: true)
+        try ChunkWorkspace(layout: header.layout, fragmentLayout: header.fragmentLayout, bundleID: header.bundleID,
+                           compressed: header.features.isCompressed, cachesInflatedChunks: true)
     }
 
     /// Reads a fragment slice as the bytes `sliceOffset + offset …` of its
@@ -338,6 +342,8 @@ package final class BundleReader: Sendable {
         let workspace: ChunkWorkspace
         /// The caller's buffer: receives the plaintext.
         let buffer: UnsafeMutableRawBufferPointer
+        /// The entry's chunk layout: a fragment's units, or the chunks.
+        let layout: ChunkLayout
     }
 
     /// Fetches, opens and copies the chunks of one read; the read plan
@@ -352,16 +358,18 @@ package final class BundleReader: Sendable {
         guard entry.kind == .file else { throw BundleError.isADirectory }
         // The index bounded entry.payloadOffset and the sealed body by the payload,
         // and the header the payload by the file size: the sum cannot wrap.
-        let plan = header.layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.fileSize,
-                                          bodyOffset: UInt64(header.headerLength) + entry.payloadOffset,
-                                          chunksPerBatch: batchChunks)
+        let layout = index.layout(of: entry)
+        let plan = layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.fileSize,
+                                   bodyOffset: UInt64(header.headerLength) + entry.payloadOffset,
+                                   chunksPerBatch: entry.isFragmentBody ? fragmentBatchChunks : batchChunks)
         guard !plan.isEmpty else { return 0 }
         let workspace = try given ?? takeWorkspace()
         defer { if given == nil { returnWorkspace(workspace) } }
         do {
             let key = try givenKey ?? workspace.fileKey(for: entry, keys: keys)
             try entry.withFileID { fileID in
-                let context = ReadContext(entry: entry, key: key, fileID: fileID, workspace: workspace, buffer: buffer)
+                let context = ReadContext(entry: entry, key: key, fileID: fileID, workspace: workspace, buffer: buffer,
+                                          layout: layout)
                 for batch in plan {
                     // Part of a chunk this worker inflated lately: no fetch.
                     if let cache = workspace.inflated, serveFromCache(batch, cache: cache, in: context) {
@@ -394,7 +402,7 @@ package final class BundleReader: Sendable {
         // chunks are the same, so it fits the buffer.
         let window = context.entry.hasChunkTable
             ? try index.chunkTableWindow(of: context.entry, chunks: batch.chunks, into: context.workspace.tableEntries) : nil
-        let (sourceOffset, byteCount) = window.map { header.layout.storedBatch(batch, in: $0) }
+        let (sourceOffset, byteCount) = window.map { context.layout.storedBatch(batch, in: $0) }
             ?? (batch.sourceOffset, batch.byteCount)
         let fetched = UnsafeMutableRawBufferPointer(rebasing: context.workspace.sealed[0..<byteCount])
         var mayReadAgain = true
@@ -412,7 +420,7 @@ package final class BundleReader: Sendable {
             var opening = 0..<byteCount
             do {
                 for slice in batch {
-                    opening = window.map { header.layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
+                    opening = window.map { context.layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
                     try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, in: context)
                 }
                 return
@@ -457,7 +465,7 @@ package final class BundleReader: Sendable {
     @inline(__always)
     private func openChunk(_ slice: ChunkReadPlan.Slice, of batch: ChunkReadPlan.Batch, fetched: UnsafeRawBufferPointer,
                            window: ChunkTableWindow?, in context: ReadContext) throws {
-        let layout = header.layout
+        let layout = context.layout
         let sealedRange = window.map { layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
         let encoding = window.map { layout.storedEncoding(ofChunk: slice.chunk, in: $0) } ?? .raw
         let sealed = UnsafeRawBufferPointer(rebasing: fetched[sealedRange])

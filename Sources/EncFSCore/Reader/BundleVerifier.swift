@@ -57,11 +57,10 @@ package struct BundleVerifier {
     ///   the bundle ending early, `.crypto`, `.corruptIndex` from a paged
     ///   index that changed or breaks a rule that spans its pages. Damaged chunks are reported, not thrown.
     package static func verify(_ reader: BundleReader, hashing: Bool = true, progress: WorkProgress? = nil) throws -> Report {
-        let layout = reader.header.layout
-        let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
         // The reader's own scratch: a batch buffer and a locked plaintext
-        // chunk, wiped when the workspace goes.
-        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: batchBytes,
+        // chunk (or fragment unit), wiped when the workspace goes.
+        let workspace = try ChunkWorkspace(layout: reader.header.layout, fragmentLayout: reader.header.fragmentLayout,
+                                           bundleID: reader.header.bundleID, batchBytes: batchBytes,
                                            compressed: reader.header.features.isCompressed)
         // The buffers belong to the workspace: keep it alive to the end.
         defer { withExtendedLifetime(workspace) {} }
@@ -77,6 +76,8 @@ package struct BundleVerifier {
             report.files += 1
             progress?.finishFile()
         }, body: { entry in
+            let layout = index.layout(of: entry)
+            let batchChunks = layout.chunksPerBatch(batchBytes: batchBytes)
             let chunkCount = layout.chunkCount(forPlaintextSize: entry.fileSize)
             let key = try reader.fileKey(for: entry)
             var damaged: [UInt64] = []
@@ -103,7 +104,7 @@ package struct BundleVerifier {
     ///   bundle.
     private static func check(_ entry: IndexEntry, chunks: Range<UInt64>, reader: BundleReader, key: SymmetricKey,
                               fileID: UnsafeRawBufferPointer, workspace: ChunkWorkspace, hasher: SHA256.Hasher?) throws -> [UInt64] {
-        let layout = reader.header.layout
+        let layout = reader.index.layout(of: entry)
         let size = entry.fileSize
         let window = entry.hasChunkTable ? try reader.index.chunkTableWindow(of: entry, chunks: chunks, into: workspace.tableEntries) : nil
         let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)

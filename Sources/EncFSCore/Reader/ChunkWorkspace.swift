@@ -55,21 +55,27 @@ package final class ChunkWorkspace: @unchecked Sendable {
     ///   (``BundleFeatures/isCompressed``).
     /// - Parameter cachesInflatedChunks: keep the chunks partial reads
     ///   inflate (``InflatedChunkCache``; with `compressed` only).
-    init(layout: ChunkLayout, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes, compressed: Bool = false,
-         cachesInflatedChunks: Bool = false) throws {
+    /// - Parameter fragmentLayout: the bundle's fragment units, when they
+    ///   are larger than its chunks: every buffer holds the larger of the
+    ///   two (a unit is opened, inflated and cached whole like a chunk).
+    init(layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes,
+         compressed: Bool = false, cachesInflatedChunks: Bool = false) throws {
+        let units = fragmentLayout ?? layout
+        let largest = Int(max(layout.chunkSize, units.chunkSize))
         codec = try ChunkCodec(bundleID: bundleID, compressed: compressed)
-        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: Int(layout.chunkSize)) : nil
+        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: largest) : nil
         decompressor = compressed ? try ChunkDecompressor() : nil
         // A frame is shorter than its chunk (else it is stored raw).
-        frame = .allocate(byteCount: compressed ? Int(layout.chunkSize) : 0, alignment: 4096)
+        frame = .allocate(byteCount: compressed ? largest : 0, alignment: 4096)
         frame.initializeMemory(as: UInt8.self, repeating: 0)
         frameLocked = compressed && SecureMemory.lock(frame)
-        tableEntries = .allocate(byteCount: compressed ? (layout.chunksPerBatch(batchBytes: batchBytes) + 1) * ChunkTableWindow.entrySize : 0,
-                                 alignment: 8)
+        let tableSlots = max(layout.chunksPerBatch(batchBytes: batchBytes), units.chunksPerBatch(batchBytes: batchBytes)) + 1
+        tableEntries = .allocate(byteCount: compressed ? tableSlots * ChunkTableWindow.entrySize : 0, alignment: 8)
         tableEntries.initializeMemory(as: UInt8.self, repeating: 0)
-        sealed = .allocate(byteCount: layout.batchCapacity(batchBytes: batchBytes), alignment: 4096)
+        sealed = .allocate(byteCount: max(layout.batchCapacity(batchBytes: batchBytes), units.batchCapacity(batchBytes: batchBytes)),
+                           alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
-        plaintext = .allocate(byteCount: Int(layout.chunkSize), alignment: 4096)
+        plaintext = .allocate(byteCount: largest, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
         plaintextLocked = SecureMemory.lock(plaintext)
         cachedPositions = Array(repeating: -1, count: Self.cachedKeyCount)

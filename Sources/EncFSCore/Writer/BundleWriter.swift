@@ -35,9 +35,15 @@ package struct PackOptions: Sendable {
     package var indexLayout = IndexLayout.automatic
     /// With compression, files of 1 byte up to (not including) this size
     /// go into shared fragments (``FragmentPacker``; capped at the chunk
-    /// size); nil: ``FragmentPacker/defaultThreshold(chunkSize:)``, 0: none.
+    /// size); nil: ``FragmentPacker/defaultThreshold(chunkSize:unitSize:)``, 0: none.
     /// A flat ``indexLayout`` has none (fragments need a paged index).
     package var fragmentThreshold: Int?
+    /// log2 of the unit fragments are filled to and compressed in (one
+    /// zstd frame, one sealed chunk each); nil:
+    /// ``FragmentPacker/defaultUnitLog2(chunkSizeLog2:)``. At most the
+    /// chunk size log2 means the chunk size (bundles as written before
+    /// fragment units); at most ``BundleFormat/chunkSizeLog2Range``'s top.
+    package var fragmentUnitLog2: UInt8?
 
     package init() {}
 }
@@ -118,8 +124,10 @@ package enum BundleWriter {
         // Small files go into fragments, after every other body; fragments
         // live in a paged index, so a flat one asked for has none.
         var fragments = FragmentPacker(threshold: options.compression == .none || options.indexLayout == .flat ? 0
-                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: plan.layout.chunkSize),
-                                       chunkSize: plan.layout.chunkSize)
+                                           : options.fragmentThreshold ?? FragmentPacker.defaultThreshold(chunkSize: plan.layout.chunkSize,
+                                                                                                    unitSize: plan.fragmentLayout.chunkSize),
+                                       chunkSize: plan.layout.chunkSize,
+                                       unit: plan.fragmentLayout)
         let fragmentOrder = fragments.order(plan.tree.nodes)
         // Files in the order they are read; the prefetcher keeps the disk
         // busy ahead of them.
@@ -166,10 +174,12 @@ package enum BundleWriter {
                 options.progress?.finishFile()
             }
         }
+        let unitPipeline = fragmentOrder.isEmpty ? nil : try unitPipeline(plan, encryptor: encryptor, sink: sink)
         let sliceOffsets = try writeFragments(&fragments, order: fragmentOrder, source: source, plan: &plan, bodies: &bodies,
-                                              summary: &summary, encryptor: encryptor, sink: sink)
+                                              summary: &summary, encryptor: encryptor, pipeline: unitPipeline, sink: sink)
         // Every chunk in the sink, every body complete.
         try encryptor.finish()
+        try unitPipeline?.finish()
         prefetcher.stop()
         summary.directories -= 1 // the root is not counted
         summary.skipped = plan.tree.skipped
@@ -178,16 +188,29 @@ package enum BundleWriter {
         return (bodies, sliceOffsets, summary)
     }
 
+    /// The pipeline of fragment units larger than chunks (nil when units
+    /// are chunks), started once every file's chunks are in the sink: a
+    /// pipeline hands its chunks to the sink in order, so the two never
+    /// interleave.
+    private static func unitPipeline(_ plan: PackPlan, encryptor: FileEncryptor, sink: ChunkSink) throws -> ChunkPipeline? {
+        guard plan.fragmentLayout != plan.layout else { return nil }
+        try encryptor.finish()
+        return try ChunkPipeline(chunkSize: Int(plan.fragmentLayout.chunkSize), level: plan.options.compressionLevel,
+                                 bundleID: plan.bundleID, sink: sink)
+    }
+
     /// Packs the small files (positions `order`, in that order) into
     /// fragments after every other body, and records each one's body,
     /// slice and snapshot.
     ///
+    /// - Parameter pipeline: the pipeline of fragment units larger than
+    ///   chunks; nil: the encryptor's (units of the chunk size).
     /// - Returns: each slice's offset in its fragment, by node position.
     private static func writeFragments(_ fragments: inout FragmentPacker, order: [Int], source: (Int) -> FileEncryptor.Source,
                                        plan: inout PackPlan, bodies: inout [FileBody?], summary: inout PackSummary,
-                                       encryptor: FileEncryptor, sink: ChunkSink) throws -> [Int: UInt64] {
+                                       encryptor: FileEncryptor, pipeline: ChunkPipeline?, sink: ChunkSink) throws -> [Int: UInt64] {
         let snapshots = try fragments.pack(order.map { ($0, source($0), plan.tree.nodes[$0].size) }, encryptor: encryptor,
-                                           chunkSize: Int(plan.layout.chunkSize))
+                                           pipeline: pipeline)
         var sliceOffsets: [Int: UInt64] = [:]
         for position in order {
             guard let snapshot = snapshots[position] else { preconditionFailure("internal error: a small file not packed") }
@@ -224,7 +247,9 @@ package enum BundleWriter {
         var summary = summary
         var features = BundleFeatures.needed(compression: options.compression, level: options.compressionLevel,
                                              sharesBodies: summary.sharedFiles > 0)
-        if summary.fragments > 0 { features = features.withFragments() }
+        if summary.fragments > 0 {
+            features = features.withFragments(unitLog2: plan.fragmentLayout == plan.layout ? 0 : plan.fragmentLayout.chunkSizeLog2)
+        }
         summary.formatVersion = features.formatVersion
         // Everything written so far is chunk data, in index order.
         let chunkDigest = try sink.dataDigest()

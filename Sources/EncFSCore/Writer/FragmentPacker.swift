@@ -1,10 +1,11 @@
 import CryptCore
 
 /// Packs small files into shared fragments (format version 2 with
-/// fragments; docs/FORMAT.md, "Fragments"): each fragment is one chunk of
-/// small files back to back, compressed and sealed by the ``ChunkPipeline``
-/// like any chunk, under a key of its own (derived from its random id, as a
-/// file's is from the file id).
+/// fragments; docs/FORMAT.md, "Fragments"): each fragment is one fragment
+/// unit (256 KiB by default, four times a 64 KiB chunk) of small files back
+/// to back, compressed and sealed by a ``ChunkPipeline`` like any chunk,
+/// under a key of its own (derived from its random id, as a file's is from
+/// the file id).
 ///
 /// One frame per few dozen small files instead of one each: zstd sees
 /// their neighbours, and the tag, chunk table entry and frame header are
@@ -21,13 +22,24 @@ struct FragmentPacker {
         let offset: UInt64
     }
 
-    /// The threshold `--compress zstd` packs with: files below half the
-    /// chunk size (docs/PERFORMANCE.md, "Levels, chunk and fragment sizes":
-    /// a quarter and the whole chunk were measured too).
-    static func defaultThreshold(chunkSize: UInt64) -> Int { Int(chunkSize / 2) }
+    /// The threshold `--compress zstd` packs with: files below the chunk
+    /// size when fragment units are larger than chunks, below half of it
+    /// when a fragment is one chunk (docs/PERFORMANCE.md, "Levels, chunk
+    /// and fragment sizes": a whole chunk's files fill a unit of one chunk
+    /// badly, and gain 2 … 3 % in larger units).
+    static func defaultThreshold(chunkSize: UInt64, unitSize: UInt64) -> Int {
+        Int(unitSize > chunkSize ? chunkSize : chunkSize / 2)
+    }
+
+    /// The fragment unit `--compress zstd` packs with, as log2: 256 KiB
+    /// (docs/PERFORMANCE.md, "Levels, chunk and fragment sizes": 1 MiB
+    /// was measured too), never below the chunk size.
+    static func defaultUnitLog2(chunkSizeLog2: UInt8) -> UInt8 { max(18, chunkSizeLog2) }
 
     /// Files below this size go into fragments (at most the chunk size).
     let threshold: UInt64
+    /// Bytes a fragment is filled to: one fragment unit.
+    let capacity: Int
     /// Placements by node position.
     private(set) var placements: [Int: Placement] = [:]
     /// Fragments written.
@@ -39,9 +51,11 @@ struct FragmentPacker {
     /// - Parameters:
     ///   - threshold: the size below which a file goes into a fragment;
     ///     0 packs none.
-    ///   - chunkSize: the bundle's chunk size (a fragment's capacity).
-    init(threshold: Int, chunkSize: UInt64) {
+    ///   - chunkSize: the bundle's chunk size (the largest threshold).
+    ///   - unit: the layout of fragment units (a fragment's capacity).
+    init(threshold: Int, chunkSize: UInt64, unit: ChunkLayout) {
         self.threshold = min(UInt64(max(threshold, 0)), chunkSize)
+        capacity = Int(unit.chunkSize)
     }
 
     /// Whether a file of `size` bytes (as the walk saw it) goes into a
@@ -60,17 +74,20 @@ struct FragmentPacker {
     }
 
     /// Reads the files `sources` (in this order) into fragments handed to
-    /// `encryptor`'s pipeline.
+    /// `pipeline` (nil: `encryptor`'s), one unit each.
     ///
     /// - Parameter sources: each file's node position, source and size
     ///   as the walk saw it.
+    /// - Parameter pipeline: compresses and seals units of ``capacity``
+    ///   bytes.
     /// - Returns: each file's snapshot, by node position.
     /// - Throws: `BundleError.sourceChanged` for a file that grew past a
     ///   fragment or changed while read, `.io`, `.crypto`.
     mutating func pack(_ sources: [(position: Int, source: FileEncryptor.Source, size: UInt64)], encryptor: FileEncryptor,
-                       chunkSize: Int) throws -> [Int: FileEncryptor.Snapshot] {
+                       pipeline given: ChunkPipeline?) throws -> [Int: FileEncryptor.Snapshot] {
         guard !sources.isEmpty else { return [:] }
-        guard let pipeline = encryptor.pipeline else { preconditionFailure("internal error: fragments without compression") }
+        guard let pipeline = given ?? encryptor.pipeline else { preconditionFailure("internal error: fragments without compression") }
+        let chunkSize = capacity
         var snapshots: [Int: FileEncryptor.Snapshot] = [:]
         var known: [[UInt8]: Placement] = [:]
         var current: (slot: ChunkPipeline.Slot, body: FileBody, fill: Int)?

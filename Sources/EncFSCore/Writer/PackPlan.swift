@@ -24,6 +24,9 @@ struct PackPlan {
     /// Symlinks stored with a warning (leading outside the bundle).
     let externalSymlinks: Int
     let layout: ChunkLayout
+    /// The units fragments are filled to: ``layout`` itself, or larger
+    /// units (``PackOptions/fragmentUnitLog2``).
+    let fragmentLayout: ChunkLayout
     let bundleID: [UInt8]
     /// Keys derived from the new content key.
     let keys: BundleKeys
@@ -41,6 +44,8 @@ struct PackPlan {
         guard BundleFormat.chunkSizeLog2Range.contains(options.chunkSizeLog2) else {
             throw BundleError.invalidChunkSize(log2: Int(options.chunkSizeLog2))
         }
+        let unitLog2 = options.fragmentUnitLog2 ?? FragmentPacker.defaultUnitLog2(chunkSizeLog2: options.chunkSizeLog2)
+        guard unitLog2 <= BundleFormat.chunkSizeLog2Range.upperBound else { throw BundleError.invalidChunkSize(log2: Int(unitLog2)) }
         guard options.compression == .none || CompressionMethod.zstdLevels.contains(options.compressionLevel) else {
             throw BundleError.invalidCompressionLevel(options.compressionLevel)
         }
@@ -59,6 +64,7 @@ struct PackPlan {
         externalSymlinks = try Self.checkSymlinks(of: tree, source: source, refusing: options.refusesExternalSymlinks, warn: warn)
 
         layout = ChunkLayout(chunkSizeLog2: options.chunkSizeLog2)
+        fragmentLayout = ChunkLayout(chunkSizeLog2: max(unitLog2, options.chunkSizeLog2))
         bundleID = try randomBytes(BundleFormat.idSize)
         let contentKey: SymmetricKey
         do { contentKey = try SymmetricKey.random() } catch { throw BundleError.crypto("random generator failed") }

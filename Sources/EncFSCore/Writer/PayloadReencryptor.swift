@@ -69,13 +69,11 @@ struct PayloadReencryptor {
     ///   fails, `.io`, `.crypto`.
     @discardableResult
     func run() throws -> Digests? {
-        let layout = reader.header.layout
-        let batchChunks = layout.chunksPerBatch(batchBytes: Self.batchBytes)
         // The reader's own scratch: a batch buffer and a locked plaintext
-        // chunk, wiped when the workspace goes.
+        // chunk (or fragment unit), wiped when the workspace goes.
         let compressed = reader.header.features.isCompressed
-        let workspace = try ChunkWorkspace(layout: layout, bundleID: reader.header.bundleID, batchBytes: Self.batchBytes,
-                                           compressed: compressed)
+        let workspace = try ChunkWorkspace(layout: reader.header.layout, fragmentLayout: reader.header.fragmentLayout,
+                                           bundleID: reader.header.bundleID, batchBytes: Self.batchBytes, compressed: compressed)
         // The buffers belong to the workspace: keep it alive to the end.
         defer { withExtendedLifetime(workspace) {} }
         let (sealed, plaintext, oldCodec) = (workspace.sealed, workspace.plaintext, workspace.codec)
@@ -88,6 +86,8 @@ struct PayloadReencryptor {
             try entry.withFileID { fileID in
                 let oldKey = try reader.keys.fileKey(fileID: fileID)
                 let newKey = try newKeys.fileKey(fileID: fileID)
+                let layout = index.layout(of: entry)
+                let batchChunks = layout.chunksPerBatch(batchBytes: Self.batchBytes)
                 let chunkCount = layout.chunkCount(forPlaintextSize: entry.fileSize)
                 var batch: Range<UInt64> = 0..<min(chunkCount, UInt64(batchChunks))
                 while !batch.isEmpty {
@@ -112,7 +112,7 @@ struct PayloadReencryptor {
                         oldKey: SymmetricKey, newKey: SymmetricKey, codecs: (old: ChunkCodec, new: ChunkCodec),
                         sealed: UnsafeMutableRawBufferPointer, plaintext: UnsafeMutableRawBufferPointer,
                         tableEntries: UnsafeMutableRawBufferPointer) throws {
-        let layout = reader.header.layout
+        let layout = reader.index.layout(of: entry)
         let size = entry.fileSize
         let window = entry.hasChunkTable ? try reader.index.chunkTableWindow(of: entry, chunks: chunks, into: tableEntries) : nil
         let bytes = window.map { layout.storedRange(ofChunks: chunks, in: $0) } ?? layout.ciphertextRange(ofChunks: chunks, plaintextSize: size)

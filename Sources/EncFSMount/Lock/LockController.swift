@@ -9,7 +9,7 @@ import EncFSService
 /// Locks and unlocks a mount and describes its state: what the control
 /// socket's requests and the idle timer do, on the control thread (an
 /// unlock on a thread of its own, ``UnlockWorker``).
-final class LockController: Sendable {
+final class LockController: ControlledService {
     let context: MountContext
     /// The FUSE session, for invalidating the kernel's caches.
     private let session: SessionPointer
@@ -59,57 +59,18 @@ final class LockController: Sendable {
 
     /// Unlocks with the secrets of an unlock request: the bundle is opened
     /// again from its source and checked as at mount. Runs on the unlock
-    /// thread (``UnlockWorker``), never the control thread.
-    ///
-    /// At most five failed secrets a minute (``UnlockRateLimit``), each
-    /// secret of a failed request counting: a request that would go over
-    /// is refused without trying any, one with more than five always.
-    ///
-    /// - Parameters:
-    ///   - locksBefore: the bundle's ``LockableBundle/lockCount`` when the
-    ///     request came: a lock asked for since wins, and the mount stays
-    ///     locked, as that lock's client was told.
-    ///   - stillWanted: asked before the new reader is served; false (the
-    ///     client has gone) drops it, so that nobody is told one thing
-    ///     while the mount does another.
-    /// - Returns: what to tell the client.
-    /// - Throws: ``ControlRefusal`` naming why.
+    /// thread (``UnlockWorker``), never the control thread; see
+    /// ``ControlledService/unlockBundle(with:locksBefore:stillWanted:)``.
     func unlock(with secrets: UnsafeRawBufferPointer, locksBefore: Int, stillWanted: () -> Bool) throws -> String {
-        let bundle = context.bundle
-        let materials: [KeyMaterial]
-        do { materials = try ControlProtocol.secrets(in: secrets) } catch { throw refuseUnlock(error, failedSecrets: 1) }
-        guard materials.count <= UnlockRateLimit.allowedFailures else {
-            throw ControlRefusal(.tooManySecrets, "an unlock request may carry at most \(UnlockRateLimit.allowedFailures) secrets")
-        }
-        let wait = bundle.unlockAttempts.withLock { $0.waitBeforeAttempt(secrets: materials.count, now: ActivityClock.now()) }
-        guard wait == 0 else {
-            throw ControlRefusal(.rateLimited, "too many failed unlocks: try again in \(wait) s")
-        }
-        let outcome: LockableBundle.UnlockOutcome
-        do { outcome = try bundle.unlock(with: materials, unlessLockedSince: locksBefore, stillWanted: stillWanted) } catch {
-            throw refuseUnlock(error, failedSecrets: materials.count)
-        }
-        switch outcome {
-        case .alreadyUnlocked: return "already unlocked"
-        case .lockedMeanwhile:
-            context.logger.log("info", "unlock dropped: the mount was locked while the key was tried", path: mountpoint)
-            throw ControlRefusal(.lockedMeanwhile, "the mount was locked while the key was tried: it stays locked")
-        case .abandoned:
-            context.logger.log("info", "unlock dropped: its client has gone", path: mountpoint)
-            throw ControlRefusal(.clientGone, "the client has gone")
-        case .unlocked:
-            bundle.activity.touch()
-            context.logger.log("info", "unlocked", path: mountpoint)
-            return "unlocked"
-        }
+        try unlockBundle(with: secrets, locksBefore: locksBefore, stillWanted: stillWanted)
     }
 
-    /// Records `failedSecrets` failures, logs the refusal and returns it.
-    private func refuseUnlock(_ error: any Error, failedSecrets: Int) -> ControlRefusal {
-        context.bundle.unlockAttempts.withLock { $0.recordFailure(secrets: failedSecrets, now: ActivityClock.now()) }
-        let refusal = ControlRefusal(error)
-        context.logger.log("warning", "unlock refused: \(refusal.message)", path: mountpoint)
-        return refusal
+    var kind: String { "mount" }
+    var bundle: LockableBundle { context.bundle }
+    var lockSettings: LockSettings { context.lockSettings }
+
+    func log(_ level: String, _ message: String) {
+        context.logger.log(level, message, path: mountpoint)
     }
 
     /// Handles open now; nil when the kernel skips opens (so none are
@@ -122,21 +83,7 @@ final class LockController: Sendable {
 
     /// The `access-log` reply (``ControlProtocol/Request/accessLog``);
     /// empty for a local bundle or a locked mount.
-    var accessLog: String {
-        guard let source = context.bundle.source as? AccessRecordingSource else { return "" }
-        let hex = Array("0123456789abcdef".utf8)
-        let log = context.bundle.withReader { source.accessLog(with: $0) } ?? []
-        var reply = ""
-        for file in log {
-            let path = String(decoding: file.path.flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 15)]] }, as: UTF8.self)
-            let line = path + "\t" + file.chunks.map { "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ",") + "\n"
-            // One reply frame (ControlProtocol.maximumFrameLength): the
-            // files read first are kept.
-            guard reply.utf8.count + line.utf8.count < ControlProtocol.maximumFrameLength - 1024 else { break }
-            reply += line
-        }
-        return reply
-    }
+    var accessLog: String { sourceAccessLog }
 
     /// The `status` reply: ``ControlProtocol/StatusField`` lines.
     var status: String {
@@ -154,13 +101,5 @@ final class LockController: Sendable {
             (ControlProtocol.StatusField.polledRequests, String(context.transport.polledRequests)),
         ] + ((context.bundle.source as? StatusReportingSource)?.statusFields ?? [])
         return fields.map { "\($0.0)=\($0.1)\n" }.joined()
-    }
-
-    /// Locks when `--idle-lock` is set, the mount is unlocked and nothing
-    /// used it for that long. Called about once a second.
-    func lockIfIdle() {
-        guard let limit = context.lockSettings.idleLockSeconds, context.bundle.activity.idleSeconds >= limit,
-              !context.bundle.isLocked else { return }
-        _ = try? lock(force: true, reason: "idle for \(limit) s")
     }
 }

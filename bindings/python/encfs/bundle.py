@@ -81,7 +81,9 @@ class _Options:
 class Bundle:
     """An encrypted bundle, opened for reading in this process.
 
-    ``location`` is a file path or an ``http(s)://`` address. Give one or
+    ``location`` is a file path, an ``http(s)://`` address or
+    ``s3://BUCKET/KEY`` (signed with AWS Signature V4; endpoint, region and
+    credentials from the environment, e.g. ``AWS_ENDPOINT_URL``). Give one or
     more secrets: ``key_file``, ``key`` (32 raw bytes), ``passphrase``,
     ``passphrase_file``, ``identity_file`` (each a value or a list); the
     bundle opens when one of them opens a slot. ``verify_keys`` (paths of

@@ -16,7 +16,7 @@ package final class ReaderHandoff: Sendable {
     }
 
     /// The reader, leaving nil behind.
-    func take() -> BundleReader? {
+    package func take() -> BundleReader? {
         reader.withLock { reader in
             let taken = reader
             reader = nil

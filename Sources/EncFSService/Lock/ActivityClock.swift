@@ -9,22 +9,22 @@ import Glibc
 /// Touched by every read, so it stores only when the second changed
 /// (a load, not a store, on the common path: no cache line bounces between
 /// workers) and reads the coarse clock (vDSO, no system call).
-final class ActivityClock: Sendable {
+package final class ActivityClock: Sendable {
     private let lastUse = Atomic<Int>(ActivityClock.now())
 
     /// Seconds on the coarse monotonic clock.
-    static func now() -> Int {
+    package static func now() -> Int {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
         return time.tv_sec
     }
 
     /// Records a use now.
-    func touch() {
+    package func touch() {
         let now = Self.now()
         if lastUse.load(ordering: .relaxed) != now { lastUse.store(now, ordering: .relaxed) }
     }
 
     /// Whole seconds since the last use.
-    var idleSeconds: Int { max(0, Self.now() - lastUse.load(ordering: .relaxed)) }
+    package var idleSeconds: Int { max(0, Self.now() - lastUse.load(ordering: .relaxed)) }
 }

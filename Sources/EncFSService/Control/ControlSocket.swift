@@ -44,11 +44,32 @@ package enum ControlSocket {
         return directory + Array("/\(Hex.encode(Array(digest.prefix(16)))).sock".utf8)
     }
 
+    /// The control socket of the encfs-serve started with `--name name`
+    /// in `directory`: `serve-NAME.sock`, readable in a listing (a
+    /// mount's are 32 hex digits, so the two never meet).
+    package static func path(forServer name: [UInt8], in directory: [UInt8]) -> [UInt8] {
+        directory + Array("/\(serverPrefix)".utf8) + name + Array(".sock".utf8)
+    }
+
+    /// What a server's socket name starts with.
+    package static let serverPrefix = "serve-"
+
+    /// Whether `name` may name a server (`--name`): 1 to 64 of
+    /// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`, so that it is
+    /// one file name, never a path, and fits a socket address.
+    package static func isValidServerName(_ name: [UInt8]) -> Bool {
+        guard let first = name.first, name.count <= 64, first != UInt8(ascii: "."), first != UInt8(ascii: "-") else { return false }
+        return name.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+    }
+
     /// Creates `directory` 0700 if missing, and refuses one that another
     /// user owns or others may enter (someone could swap the socket).
     ///
     /// - Throws: `BundleError.io` naming the directory.
-    static func prepareDirectory(_ directory: [UInt8]) throws {
+    package static func prepareDirectory(_ directory: [UInt8]) throws {
         if directory.withCString({ mkdir($0, 0o700) }) != 0, errno != EEXIST {
             throw BundleError.io(errno: errno, operation: "create control socket directory", path: directory)
         }
@@ -78,7 +99,7 @@ package enum ControlSocket {
     /// The socket address of `path`.
     ///
     /// - Throws: `BundleError.io` (ENAMETOOLONG) when it does not fit.
-    static func address(_ path: [UInt8]) throws -> sockaddr_un {
+    package static func address(_ path: [UInt8]) throws -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -91,7 +112,7 @@ package enum ControlSocket {
     }
 
     /// A new close-on-exec stream socket.
-    static func makeSocket() throws -> FileDescriptor {
+    package static func makeSocket() throws -> FileDescriptor {
         let fd = try SystemCall.retrying("create control socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
         return FileDescriptor(taking: fd)
     }
@@ -101,7 +122,7 @@ package enum ControlSocket {
     /// answers belongs to a live mount and is an error.
     ///
     /// - Throws: `BundleError.io` naming the path.
-    static func listen(at path: [UInt8]) throws -> FileDescriptor {
+    package static func listen(at path: [UInt8]) throws -> FileDescriptor {
         var address = try address(path)
         let socket = try makeSocket()
         // 0600 from the start: no moment where others could connect.
@@ -142,7 +163,7 @@ package enum ControlSocket {
 
     /// Bounds every read and write on `socket` by
     /// ``ControlProtocol/timeoutSeconds``.
-    static func setTimeouts(_ socket: FileDescriptor) {
+    package static func setTimeouts(_ socket: FileDescriptor) {
         var timeout = timeval(tv_sec: ControlProtocol.timeoutSeconds, tv_usec: 0)
         _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -165,7 +186,7 @@ package enum ControlSocket {
     /// (POLLHUP: a Unix stream socket reports it once the peer is gone,
     /// not when it only shut down its writing side). The corresponding C
     /// function is `poll`.
-    static func peerHasGone(_ socket: FileDescriptor) -> Bool {
+    package static func peerHasGone(_ socket: FileDescriptor) -> Bool {
         var state = pollfd(fd: socket.rawValue, events: 0, revents: 0)
         guard SystemCall.retryingInterrupts({ poll(&state, 1, 0) }) >= 0 else { return false }
         return state.revents & Int16(POLLHUP | POLLERR) != 0

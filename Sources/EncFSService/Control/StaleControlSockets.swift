@@ -17,12 +17,12 @@ import Glibc
 /// other reason is left alone. The sweep and every bind-to-listen in the
 /// directory run under the directory's `flock`, so a socket another
 /// daemon has bound but not yet listens on is never taken for stale.
-enum StaleControlSockets {
+package enum StaleControlSockets {
     /// Runs `body` holding the exclusive `flock` of `directory` (an open
     /// descriptor of it, released when `body` returns).
     ///
     /// - Throws: `BundleError.io` naming the directory, or what `body` throws.
-    static func withLock<T>(on directory: [UInt8], _ body: () throws -> T) throws -> T {
+    package static func withLock<T>(on directory: [UInt8], _ body: () throws -> T) throws -> T {
         let handle = try FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
                                              operation: "open control socket directory")
         _ = try SystemCall.retrying("lock control socket directory", path: directory) { flock(handle.rawValue, LOCK_EX) }
@@ -34,7 +34,7 @@ enum StaleControlSockets {
     ///
     /// - Returns: how many were removed.
     @discardableResult
-    static func sweep(_ directory: [UInt8]) -> Int {
+    package static func sweep(_ directory: [UInt8]) -> Int {
         guard let stream = directory.withCString({ opendir($0) }) else { return 0 }
         defer { closedir(stream) }
         let directoryFD = dirfd(stream)
@@ -53,7 +53,7 @@ enum StaleControlSockets {
 
     /// Whether `name` is one ``ControlSocket/path(forMountpoint:in:)``
     /// makes: 32 lowercase hex digits and `.sock`.
-    static func isSocketName(_ name: [UInt8]) -> Bool {
+    package static func isSocketName(_ name: [UInt8]) -> Bool {
         let suffix = Array(".sock".utf8)
         guard name.count == 32 + suffix.count, name.suffix(suffix.count).elementsEqual(suffix) else { return false }
         return name.prefix(32).allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }

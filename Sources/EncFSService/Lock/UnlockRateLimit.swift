@@ -3,9 +3,9 @@
 /// cannot guess passphrases through the daemon at scrypt speed by putting
 /// many into one request. A request that would go over is refused before
 /// any of its secrets is tried.
-struct UnlockRateLimit: Sendable {
-    static let allowedFailures = 5
-    static let window = 60
+package struct UnlockRateLimit: Sendable {
+    package static let allowedFailures = 5
+    package static let window = 60
     /// Monotonic seconds of the recent failed secrets, oldest first.
     private var failures: [Int] = []
 
@@ -14,7 +14,7 @@ struct UnlockRateLimit: Sendable {
     ///
     /// - Precondition: `secrets` is at most ``allowedFailures`` (a larger
     ///   request is refused before it gets here).
-    mutating func waitBeforeAttempt(secrets: Int, now: Int) -> Int {
+    package mutating func waitBeforeAttempt(secrets: Int, now: Int) -> Int {
         failures.removeAll { now - $0 >= Self.window }
         let over = failures.count + secrets - Self.allowedFailures
         guard over > 0 else { return 0 }
@@ -24,7 +24,7 @@ struct UnlockRateLimit: Sendable {
     }
 
     /// Records `secrets` failed secrets at `now`.
-    mutating func recordFailure(secrets: Int = 1, now: Int) {
+    package mutating func recordFailure(secrets: Int = 1, now: Int) {
         failures.append(contentsOf: repeatElement(now, count: secrets))
         if failures.count > Self.allowedFailures { failures.removeFirst(failures.count - Self.allowedFailures) }
     }

@@ -1,11 +1,12 @@
 import Foundation
-import SharedTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
 
-extension LockTestCase {
+/// Searching a process's memory for secrets after a lock: the mount's
+/// daemon (LockMemoryTests) and encfs-serve (ServeLockTests).
+extension ToolTestCase {
     /// Prints the names (argv[2…], `name=hex`) whose bytes occur anywhere
     /// in the readable memory of process argv[1], and how many bytes were
     /// searched. The kernel's special mappings ([vvar], [vdso],
@@ -37,7 +38,7 @@ extension LockTestCase {
     /// memory of `pid`, sorted (root only: `/proc/PID/mem`). Fails the
     /// test when the search read less than 1 MiB, so a search that cannot
     /// see the daemon's memory never passes as "nothing found".
-    func namesFound(inMemoryOf pid: pid_t, _ needles: [String: [UInt8]],
+    public func namesFound(inMemoryOf pid: pid_t, _ needles: [String: [UInt8]],
                     file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
         let arguments = needles.map { name, bytes in "\(name)=\(bytes.map { String(format: "%02x", $0) }.joined())" }
         let result = try python(Self.memorySearchScript, [String(pid)] + arguments, timeout: 300)
@@ -49,7 +50,7 @@ extension LockTestCase {
     }
 
     /// Whether `needle` is somewhere in the readable memory of `pid`.
-    func memory(of pid: pid_t, contains needle: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws -> Bool {
+    public func memory(of pid: pid_t, contains needle: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws -> Bool {
         try namesFound(inMemoryOf: pid, ["needle": needle], file: file, line: line) == ["needle"]
     }
 }

@@ -2,7 +2,6 @@ import EncFSCore
 import CryptCore
 #if canImport(Glibc)
 import Glibc
-import EncFSService
 #endif
 
 /// What `encfs-ctl` and a mount daemon say to each other over the control
@@ -108,6 +107,17 @@ package enum ControlProtocol {
         /// Requests the classic loop found by polling since mount, not
         /// waiting in the kernel (0 when it does not poll).
         package static let polledRequests = "polled_requests"
+        /// `server` for encfs-serve; absent for a mount.
+        package static let kind = "kind"
+        /// encfs-serve's `--name`.
+        package static let name = "name"
+        /// HTTP requests encfs-serve answered since it started, whatever
+        /// their status.
+        package static let requestsServed = "requests_served"
+        /// How many listen addresses follow, as `listen.0`, `listen.1`…
+        /// (`127.0.0.1:41234`, `unix:PATH`).
+        package static let listenCount = "listens"
+        package static func listen(_ index: Int) -> String { "listen.\(index)" }
     }
 
     /// Writes `body` as one frame to `socket`.

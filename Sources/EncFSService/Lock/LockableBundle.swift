@@ -15,7 +15,8 @@ import Glibc
 /// reference to the reader wipes the content key, the derived keys, the
 /// index page cache and its pooled workspaces (each is self-wiping
 /// storage); the scratch holds the rest (file keys, decrypted chunks, the
-/// last reply), wiped by ``WorkerScratch/wipe()``.
+/// last reply), wiped by its ``WipedAtLock/wipe()``; a server registers
+/// each response body it is sending the same way.
 ///
 /// The gate prefers writers, so a stream of reads cannot starve a lock; a
 /// request therefore never takes it twice (a waiting writer would
@@ -23,7 +24,7 @@ import Glibc
 ///
 /// `@unchecked Sendable`: `reader` is guarded by the gate; the rest is
 /// immutable or behind its own `Mutex` or atomic.
-final class LockableBundle: @unchecked Sendable {
+package final class LockableBundle: @unchecked Sendable {
     private let gate: UnsafeMutablePointer<pthread_rwlock_t>
     /// Guarded by `gate`; nil while locked.
     private var reader: BundleReader?
@@ -31,28 +32,29 @@ final class LockableBundle: @unchecked Sendable {
     /// not. An unlock that started before a lock must not undo it.
     private var locks = 0
     /// Where unlock re-reads the bundle from.
-    let source: any ByteSource
+    package let source: any ByteSource
     /// How unlock opens it again (origin, symlinks, scrypt memory).
-    let options: OpenOptions
-    let indexCacheBytes: Int
-    /// The scratch of every worker thread, wiped at lock.
-    private let scratches = Mutex<[WorkerScratch]>([])
+    package let options: OpenOptions
+    package let indexCacheBytes: Int
+    /// What holds keys or plaintext outside the reader (a mount's worker
+    /// scratch, a server's response in progress), wiped at lock.
+    private let scratches = Mutex<[ObjectIdentifier: any WipedAtLock]>([:])
     /// Inodes the kernel holds (until it forgets them), invalidated at
     /// every lock.
-    let seen = SeenInodes()
+    package let seen = SeenInodes()
     /// When a request last read, opened, looked up or listed.
-    let activity = ActivityClock()
+    package let activity = ActivityClock()
     /// Handles open now (files and directories), when opens are answered.
-    let openHandles = Atomic<Int>(0)
+    package let openHandles = Atomic<Int>(0)
     /// Failed unlocks of the last minute.
-    let unlockAttempts = Mutex(UnlockRateLimit())
+    package let unlockAttempts = Mutex(UnlockRateLimit())
     /// Files that read on after a lock (`unless-open`).
-    let openFiles = OpenFileTable()
+    package let openFiles = OpenFileTable()
 
     /// - Parameters:
     ///   - reader: the opened bundle, or nil to start locked.
     ///   - source: the bundle's bytes (the reader's own source when given).
-    init(reader: BundleReader?, source: any ByteSource, options: OpenOptions, indexCacheBytes: Int) {
+    package init(reader: BundleReader?, source: any ByteSource, options: OpenOptions, indexCacheBytes: Int) {
         self.reader = reader
         self.source = source
         self.options = options
@@ -73,7 +75,7 @@ final class LockableBundle: @unchecked Sendable {
     /// How many locks there have been so far: an unlock takes it when it
     /// is asked for, and a lock asked for after that wins over it
     /// (``unlock(with:unlessLockedSince:stillWanted:)``).
-    var lockCount: Int {
+    package var lockCount: Int {
         pthread_rwlock_rdlock(gate)
         defer { pthread_rwlock_unlock(gate) }
         return locks
@@ -81,7 +83,7 @@ final class LockableBundle: @unchecked Sendable {
 
     /// Whether the mount is locked now (for status; requests learn it from
     /// ``withReader(_:)``).
-    var isLocked: Bool {
+    package var isLocked: Bool {
         pthread_rwlock_rdlock(gate)
         defer { pthread_rwlock_unlock(gate) }
         return reader == nil
@@ -91,13 +93,13 @@ final class LockableBundle: @unchecked Sendable {
     /// it when locked.
     ///
     /// `body` must not call back into this bundle's gate (see the type).
-    func withReader<R>(_ body: (BundleReader) throws -> R) rethrows -> R? {
+    package func withReader<R>(_ body: (BundleReader) throws -> R) rethrows -> R? {
         try withGate { reader in try reader.map(body) }
     }
 
     /// Runs `body` holding the gate, with the reader or nil when locked
     /// (a locked request may still use its thread's scratch meanwhile).
-    func withGate<R>(_ body: (BundleReader?) throws -> R) rethrows -> R {
+    package func withGate<R>(_ body: (BundleReader?) throws -> R) rethrows -> R {
         pthread_rwlock_rdlock(gate)
         defer { pthread_rwlock_unlock(gate) }
         return try body(reader)
@@ -106,9 +108,15 @@ final class LockableBundle: @unchecked Sendable {
     /// See ``readerWithinRequest``.
     fileprivate var unsafeReader: BundleReader? { reader }
 
-    /// Registers a worker thread's scratch so that a lock wipes it.
-    func register(_ scratch: WorkerScratch) {
-        scratches.withLock { $0.append(scratch) }
+    /// Registers `scratch` so that a lock wipes it, until
+    /// ``unregister(_:)``.
+    package func register(_ scratch: any WipedAtLock) {
+        scratches.withLock { $0[ObjectIdentifier(scratch)] = scratch }
+    }
+
+    /// Forgets `scratch` (it wiped itself, or goes).
+    package func unregister(_ scratch: any WipedAtLock) {
+        _ = scratches.withLock { $0.removeValue(forKey: ObjectIdentifier(scratch)) }
     }
 
     /// Locks: waits for the requests in flight, takes the reader away and
@@ -117,18 +125,18 @@ final class LockableBundle: @unchecked Sendable {
     /// - Returns: the reader taken away, for the caller to invalidate the
     ///   kernel's caches with (it needs the names) and then drop, which
     ///   wipes it; nil when already locked.
-    func takeReader() -> BundleReader? {
+    package func takeReader() -> BundleReader? {
         pthread_rwlock_wrlock(gate)
         defer { pthread_rwlock_unlock(gate) }
         let taken = reader
         reader = nil
         locks += 1
-        scratches.withLock { all in all.forEach { $0.wipe() } }
+        scratches.withLock { all in all.values.forEach { $0.wipe() } }
         return taken
     }
 
     /// What an unlock did.
-    enum UnlockOutcome: Equatable {
+    package enum UnlockOutcome: Equatable {
         case unlocked
         /// Nothing was tried.
         case alreadyUnlocked
@@ -147,7 +155,7 @@ final class LockableBundle: @unchecked Sendable {
     ///
     /// - Throws: what `BundleReader.open` throws (a wrong key is
     ///   `BundleError.wrongKey`).
-    func unlock(with materials: [KeyMaterial], unlessLockedSince locksBefore: Int,
+    package func unlock(with materials: [KeyMaterial], unlessLockedSince locksBefore: Int,
                 stillWanted: () -> Bool) throws -> UnlockOutcome {
         guard isLocked else { return .alreadyUnlocked }
         let opened = try BundleReader.open(source: source, materials: materials, indexCacheBytes: indexCacheBytes,
@@ -167,5 +175,14 @@ extension LockableBundle {
     /// inside ``withReader(_:)`` on this thread (the failure policy naming
     /// an entry while answering a request), where the gate is already held
     /// and taking it again could deadlock behind a waiting lock.
-    var readerWithinRequest: BundleReader? { unsafeReader }
+    package var readerWithinRequest: BundleReader? { unsafeReader }
+}
+
+/// Something that holds keys or plaintext of the unlocked bundle outside
+/// the reader, and wipes them when the bundle locks
+/// (``LockableBundle/register(_:)``).
+package protocol WipedAtLock: AnyObject, Sendable {
+    /// Wipes what it holds; called at lock, holding the gate for writing,
+    /// so that no request uses it meanwhile.
+    func wipe()
 }

@@ -1,13 +1,11 @@
 import EncFSCore
 import CryptCore
-import CFuse
 #if canImport(Glibc)
 import Glibc
-import EncFSService
 #endif
 
-/// Serves a mount's control socket on a thread of its own, and runs the
-/// idle timer there.
+/// Serves the control socket of a mount or a server (``ControlledService``)
+/// on a thread of its own, and runs the idle timer there.
 ///
 /// One client at a time, each bounded by the protocol's timeouts: a slow,
 /// silent or trickling client delays the next client and the idle check by
@@ -16,34 +14,33 @@ import EncFSService
 /// thread, except while a lock holds the bundle's gate, which involves no
 /// client I/O). The secrets of an unlock are tried on another thread
 /// (``UnlockWorker``), so status, lock and the idle check go on meanwhile.
-final class ControlServer: @unchecked Sendable {
+package final class ControlServer: @unchecked Sendable {
     // @unchecked: `thread` is written by start and read by stop, both on
     // the thread that serves the session; the rest is immutable.
-    private let controller: LockController
+    private let controller: any ControlledService
     private let unlocks: UnlockWorker
     private let listener: FileDescriptor
-    let socketPath: [UInt8]
+    package let socketPath: [UInt8]
     /// Written to by ``stop()`` to end the thread's poll.
     private let wake: (read: FileDescriptor, write: FileDescriptor)
     private var thread: pthread_t?
 
-    /// Binds the socket (see ``ControlSocket/listen(at:)``); the thread
-    /// starts with ``start()``.
+    /// Binds the socket at `socketPath` in `directory` (see
+    /// ``ControlSocket/listen(at:)``); the thread starts with ``start()``.
     ///
     /// - Throws: `BundleError.io` naming the directory or socket.
-    init(controller: LockController, directory: [UInt8]) throws {
+    package init(controller: any ControlledService, socketPath: [UInt8], directory: [UInt8]) throws {
         self.controller = controller
         unlocks = UnlockWorker(controller: controller)
         try ControlSocket.prepareDirectory(directory)
-        let socketPath = ControlSocket.path(forMountpoint: controller.mountpoint, in: directory)
         self.socketPath = socketPath
         let (listener, swept) = try StaleControlSockets.withLock(on: directory) {
             (try ControlSocket.listen(at: socketPath), StaleControlSockets.sweep(directory))
         }
         self.listener = listener
         if swept > 0 {
-            controller.context.logger.log("info", "removed \(swept) control socket\(swept == 1 ? "" : "s") of killed daemons",
-                                          path: directory)
+            controller.log("info", "removed \(swept) control socket\(swept == 1 ? "" : "s") of killed daemons in "
+                           + String(decoding: directory, as: UTF8.self))
         }
         wake = try FileDescriptor.pipe(closeOnExec: true)
     }
@@ -56,40 +53,17 @@ final class ControlServer: @unchecked Sendable {
     /// in ps and /proc/PID/task.
     package static let threadName = "encfs-control"
 
-    /// Starts serving on a new thread.
+    /// Starts serving on a new thread, every signal blocked
+    /// (``ServiceThread``), as libfuse starts its workers.
     ///
     /// - Throws: `BundleError.io` when the thread cannot be made.
-    ///
-    /// The thread starts with every signal blocked, as libfuse starts its
-    /// workers: SIGINT, SIGTERM and SIGHUP must reach the thread that runs
-    /// the session loop, whose handler ends it (delivered here, they would
-    /// only interrupt a poll and the mount would never end).
-    func start() throws {
-        var made = pthread_t()
-        var all = sigset_t()
-        var previous = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_BLOCK, &all, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        let retained = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(&made, nil, { raw in
-            guard let raw else { return nil }
-            let server = Unmanaged<ControlServer>.fromOpaque(raw).takeRetainedValue()
-            // PR_SET_NAME names the calling thread only.
-            ProcessHardening.setProcessName(ControlServer.threadName)
-            server.loop()
-            return nil
-        }, retained)
-        guard rc == 0 else {
-            Unmanaged<ControlServer>.fromOpaque(retained).release()
-            throw BundleError.io(errno: rc, operation: "start control thread", path: [])
-        }
-        thread = made
+    package func start() throws {
+        thread = try ServiceThread.start(named: Self.threadName, operation: "start control thread") { [self] in loop() }
     }
 
     /// Ends the thread (after the client it is serving, if any, and the
     /// unlock being tried) and removes the socket.
-    func stop() {
+    package func stop() {
         var byte: UInt8 = 1
         _ = write(wake.write.rawValue, &byte, 1)
         if let thread { pthread_join(thread, nil) }
@@ -99,7 +73,7 @@ final class ControlServer: @unchecked Sendable {
     }
 
     private func loop() {
-        let idleTimer = controller.context.lockSettings.idleLockSeconds != nil
+        let idleTimer = controller.lockSettings.idleLockSeconds != nil
         while true {
             var fds = [pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wake.read.rawValue, events: Int16(POLLIN), revents: 0)]
@@ -129,7 +103,8 @@ final class ControlServer: @unchecked Sendable {
             // The 0600 socket in a 0700 directory stops others first; this
             // covers a socket reached some other way (a passed descriptor,
             // a mode changed by hand).
-            Self.reply(.refused(.permissionDenied, "permission denied: only the user who mounted, or root, may control this mount"),
+            let who = controller.kind == "mount" ? "who mounted" : "who started it"
+            Self.reply(.refused(.permissionDenied, "permission denied: only the user \(who), or root, may control this \(controller.kind)"),
                        to: client)
             return
         }
@@ -161,7 +136,7 @@ final class ControlServer: @unchecked Sendable {
     }
 
     /// Sends one reply frame; a client that has gone is not an error.
-    static func reply(_ reply: ControlProtocol.Reply, to client: FileDescriptor) {
+    package static func reply(_ reply: ControlProtocol.Reply, to client: FileDescriptor) {
         _ = try? reply.encoded.withUnsafeBytes { try ControlProtocol.send($0, to: client) }
     }
 }

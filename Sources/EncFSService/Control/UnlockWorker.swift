@@ -1,10 +1,8 @@
 import EncFSCore
 import CryptCore
-import CFuse
 import Synchronization
 #if canImport(Glibc)
 import Glibc
-import EncFSService
 #endif
 
 /// Tries an unlock request's secrets on a thread of its own, one request
@@ -15,18 +13,18 @@ import EncFSService
 /// answering `status` and `lock --force` and checking the idle timer. A
 /// second unlock while one is tried is refused, not queued: a queue would
 /// let a peer line up guesses, and its clients would time out waiting.
-final class UnlockWorker: Sendable {
-    private let controller: LockController
+package final class UnlockWorker: Sendable {
+    private let controller: any ControlledService
     /// The running (or finished, not yet joined) thread; `busy` while it
     /// tries a request.
     private let state = Mutex<(thread: pthread_t?, busy: Bool)>((nil, false))
 
-    init(controller: LockController) {
+    package init(controller: any ControlledService) {
         self.controller = controller
     }
 
     /// The thread's name (comm), beside ``ControlServer/threadName``.
-    static let threadName = "encfs-unlock"
+    package static let threadName = "encfs-unlock"
 
     /// What the thread is handed.
     private final class Job: Sendable {
@@ -49,7 +47,7 @@ final class UnlockWorker: Sendable {
     ///
     /// - Returns: false, starting nothing, when an unlock is being tried.
     /// - Throws: `BundleError.io` when no thread can be made.
-    func start(_ request: SecureBytes, for client: FileDescriptor) throws -> Bool {
+    package func start(_ request: SecureBytes, for client: FileDescriptor) throws -> Bool {
         let claim = state.withLock { state -> (claimed: Bool, finished: pthread_t?) in
             guard !state.busy else { return (false, nil) }
             state.busy = true
@@ -61,7 +59,7 @@ final class UnlockWorker: Sendable {
         // waited for.
         if let finished = claim.finished { pthread_join(finished, nil) }
         let job = Unmanaged.passRetained(Job(worker: self, request: request, client: client,
-                                             locksBefore: controller.context.bundle.lockCount)).toOpaque()
+                                             locksBefore: controller.bundle.lockCount)).toOpaque()
         var made = pthread_t()
         // Inherits the control thread's mask: every signal blocked.
         let rc = pthread_create(&made, nil, { raw in
@@ -81,7 +79,7 @@ final class UnlockWorker: Sendable {
     }
 
     /// Waits for the unlock being tried, if any (at unmount).
-    func join() {
+    package func join() {
         let thread = state.withLock { state -> pthread_t? in
             defer { state.thread = nil }
             return state.thread

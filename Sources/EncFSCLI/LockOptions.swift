@@ -1,26 +1,25 @@
 import EncFSCore
-import EncFSMount
+import EncFSService
 #if canImport(Glibc)
 import Glibc
-import EncFSCLI
 #endif
 
-/// The lock options of `encfs-mount` (`--protection`, `--idle-lock`,
-/// `--start-locked`) and where the control socket goes, parsed once for
-/// the command and written back for its daemon.
-enum LockOptions {
-    static let protection = "--protection"
-    static let idleLock = "--idle-lock"
-    static let startLocked = "--start-locked"
+/// The lock options of `encfs-mount` and `encfs-serve` (`--protection`,
+/// `--idle-lock`, `--start-locked`) and where the control socket goes,
+/// parsed once for the command and written back for a mount's daemon.
+package enum LockOptions {
+    package static let protection = "--protection"
+    package static let idleLock = "--idle-lock"
+    package static let startLocked = "--start-locked"
 
-    static let parserOptions: [ArgumentParser.Option] = [
+    package static let parserOptions: [ArgumentParser.Option] = [
         .init([protection], takesValue: true),
         .init([idleLock], takesValue: true),
         .init([startLocked], takesValue: false),
         .init([controlDirectoryOption], takesValue: true),
     ]
 
-    static let help = """
+    package static let help = """
       --protection CLASS       when keys go away (encfs-ctl MOUNTPOINT lock):
                                complete: at lock, for every file;
                                unless-open: at lock, except files open then,
@@ -36,13 +35,13 @@ enum LockOptions {
     """
 
     /// The lock settings in `args`, with the control directory for this
-    /// user (from `$XDG_RUNTIME_DIR` unless root); the daemon takes the
-    /// directory only from its argv, as the command found it.
+    /// user (from `$XDG_RUNTIME_DIR` unless root); a mount's daemon
+    /// (`inDaemon`) takes the directory only from its argv, as the command
+    /// found it.
     ///
     /// - Throws: `UsageError` for a bad class or duration, or lock options
     ///   without anywhere to put the control socket.
-    static func settings(from args: ArgumentParser.Result) throws -> LockSettings {
-        let daemon = args.has(MountDaemon.flag)
+    package static func settings(from args: ArgumentParser.Result, inDaemon daemon: Bool = false) throws -> LockSettings {
         var settings = LockSettings()
         if let text = args.value(protection) {
             guard let value = ProtectionClass(rawValue: String(decoding: text, as: UTF8.self)) else {
@@ -73,14 +72,14 @@ enum LockOptions {
     }
 
     /// `$XDG_RUNTIME_DIR`, if set (a path, not a secret).
-    static func runtimeDirectory() -> [UInt8]? {
+    package static func runtimeDirectory() -> [UInt8]? {
         guard let value = getenv("XDG_RUNTIME_DIR"), value.pointee != 0 else { return nil }
         return Array(UnsafeRawBufferPointer(start: value, count: strlen(value)))
     }
 
     /// `text` as seconds: a number with the unit s, m, h or d, from 1 s to
     /// 7 days.
-    static func duration(_ text: [UInt8]) -> Int? {
+    package static func duration(_ text: [UInt8]) -> Int? {
         guard let unit = text.last, let number = Int(String(decoding: text.dropLast(), as: UTF8.self)), number > 0 else { return nil }
         let scale: Int
         switch unit {
@@ -97,7 +96,7 @@ enum LockOptions {
 
     /// The daemon's argv for `settings` (the control directory travels as
     /// a hidden option: the daemon must not read the environment again).
-    static func daemonArguments(_ settings: LockSettings) -> [[UInt8]] {
+    package static func daemonArguments(_ settings: LockSettings) -> [[UInt8]] {
         var out: [[UInt8]] = [Array(protection.utf8), Array(settings.protection.rawValue.utf8)]
         if let seconds = settings.idleLockSeconds { out += [Array(idleLock.utf8), Array("\(seconds)s".utf8)] }
         if settings.startsLocked { out.append(Array(startLocked.utf8)) }
@@ -106,5 +105,5 @@ enum LockOptions {
     }
 
     /// The control directory as the command found it, for the daemon only.
-    static let controlDirectoryOption = "--internal-control-directory"
+    package static let controlDirectoryOption = "--internal-control-directory"
 }

@@ -21,14 +21,14 @@ import Synchronization
 /// at every lock, which is harmless.
 ///
 /// Behind a `Mutex`: lookups and forgets are off the read path.
-final class SeenInodes: Sendable {
+package final class SeenInodes: Sendable {
     private let counts = Mutex<[UInt32]>([])
 
     /// Records one more reference the kernel takes to the entry at index
     /// `position` (a positive lookup reply, a readdirplus entry other than
     /// "." and ".."). Called before the reply is sent, so a `forget` can
     /// never come first.
-    func insert(_ position: Int) {
+    package func insert(_ position: Int) {
         guard position >= 0 else { return }
         counts.withLock { counts in
             if counts.count <= position {
@@ -41,7 +41,7 @@ final class SeenInodes: Sendable {
 
     /// Takes `count` references away from inode `inode` (a `forget`);
     /// the inode is no longer recorded once none is left.
-    func forget(inode: UInt64, count: UInt64) {
+    package func forget(inode: UInt64, count: UInt64) {
         guard inode >= 1, inode <= UInt64(Int.max) else { return }
         let position = Int(inode - 1)
         counts.withLock { counts in
@@ -53,7 +53,7 @@ final class SeenInodes: Sendable {
     /// The recorded positions, ascending (parents before their children:
     /// the index is in breadth-first order). They stay recorded: the
     /// kernel keeps the inodes until it forgets them.
-    var positions: [Int] {
+    package var positions: [Int] {
         counts.withLock { counts in counts.indices.filter { counts[$0] != 0 } }
     }
 }
