@@ -79,10 +79,12 @@ final class ReadAhead: @unchecked Sendable {
         }
     }
 
-    /// The threads for this machine: one per core.
+    /// The threads for this machine: one fewer than the cores (the
+    /// sending thread decrypts too, taking ranges no thread has started;
+    /// one more thread only competed with it for the cores).
     static func forThisMachine() -> ReadAhead {
         let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        return ReadAhead(threads: cores, maximumSets: 16)
+        return ReadAhead(threads: max(1, cores - 1), maximumSets: 16)
     }
 
     func lock() { pthread_mutex_lock(mutex) }
