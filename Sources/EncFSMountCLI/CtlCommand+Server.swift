@@ -60,6 +60,15 @@ extension CtlCommand {
                                path: path)
         }
 
+        /// How JSON output names the target, as `status --json` does: a
+        /// mount by its path, a server by its name.
+        var jsonLabel: (key: String, value: [UInt8]) {
+            switch self {
+            case .mount(let canonical): return ("mountpoint", canonical)
+            case .server(let name, _): return ("name", name)
+            }
+        }
+
         /// How messages name it.
         var shown: [UInt8] {
             switch self {

@@ -133,7 +133,7 @@ package enum CtlCommand {
             let wait = action == .status || action == .accessLog ? ControlProtocol.timeoutSeconds : ControlProtocol.replyTimeoutSeconds
             let reply = try exchange(request, to: resolved, waitingSeconds: wait)
             return report(reply, for: action, json: args.has("--json"), mountpoint: resolved.shown, isServer: resolved.kind == "server",
-                          diagnostics: diagnostics)
+                          jsonLabel: resolved.jsonLabel, diagnostics: diagnostics)
         } catch {
             if error is KeyInputError || error is UsageError { diagnostics.report(error) } else { diagnostics.report(error, path: mountpoint) }
             if let hint = ErrorCode.hint(for: error) { diagnostics.hint(hint) }
@@ -164,14 +164,19 @@ package enum CtlCommand {
 
     /// Prints a reply, or reports a refusal.
     private static func report(_ reply: [UInt8], for action: Action, json: Bool, mountpoint: [UInt8], isServer: Bool,
-                               diagnostics: Diagnostics) -> Int32 {
+                               jsonLabel: (key: String, value: [UInt8]), diagnostics: Diagnostics) -> Int32 {
         let text: String
         switch ControlProtocol.Reply(decoding: reply) {
         case .ok(let answer)?: text = answer
         case .refused(let code, let message)?:
             diagnostics.error(message)
             let shown = code.presentation()
-            if let hint = shown.hint { diagnostics.hint(hint) }
+            // The shared hint names a mountpoint; a server is named instead.
+            if code == .lockNeedsForce, isServer {
+                diagnostics.hint("encfs-ctl --name NAME lock --force")
+            } else if let hint = shown.hint {
+                diagnostics.hint(hint)
+            }
             return shown.exitCode
         case nil:
             diagnostics.error("the \(isServer ? "server" : "mount's daemon") sent an empty reply", path: mountpoint)
@@ -191,7 +196,7 @@ package enum CtlCommand {
         case .accessLog:
             let files = accessLogFiles(text)
             if json {
-                out.write(JSONValue.object(JSONValue.byteString(mountpoint, key: "mountpoint") + [
+                out.write(JSONValue.object(JSONValue.byteString(jsonLabel.value, key: jsonLabel.key) + [
                     ("files", .array(files.map { file in
                         .object(JSONValue.byteString(file.path, key: "path") + [
                             ("chunks", .array(file.chunks.map { .array([.integer(Int64($0.first)), .integer(Int64($0.last))]) })),

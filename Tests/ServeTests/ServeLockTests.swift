@@ -160,6 +160,12 @@ final class ServeLockTests: ServeTestCase {
         XCTAssertEqual(plain.status, 1)
         XCTAssertEqual(plain.errorLines.first,
                        "encfs-ctl: error: the server's protection is until-unmount: lock it with --force, or start it with --protection complete")
+        XCTAssertEqual(plain.errorLines.dropFirst().first, "hint: encfs-ctl --name NAME lock --force")
+        let log = try ctl(["--name", serverName, "access-log", "--json"])
+        XCTAssertEqual(log.status, 0, log.errorText)
+        let logObject = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(log.text.utf8)) as? [String: Any])
+        XCTAssertEqual(logObject["name"] as? String, serverName)
+        XCTAssertNil(logObject["mountpoint"])
         XCTAssertEqual(try get(server, "index.html"), 200)
         XCTAssertEqual(try ctl([socket, "lock", "--force"]).status, 0)
         XCTAssertEqual(try get(server, "index.html"), 503)
