@@ -13,10 +13,39 @@ package enum HTTPDate {
     package static func format(_ seconds: Int64) -> String {
         var time = time_t(seconds)
         var parts = tm()
-        guard gmtime_r(&time, &parts) != nil else { return "Thu, 01 Jan 1970 00:00:00 GMT" }
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        guard gmtime_r(&time, &parts) != nil, parts.tm_year >= -1900, parts.tm_year <= 9999 - 1900 else {
+            return "Thu, 01 Jan 1970 00:00:00 GMT"
+        }
+        // Written into a buffer on the stack, then one string: built by
+        // interpolation it took a dozen allocations, on every request.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 29) { text in
+            func put(_ name: String, at offset: Int) {
+                for (i, byte) in name.utf8.enumerated() { text[offset + i] = byte }
+            }
+            func put(_ n: Int32, digits: Int, at offset: Int) {
+                var n = n
+                for i in stride(from: digits - 1, through: 0, by: -1) {
+                    text[offset + i] = UInt8(ascii: "0") + UInt8(n % 10)
+                    n /= 10
+                }
+            }
+            // "Sun, 06 Nov 1994 08:49:37 GMT"
+            put(days[Int(parts.tm_wday)], at: 0)
+            put(", ", at: 3)
+            text[7] = 0x20
+            put(months[Int(parts.tm_mon)], at: 8)
+            text[11] = 0x20
+            text[16] = 0x20
+            text[19] = UInt8(ascii: ":")
+            text[22] = UInt8(ascii: ":")
+            put(" GMT", at: 25)
+            put(parts.tm_mday, digits: 2, at: 5)
+            put(parts.tm_year + 1900, digits: 4, at: 12)
+            put(parts.tm_hour, digits: 2, at: 17)
+            put(parts.tm_min, digits: 2, at: 20)
+            put(parts.tm_sec, digits: 2, at: 23)
+            return String(decoding: UnsafeBufferPointer(text), as: UTF8.self)
+        }
     }
 
     /// Seconds since the epoch of an IMF-fixdate, nil for anything else

@@ -20,8 +20,9 @@ import Glibc
 /// ``ConnectionGuard``'s, reached through its connection notification.
 final class HTTPEndpoint: @unchecked Sendable {
     /// Bytes libmicrohttpd asks a ``BodyStream`` for at a time: the send
-    /// buffer per connection, taken from its memory pool.
-    static let blockSize = 64 * 1024
+    /// block it allocates with each streamed response (one read-ahead
+    /// slot, so each block is one copy out of one slot).
+    static let blockSize = ReadAhead.slotBytes
 
     let listener: Listener
     /// The reader while unlocked (``ServeControl``).
@@ -35,13 +36,20 @@ final class HTTPEndpoint: @unchecked Sendable {
     let requestsServed: Atomic<Int>
     /// The request rate and header deadline per connection.
     let connections: ConnectionGuard
+    /// Decrypts large bodies ahead of the sender (shared by the server's
+    /// endpoints).
+    let readAhead: ReadAhead?
+    /// Buffers for whole small bodies (shared likewise).
+    let bodies: BodyBuffers
     /// Set once by ``start(_:)``, read by ``stop(deadline:)``: both on the
     /// main thread.
     private var daemon: OpaquePointer?
 
     init(listener: Listener, bundle: LockableBundle, wipesBodiesAtLock: Bool, handler: RequestHandler, log: ServeLog,
-         admission: CallerAdmission?, connections: ConnectionGuard) {
+         admission: CallerAdmission?, connections: ConnectionGuard, readAhead: ReadAhead?, bodies: BodyBuffers) {
         self.listener = listener
+        self.readAhead = readAhead
+        self.bodies = bodies
         self.connections = connections
         self.bundle = bundle
         self.wipesBodiesAtLock = wipesBodiesAtLock
@@ -86,13 +94,13 @@ final class HTTPEndpoint: @unchecked Sendable {
     /// answered 405 at once, its body never read, and the connection ends.
     fileprivate func answer(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                             uploadSize: UnsafeMutablePointer<Int>?, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
-        let verb = bytes(method)
         // The first call of each request: the rate of its connection.
         if state.pointee == nil, let context = cmhd_connection_context(connection),
            !connections.requestStarted(Unmanaged<ConnectionGuard.Connection>.fromOpaque(context).takeUnretainedValue()) {
             return queue(Reply(429, headers: [("Connection", "close")]), on: connection, reader: nil)
         }
-        let readsOnly = verb == Array("GET".utf8) || verb == Array("HEAD".utf8)
+        // Compared as C strings: nothing allocated on the first call.
+        let readsOnly = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0
         if state.pointee == nil, readsOnly {
             state.pointee = UnsafeMutableRawPointer(bitPattern: 1)
             return .YES
@@ -106,8 +114,10 @@ final class HTTPEndpoint: @unchecked Sendable {
         // and a body registered by then is wiped by the lock.
         return bundle.withGate { reader in
             if reader != nil { bundle.activity.touch() }
-            let reply = handler.reply(reader: reader, method: verb, target: bytes(url), hosts: listener.hosts) { name in
-                MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { bytes($0) }
+            // withCString: a short Swift string passed to C as an argument
+            // is copied to the heap first, on every request.
+            let reply = handler.reply(reader: reader, method: bytes(method), target: bytes(url), hosts: listener.hosts) { name in
+                name.withCString { MHD_lookup_connection_value(connection, .HEADER_KIND, $0) }.map { bytes($0) }
             }
             return queue(reply, on: connection, reader: reader)
         }
@@ -136,9 +146,21 @@ final class HTTPEndpoint: @unchecked Sendable {
             response = page.withUnsafeBytes {
                 MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
             }
+        case .file(let entry, let start, let length) where length <= UInt64(BodyBuffers.bodyBytes):
+            // Whole, before the headers: sent with them in one call.
+            guard let reader else { return queue(Reply(500), on: connection, reader: nil) }
+            let (base, body) = bodies.take()
+            guard BodyBuffers.fill(body, base: base, reader: reader, entry: entry, start: start, length: Int(length), log: log) else {
+                BodyBuffers.giveBack(base)
+                return queue(Reply(500), on: connection, reader: nil)
+            }
+            response = MHD_create_response_from_buffer_with_free_callback_cls(Int(length), body.baseAddress, bufferReleaseThunk,
+                                                                              base)
+            if response == nil { BodyBuffers.giveBack(base) }
         case .file(let entry, let start, let length):
             guard let reader, let key = try? reader.fileKey(for: entry) else { return queue(Reply(500), on: connection, reader: nil) }
-            let stream = BodyStream(bundle: bundle, reader: reader, entry: entry, key: key, start: start, length: length, log: log)
+            let stream = BodyStream(bundle: bundle, reader: reader, entry: entry, key: key, start: start, length: length, log: log,
+                                    readAhead: readAhead)
             if wipesBodiesAtLock { bundle.register(stream) }
             response = MHD_create_response_from_callback(length, Self.blockSize, bodyThunk,
                                                          Unmanaged.passRetained(stream).toOpaque(), releaseThunk)
@@ -146,7 +168,7 @@ final class HTTPEndpoint: @unchecked Sendable {
         guard let response else { return .NO }
         defer { MHD_destroy_response(response) }
         for (name, value) in reply.headers {
-            _ = MHD_add_response_header(response, name, value)
+            _ = name.withCString { name in value.withCString { MHD_add_response_header(response, name, $0) } }
         }
         return MHD_queue_response(connection, reply.status, response)
     }
@@ -197,9 +219,17 @@ private let bodyThunk: MHD_ContentReaderCallback = { cls, position, buffer, max 
     return stream.fill(from: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
 }
 
-/// Releases a body's stream when its response is done.
+/// Ends a body's stream (unregistered from the lock, its read-ahead
+/// slots wiped and back to the pool) and releases it when its response
+/// is done.
 private let releaseThunk: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
     Unmanaged<BodyStream>.fromOpaque(cls).takeUnretainedValue().finish()
     Unmanaged<BodyStream>.fromOpaque(cls).release()
+}
+
+/// Returns a small body's buffer when its response is done.
+private let bufferReleaseThunk: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    BodyBuffers.giveBack(cls)
 }

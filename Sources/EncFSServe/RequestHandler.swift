@@ -16,6 +16,12 @@ final class RequestHandler: Sendable {
     let settings: ServeSettings
     let types: ContentTypes
 
+    // Made once: an `Array("GET".utf8)` in a comparison is an allocation
+    // per request.
+    private static let get = Array("GET".utf8)
+    private static let head = Array("HEAD".utf8)
+    private static let bearerPrefix = Array("Bearer ".utf8)
+
     init(settings: ServeSettings, types: ContentTypes) {
         self.settings = settings
         self.types = types
@@ -28,13 +34,13 @@ final class RequestHandler: Sendable {
         guard hosts.admits(header("Host")) else { return Reply(421) }
         let bearer = settings.token.map { token in
             guard let value = header("Authorization"), value.count == token.count + 7,
-                  value.prefix(7).elementsEqual(Array("Bearer ".utf8)) else { return false }
+                  value.prefix(7).elementsEqual(Self.bearerPrefix) else { return false }
             return RequestTarget.constantTimeEqual(value[7...], token)
         } ?? false
         let mapped = RequestTarget.map(target, token: settings.token, bearer: bearer)
         if case .unauthorized = mapped { return Reply(404) }
-        let isHead = method == Array("HEAD".utf8)
-        guard isHead || method == Array("GET".utf8) else { return Reply(405, headers: [("Allow", "GET, HEAD")]) }
+        let isHead = method == Self.head
+        guard isHead || method == Self.get else { return Reply(405, headers: [("Allow", "GET, HEAD")]) }
         guard let reader else { return Reply(503) }
         switch mapped {
         case .unauthorized: return Reply(404)
@@ -90,7 +96,12 @@ final class RequestHandler: Sendable {
         let size = entry.fileSize
         let tag = "\"\(Hex.encode(Array(bundleID.prefix(8))))-\(entry.position)-\(size)-\(entry.mtimeSeconds)\""
         let modified = HTTPDate.format(entry.mtimeSeconds)
-        var headers = commonHeaders + [("ETag", tag), ("Last-Modified", modified)]
+        // Room for every header of a 206: one allocation.
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(7)
+        headers += commonHeaders
+        headers.append(("ETag", tag))
+        headers.append(("Last-Modified", modified))
         if let condition = header("If-None-Match") {
             if Self.matches(condition, tag: tag) { return Reply(304, headers: headers) }
         } else if let since = header("If-Modified-Since").flatMap(HTTPDate.parse), entry.mtimeSeconds <= since {

@@ -22,7 +22,9 @@ struct ServeLimits: Sendable {
     /// when it opened or its last response ended, whatever trickles in
     /// (`--header-timeout`): a slowloris client holds a slot this long.
     var headerSeconds = 10
-    /// Memory per connection: the request line and headers must fit, with
-    /// the send buffer (``HTTPEndpoint/blockSize``) taken from it.
-    var memoryPerConnection = 128 * 1024
+    /// Memory per connection: the request line and headers must fit.
+    /// libmicrohttpd clears all of it after each request of a keep-alive
+    /// connection, so its size is paid per request; bodies are sent from
+    /// blocks of their own (``HTTPEndpoint/blockSize``, ``BodyBuffers``).
+    var memoryPerConnection = 32 * 1024
 }

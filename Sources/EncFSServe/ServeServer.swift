@@ -77,9 +77,11 @@ final class ServeServer {
         let admission = rules.restrictsCallers ? CallerAdmission(rules: rules) { log.log("warning", $0) } : nil
         let wipesBodies = plan.lock.protection != .unlessOpen
         let connections = ConnectionGuard(requestsPerSecond: plan.limits.requestsPerSecond, headerSeconds: plan.limits.headerSeconds)
+        let readAhead = ReadAhead.forThisMachine()
+        let bodies = BodyBuffers(keptBuffers: 32)
         let endpoints = listeners.map {
             HTTPEndpoint(listener: $0, bundle: bundle, wipesBodiesAtLock: wipesBodies, handler: handler, log: log, admission: admission,
-                         connections: connections)
+                         connections: connections, readAhead: readAhead, bodies: bodies)
         }
         var control: ControlServer?
         if let name = plan.name, let directory = plan.lock.controlDirectory {
