@@ -50,8 +50,8 @@ class ServeTestCase: ToolTestCase {
         if let environment { process.environment = environment }
         let out = work + "/.out-\(UUID().uuidString)"
         let err = work + "/.err-\(UUID().uuidString)"
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
         defer {
             try? FileManager.default.removeItem(atPath: out)
             try? FileManager.default.removeItem(atPath: err)
@@ -159,8 +159,8 @@ class ServeTestCase: ToolTestCase {
         if let environment { process.environment = environment }
         let out = work + "/.serve-out-\(servers.count)"
         let err = work + "/.serve-err-\(servers.count)"
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
         process.standardInput = FileHandle.nullDevice
