@@ -5,7 +5,8 @@
 #                        sendfile, no crypto)
 #   nginx-mount          nginx over an encfs-mount of the bundle
 # with wrk (keep-alive; 1 and 4 connections per core) on a 4 KiB file:
-# requests/s and p99 latency; a large file read once with curl (MiB/s),
+# requests/s and p99 latency; a large file read cold with curl (MiB/s,
+# the median of three GETs, each after dropping the page cache),
 # beside `cat` of the same file from the encfs mount; encfs-serve's peak
 # RSS (VmHWM) after everything.
 #
@@ -102,9 +103,24 @@ measure() {
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub("us","",v); v/=1000} else if (v ~ /ms$/) {sub("ms","",v)} else if (v ~ /s$/) {sub("s","",v); v*=1000}; print v}' <<<"$text")
   echo "$rps $p99"
 }
-# MiB/s of one curl GET of the large file.
+# MiB/s of the large file, cold: the median of three GETs, each after
+# dropping the page cache (the bundle's ciphertext, the plaintext file and
+# a mount's cached pages alike), so that every system and `cat` of the
+# mount start from the same state.
+cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+median3() { sort -n | sed -n 2p; }
 throughput() {
-  curl -s -o /dev/null -w '%{speed_download}' "$1" | awk '{printf "%.0f", $1 / 1048576}'
+  for _ in 1 2 3; do
+    cold
+    curl -s -o /dev/null -w '%{speed_download}\n' "$1" | awk '{printf "%.0f\n", $1 / 1048576}'
+  done | median3
+}
+cat_throughput() {
+  for _ in 1 2 3; do
+    cold
+    start=$(date +%s.%N); cat "$1" > /dev/null; end=$(date +%s.%N)
+    awk -v s="$start" -v e="$end" -v m="$big_mib" 'BEGIN {printf "%.0f\n", m / (e - s)}'
+  done | median3
 }
 
 {
@@ -116,9 +132,7 @@ throughput() {
     mibs=$(throughput "${base[$system]}big-$big_mib.bin")
     echo "| $system | $r1 | $p1 | $r4 | $p4 | $mibs |"
   done
-  sync; echo 3 > /proc/sys/vm/drop_caches
-  start=$(date +%s.%N); cat "$out/mnt/big-$big_mib.bin" > /dev/null; end=$(date +%s.%N)
-  echo "| encfs-mount + cat | | | | | $(awk -v s="$start" -v e="$end" -v m="$big_mib" 'BEGIN {printf "%.0f", m / (e - s)}') |"
+  echo "| encfs-mount + cat | | | | | $(cat_throughput "$out/mnt/big-$big_mib.bin") |"
   echo
   echo "encfs-serve peak RSS: $(awk '/VmHWM/ {printf "%.1f MiB", $2 / 1024}' "/proc/$serve_pid/status")"
 } | tee "$out/results.md"
