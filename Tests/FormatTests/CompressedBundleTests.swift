@@ -456,18 +456,8 @@ final class CompressedBundleTests: XCTestCase {
         }
         XCTAssertEqual(encoding, .zstd)
         let frameLength = Int(range.count) - 16
-        // Zeros inflate hugely; random bytes after them make the frame grow
-        // about one byte per byte, so some tail gives the exact length.
-        let compressor = try ChunkCompressor(level: 1)
-        var generator = SeededGenerator(seed: 4)
-        var bomb: [UInt8]?
-        for tail in 0..<(2 * frameLength) where bomb == nil {
-            let data = [UInt8](repeating: 0, count: 64 << 10) + generator.bytes(tail)
-            var out = [UInt8](repeating: 0, count: data.count)
-            let n = data.withUnsafeBytes { d in out.withUnsafeMutableBytes { compressor.compress(d, into: $0) } }
-            if n == frameLength { bomb = Array(out[0..<frameLength]) }
-        }
-        let frame = try XCTUnwrap(bomb, "no frame of \(frameLength) bytes found")
+        let frame = try XCTUnwrap(try CompressibleData.bombFrame(length: frameLength, tails: 2 * frameLength),
+                                  "no frame of \(frameLength) bytes found")
         let codec = try ChunkCodec(bundleID: reader.header.bundleID, compressed: true)
         let fileKey = try reader.fileKey(for: entry)
         var sealed = [UInt8](repeating: 0, count: frame.count + 16)

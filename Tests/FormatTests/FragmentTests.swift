@@ -17,14 +17,7 @@ final class FragmentTests: XCTestCase {
     override func tearDown() { tmp = nil }
 
     /// Text that zstd shrinks well, `n` bytes.
-    private func text(_ n: Int, seed: UInt64) -> [UInt8] {
-        var generator = SeededGenerator(seed: seed)
-        let words = ["int ", "struct ", "#define ", "return ", "x;\n", "/* c */ ", "{\n", "}\n"].map { Array($0.utf8) }
-        var out: [UInt8] = []
-        out.reserveCapacity(n + 16)
-        while out.count < n { out += words[Int(generator.next() % UInt64(words.count))] }
-        return Array(out[0..<n])
-    }
+    private func text(_ n: Int, seed: UInt64) -> [UInt8] { CompressibleData.sourceText(n, seed: seed) }
 
     private func random(_ n: Int, seed: UInt64) -> [UInt8] {
         var generator = SeededGenerator(seed: seed)
@@ -321,16 +314,8 @@ final class FragmentTests: XCTestCase {
         }
         XCTAssertEqual(encoding, .zstd)
         let frameLength = Int(range.count) - 16
-        let compressor = try ChunkCompressor(level: 1)
-        var generator = SeededGenerator(seed: 4)
-        var bomb: [UInt8]?
-        for tail in 0..<(4 * frameLength) where bomb == nil {
-            let data = [UInt8](repeating: 0, count: 64 << 10) + generator.bytes(tail)
-            var out = [UInt8](repeating: 0, count: data.count)
-            let n = data.withUnsafeBytes { d in out.withUnsafeMutableBytes { compressor.compress(d, into: $0) } }
-            if n == frameLength { bomb = Array(out[0..<frameLength]) }
-        }
-        let frame = try XCTUnwrap(bomb, "no frame of \(frameLength) bytes found")
+        let frame = try XCTUnwrap(try CompressibleData.bombFrame(length: frameLength, tails: 4 * frameLength),
+                                  "no frame of \(frameLength) bytes found")
         let codec = try ChunkCodec(bundleID: reader.header.bundleID, compressed: true)
         let fragmentKey = try reader.fileKey(for: fragment)
         var sealed = [UInt8](repeating: 0, count: frame.count + 16)

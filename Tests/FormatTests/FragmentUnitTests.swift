@@ -19,14 +19,7 @@ final class FragmentUnitTests: XCTestCase {
     override func tearDown() { tmp = nil }
 
     /// Text that zstd shrinks well, `n` bytes.
-    private func text(_ n: Int, seed: UInt64) -> [UInt8] {
-        var generator = SeededGenerator(seed: seed)
-        let words = ["int ", "struct ", "#define ", "return ", "x;\n", "/* c */ ", "{\n", "}\n"].map { Array($0.utf8) }
-        var out: [UInt8] = []
-        out.reserveCapacity(n + 16)
-        while out.count < n { out += words[Int(generator.next() % UInt64(words.count))] }
-        return Array(out[0..<n])
-    }
+    private func text(_ n: Int, seed: UInt64) -> [UInt8] { CompressibleData.sourceText(n, seed: seed) }
 
     private func pack(_ files: [(String, [UInt8])], name: String = "b", chunkSizeLog2: UInt8 = 12, unitLog2: UInt8?,
                       threshold: Int? = nil) throws -> (path: [UInt8], summary: PackSummary) {
