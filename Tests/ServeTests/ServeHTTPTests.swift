@@ -23,10 +23,10 @@ final class ServeHTTPTests: ServeTestCase {
         try "body { color: red }\n".write(toFile: source + "/css/site.css", atomically: true, encoding: .utf8)
         try "a\n".write(toFile: source + "/sub/a.txt", atomically: true, encoding: .utf8)
         try "page\n".write(toFile: source + "/sub/home.htm", atomically: true, encoding: .utf8)
-        FileManager.default.createFile(atPath: source + "/empty.txt", contents: Data())
+        _ = FileManager.default.createFile(atPath: source + "/empty.txt", contents: Data())
         var generator = SystemRandomNumberGenerator()
         big = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        FileManager.default.createFile(atPath: source + "/big.bin", contents: Data(big))
+        _ = FileManager.default.createFile(atPath: source + "/big.bin", contents: Data(big))
         try writeFile(Array((source + "/new\nline.txt").utf8), Array("newline\n".utf8))
         try writeFile(Array((source + "/caf").utf8) + [0xE9] + Array(".txt".utf8), Array("latin1\n".utf8))
         try FileManager.default.createSymbolicLink(atPath: source + "/link.css", withDestinationPath: "css/site.css")

@@ -27,7 +27,7 @@ final class ServeLockTests: ServeTestCase {
         source = work + "/src"
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
         try "<html><body>locked away</body></html>\n".write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
-        FileManager.default.createFile(atPath: source + "/big.bin", contents: Data((0..<300_000).map { _ in UInt8.random(in: 0...255) }))
+        _ = FileManager.default.createFile(atPath: source + "/big.bin", contents: Data((0..<300_000).map { _ in UInt8.random(in: 0...255) }))
         key = try makeKey()
         bundle = try pack(source, key: key)
         serverName = "t-" + randomHex(bytes: 8)
@@ -112,7 +112,7 @@ final class ServeLockTests: ServeTestCase {
         let large = Array(random.readData(ofLength: 24 << 20))
         try random.close()
         try FileManager.default.createDirectory(atPath: work + "/src2", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: work + "/src2/large.bin", contents: Data(large))
+        _ = FileManager.default.createFile(atPath: work + "/src2/large.bin", contents: Data(large))
         let bundle2 = try pack(work + "/src2", key: key, name: "large.encfs")
         for (protection, whole) in [("complete", false), ("unless-open", true)] {
             let server = try serve([bundle2, "--key-file", key, "--name", serverName, "--protection", protection], environment: environment)

@@ -19,7 +19,7 @@ final class ServeProcessTests: ServeTestCase {
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
         try "<html><body>hi</body></html>\n".write(toFile: source + "/index.html", atomically: true, encoding: .utf8)
         big = (0..<400_000).map { _ in UInt8.random(in: 0...255) }
-        FileManager.default.createFile(atPath: source + "/big.bin", contents: Data(big))
+        _ = FileManager.default.createFile(atPath: source + "/big.bin", contents: Data(big))
         key = try makeKey()
         bundle = try pack(source, key: key)
     }
@@ -120,7 +120,7 @@ final class ServeProcessTests: ServeTestCase {
 
     func testBadBundle_OneLineAndExit1() throws {
         let garbage = work + "/garbage.encfs"
-        FileManager.default.createFile(atPath: garbage, contents: Data(repeating: 0x41, count: 5000))
+        _ = FileManager.default.createFile(atPath: garbage, contents: Data(repeating: 0x41, count: 5000))
         let otherKey = work + "/other.key"
         try String(repeating: "ab", count: 32).write(toFile: otherKey, atomically: true, encoding: .utf8)
         for (bundle, key) in [(work + "/missing.encfs", key), (garbage, key), (bundle, otherKey)] {
