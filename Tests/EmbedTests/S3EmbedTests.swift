@@ -57,7 +57,7 @@ final class S3EmbedTests: EmbedTestCase {
         try Subprocess.check("python3", ["-m", "venv", "--without-pip", venv])
         try Subprocess.check("python3", ["-m", "pip", "--python", venv + "/bin/python", "install", "-q", "--no-index", "--no-deps",
                                          "--disable-pip-version-check", dist + "/" + wheel])
-        let wrong = "x" + session.secret.dropFirst()
+        let wrong = session.wrongSecret
         let python = try Subprocess.run(venv + "/bin/python", ["-I", "-c", Self.script, address, fixture.path("app.key"),
                                                                fixture.path("src/docs/data.csv")],
                                         environment: clean.merging(aws) { $1 }.merging(["WRONG_SECRET": .some(wrong)]) { $1 },

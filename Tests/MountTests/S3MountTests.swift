@@ -153,9 +153,11 @@ final class S3MountTests: RemoteTestCase {
         let session = try server.session()
         var env = cleanEnvironment
         env["AWS_ACCESS_KEY_ID"] = session.id
-        env["AWS_SECRET_ACCESS_KEY"] = "x" + session.secret.dropFirst()
+        env["AWS_SECRET_ACCESS_KEY"] = session.wrongSecret
         env["AWS_SESSION_TOKEN"] = session.token
         let mountpoint = try scratch.makeDirectory(uniqueName("mnt"))
+        // Unmounted however the test ends, should the mount wrongly succeed.
+        addTeardownBlock { MountedBundle.unmount(mountpoint: mountpoint, foreground: nil) }
         let result = try run(try Tools.mount(), [published.address, mountpoint, "--key-file", published.key, "--s3-endpoint",
                                                  server.endpoint(), "--cache-dir", try scratch.makeDirectory(uniqueName("cache"))],
                              environment: env)

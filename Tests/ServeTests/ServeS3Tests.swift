@@ -53,7 +53,7 @@ final class ServeS3Tests: ServeTestCase {
 
         // The same session with a wrong secret key: moto refuses the
         // signature; encfs-serve says so in one line, exit 1, no URL.
-        let wrongSecret = "x" + session.secret.dropFirst()
+        let wrongSecret = session.wrongSecret
         try writeCredentials(id: session.id, secret: wrongSecret, token: session.token, to: credentials)
         let refused = try execute(tool("encfs-serve"), [address, "--aws-credentials-file", credentials] + common,
                                   environment: cleanEnvironment)

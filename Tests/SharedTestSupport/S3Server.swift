@@ -20,6 +20,10 @@ public final class S3Server: Sendable {
     public struct Session: Sendable {
         public var id: String
         public var secret: String
+        /// The secret with its first character changed, so the server
+        /// refuses it; always different from ``secret`` (a fixed "x" in
+        /// front was the secret itself whenever it began with "x").
+        public var wrongSecret: String { (secret.first == "x" ? "y" : "x") + secret.dropFirst() }
         public var token: String
     }
 
