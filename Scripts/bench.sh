@@ -68,7 +68,11 @@
 #                    cold with 1 and 4 jobs and ls -lR through encfs-mount
 #                    (classic and --transport uring),
 #                    squashfuse_ll, the kernel's squashfs and EROFS (loop
-#                    mounts); results in DIR/tree-results.md and .json. With
+#                    mounts), and the floor: a plain copy of the tree read
+#                    directly and through nullfuse (opens answered, and
+#                    skipped as encfs-mount skips them), with the FUSE
+#                    requests per file counted (a tracepoint of recent
+#                    kernels); results in DIR/tree-results.md and .json. With
 #                    --quick, realtree is /usr/lib/python3.11 alone and any
 #                    tree gets 1 repetition (about a minute)
 #   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
@@ -234,7 +238,7 @@ if [ ${#trees[@]} -gt 0 ]; then
   tree_args=()
   for t in "${trees[@]}"; do tree_args+=(--tree "$t"); done
   echo "== real trees (work dir $out)" >&2
-  python3 Scripts/bench/bench_tree.py --out "$out" --bin "$bin" ${reps:+--reps "$reps"} "${tree_args[@]}"
+  python3 Scripts/bench/bench_tree.py --out "$out" --bin "$bin" --nullfuse "$out/bin/nullfuse" ${reps:+--reps "$reps"} "${tree_args[@]}"
   echo "bench.sh: results in $out/tree-results.md and $out/tree-results.json; total $(( $(date +%s) - started )) s" >&2
   exit 0
 fi

@@ -4,7 +4,7 @@
 Usage (normally through Scripts/bench.sh --dataset realtree|linux|TREE, which
 installs the peers, builds the release binaries and unmounts whatever is
 left if this script dies):
-  bench_tree.py --out DIR --bin DIR --tree PATH [--tree PATH ...] [--reps N]
+  bench_tree.py --out DIR --bin DIR --nullfuse BIN --tree PATH [--tree PATH ...] [--reps N]
 
 For each tree, in one run, side by side:
   images    encfs-zstd (`encfs-pack --compress zstd`, its defaults),
@@ -19,7 +19,15 @@ For each tree, in one run, side by side:
   mounts    encfs (encfs-mount of encfs-zstd), encfs-uring (the same with
             --transport uring), squashfuse_ll and the kernel's
             squashfs (of the squashfs image, loop mount), the kernel's EROFS
-            (loop mount).
+            (loop mount); and the floor without crypto or compression: the
+            tree copied as plain files into OUT/tree-build/ (the bundles'
+            file system), read directly (plain-dir) and through
+            Scripts/bench/nullfuse.c, a FUSE passthrough configured like
+            encfs-mount (max_read 256 KiB as encfs-mount sets it): nullfuse
+            answers every open (OPEN and RELEASE per file, as libfuse's
+            passthrough examples do), nullfuse-skip-open answers opens
+            ENOSYS as encfs-mount does (NULLFUSE_SKIP_OPEN=1: then neither
+            is sent).
 Each repetition runs every mount in turn (the order reversed every other
 repetition and rotated every two, as bench.py does) through:
   read 1    `sync; echo 3 > drop_caches` (the images' page cache too), a
@@ -29,6 +37,13 @@ repetition and rotated every two, as bench.py does) through:
   read 4    the same with four readers (`xargs -0 -n 64 -P 4 cat`);
   ls -lR    drop_caches, a fresh mount, `ls -lR MNT` (cold), then again on
             the same mount (warm).
+  daemon CPU  the FUSE daemon's user + system CPU time over the read
+            (from its /proc/PID/stat before unmounting; mount start-up
+            included, kernel threads' work not).
+  requests  after the timed repetitions, one more cold 1-job read per FUSE
+            mount, untimed, counting the requests the kernel sends that
+            connection by opcode (the fuse:fuse_request_send tracepoint, in
+            a tracefs instance of its own filtered on the connection).
 Writes OUT/tree-results.md and OUT/tree-results.json; a tree's images live in
 OUT/tree-build/ and go at the end (bench.sh removes them unless --keep).
 """
@@ -53,8 +68,17 @@ BENCH_KEY = "5e" * 32  # the same public, benchmark-only key as bench.py's
 IMAGES = ["encfs-zstd", "encfs-zstd-matched", "squashfs", "squashfs-matched", "erofs"]
 # encfs-uring: the same bundle over FUSE-over-io_uring (--transport uring), which costs the daemon less CPU per
 # request than the default /dev/fuse transport (docs/PERFORMANCE.md, "Known limits", issue 31).
+# plain-dir, nullfuse, nullfuse-skip-open: the tree as plain files (PLAIN), no crypto, no compression: what the
+# kernel's page cache and FUSE cost alone (docs/PERFORMANCE.md, "Cold reads of many small files: the FUSE floor").
+PLAIN = "plain"
 MOUNTS = {"encfs": "encfs-zstd", "encfs-uring": "encfs-zstd", "squashfuse_ll": "squashfs",
-          "kernel-squashfs": "squashfs", "kernel-erofs": "erofs"}
+          "kernel-squashfs": "squashfs", "kernel-erofs": "erofs",
+          "nullfuse": PLAIN, "nullfuse-skip-open": PLAIN, "plain-dir": PLAIN}
+# The mounts served by a daemon over FUSE, whose requests are counted.
+FUSE_MOUNTS = ["encfs", "encfs-uring", "squashfuse_ll", "nullfuse", "nullfuse-skip-open"]
+# encfs-mount's max_read (MountContext.maximumRead), given to nullfuse too.
+ENCFS_MAX_READ = 256 << 10
+TRACEFS = "/sys/kernel/tracing"
 
 
 def run_discarding(argv, cwd=None):
@@ -64,6 +88,62 @@ def run_discarding(argv, cwd=None):
     if result.returncode != 0:
         die(f"command failed ({result.returncode}): {' '.join(argv)}\n"
             f"{result.stderr.decode(errors='replace').strip()[-2000:]}")
+
+
+class RequestCounter:
+    """Counts, by opcode, the requests the kernel sends one FUSE connection while it lives.
+
+    A tracefs instance of its own (the global trace buffer is left alone), with the fuse:fuse_request_send
+    tracepoint filtered on the connection (the mount's device number in the kernel's dev_t encoding); the events
+    are read and counted at the end, so the buffer holds them all, or the count dies.
+    """
+
+    def __init__(self, mountpoint):
+        st = os.stat(mountpoint)
+        connection = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)  # the kernel's MKDEV
+        self.instance = os.path.join(TRACEFS, "instances", f"encfs-bench-tree-{os.getpid()}")
+        os.mkdir(self.instance)
+        self.event = os.path.join(self.instance, "events", "fuse", "fuse_request_send")
+        self.write("buffer_size_kb", "65536")  # per CPU: about a million events
+        self.write(os.path.join(self.event, "filter"), f"connection == {connection}")
+        self.write(os.path.join(self.event, "enable"), "1")
+
+    @staticmethod
+    def available():
+        """Whether the kernel has the tracepoint (recent kernels only) and tracefs is mounted."""
+        return os.path.isdir(os.path.join(TRACEFS, "events", "fuse", "fuse_request_send"))
+
+    def write(self, path, text):
+        with open(os.path.join(self.instance, path), "w") as f:
+            f.write(text + "\n")
+
+    def counts(self):
+        """Stops counting; {opcode name: requests}. Dies if the buffer overflowed."""
+        self.write(os.path.join(self.event, "enable"), "0")
+        per_cpu = os.path.join(self.instance, "per_cpu")
+        for cpu in os.listdir(per_cpu):
+            with open(os.path.join(per_cpu, cpu, "stats")) as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key.strip() == "overrun" and int(value) != 0:
+                        die(f"request counting lost {int(value)} events on {cpu}: enlarge buffer_size_kb")
+        counts = {}
+        with open(os.path.join(self.instance, "trace")) as f:
+            for line in f:
+                if line.startswith("#"):
+                    continue
+                # "... fuse_request_send: connection 40 req 2 opcode 1 (FUSE_LOOKUP) len 50"
+                _, found, rest = line.partition(" opcode ")
+                if found:
+                    op = rest.split("(", 1)[1].split(")", 1)[0]
+                    counts[op] = counts.get(op, 0) + 1
+        return counts
+
+    def close(self):
+        try:
+            self.write(os.path.join(self.event, "enable"), "0")
+        finally:
+            os.rmdir(self.instance)
 
 
 class TreeBench:
@@ -111,13 +191,24 @@ class TreeBench:
         os.sync()
         return time.monotonic() - started, os.path.getsize(image)
 
+    def copy_plain(self, tree):
+        """The tree as plain files beside the images (plain-dir and nullfuse read it), fresh for each tree."""
+        plain = self.image_path(PLAIN)
+        if os.path.exists(plain):
+            run(["rm", "-rf", plain])
+        run(["cp", "-a", tree, plain])
+
     # ------------------------------------------------------------ mounts
 
     def mountpoint(self, name):
+        if name == "plain-dir":
+            return self.image_path(PLAIN)
         return os.path.join(self.out, "mnt", f"tree-{name}")
 
     def mount(self, name):
-        """Mounts name fresh; returns the daemon's pid (None for the kernel's file systems)."""
+        """Mounts name fresh; returns the daemon's pid (None for the kernel's file systems and plain-dir)."""
+        if name == "plain-dir":
+            return None
         mp = self.mountpoint(name)
         os.makedirs(mp, exist_ok=True)
         if benchlib.is_mounted(mp):
@@ -131,6 +222,12 @@ class TreeBench:
                        "--allow-external-symlinks"] + (["--transport", "uring"] if name == "encfs-uring" else [])
         elif name == "squashfuse_ll":
             command = ["squashfuse_ll", image, mp]
+        elif name.startswith("nullfuse"):
+            # nullfuse needs -o max_read and NULLFUSE_MAX_READ together (its header); env(1) execs it, so its argv,
+            # which daemon_pid looks for, is nullfuse's own.
+            command = ["env", f"NULLFUSE_MAX_READ={ENCFS_MAX_READ}",
+                       f"NULLFUSE_SKIP_OPEN={1 if name == 'nullfuse-skip-open' else 0}",
+                       self.args.nullfuse, image, mp, "-o", f"max_read={ENCFS_MAX_READ}"]
         else:
             # -o loop: mount(8) sets up a loop device and frees it at unmount (autoclear).
             fstype = "squashfs" if name == "kernel-squashfs" else "erofs"
@@ -146,6 +243,8 @@ class TreeBench:
         return pid or benchlib.daemon_pid(mp)
 
     def unmount(self, name, pid=None):
+        if name == "plain-dir":
+            return
         mp = self.mountpoint(name)
         if name.startswith("kernel-"):
             for _ in range(50):
@@ -164,17 +263,34 @@ class TreeBench:
 
     # ------------------------------------------------------------ workloads
 
-    def read_all(self, name, file_list, jobs):
-        """Cold: drop_caches, a fresh mount, every file read once by `jobs` readers; seconds."""
+    @staticmethod
+    def cpu_seconds(pid):
+        """A process's user + system CPU time so far (/proc/PID/stat); None without a daemon."""
+        if not pid:
+            return None
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+    def read_all(self, name, file_list, jobs, counter=None):
+        """Cold: drop_caches, a fresh mount, every file read once by `jobs` readers; (seconds, the daemon's CPU
+        seconds or None). With counter, a RequestCounter class: the requests of the read instead, by opcode."""
         drop_caches()
         pid = self.mount(name)
+        counting = counter(self.mountpoint(name)) if counter else None
         per_call = 256 if jobs == 1 else 64
-        started = time.monotonic()
-        run_discarding(["xargs", "-0", "-a", file_list, "-n", str(per_call), "-P", str(jobs), "cat"],
-                       cwd=self.mountpoint(name))
-        elapsed = time.monotonic() - started
-        self.unmount(name, pid)
-        return elapsed
+        try:
+            started = time.monotonic()
+            run_discarding(["xargs", "-0", "-a", file_list, "-n", str(per_call), "-P", str(jobs), "cat"],
+                           cwd=self.mountpoint(name))
+            elapsed = time.monotonic() - started
+            cpu = self.cpu_seconds(pid)
+            counts = counting.counts() if counting else None
+        finally:
+            if counting:
+                counting.close()
+            self.unmount(name, pid)
+        return counts if counter else (elapsed, cpu)
 
     def list_tree(self, name):
         """drop_caches, a fresh mount, `ls -lR` twice; (cold seconds, warm seconds)."""
@@ -223,6 +339,7 @@ class TreeBench:
         log(f"  {stats['files']:,} files, {stats['directories']:,} directories, {stats['bytes'] / MiB:,.1f} MiB")
         raw = {"pack_s": {n: [] for n in IMAGES}, "size_bytes": {n: [] for n in IMAGES},
                "read1_s": {n: [] for n in MOUNTS}, "read4_s": {n: [] for n in MOUNTS},
+               "read1_cpu_s": {n: [] for n in FUSE_MOUNTS}, "read4_cpu_s": {n: [] for n in FUSE_MOUNTS},
                "ls_cold_s": {n: [] for n in MOUNTS}, "ls_warm_s": {n: [] for n in MOUNTS}}
         loads = []
         for rep in range(self.args.reps):
@@ -232,22 +349,35 @@ class TreeBench:
                 raw["pack_s"][name].append(seconds)
                 raw["size_bytes"][name].append(size)
                 log(f"    {name}: {seconds:.2f} s, {size / MiB:,.2f} MiB")
+        self.copy_plain(tree)
         for rep in range(self.args.reps):
             log(f"  reads and listing, repetition {rep + 1}/{self.args.reps}")
             loads.append(os.getloadavg()[0])
             for name in self.turn_order(list(MOUNTS), rep):
-                r1 = self.read_all(name, file_list, 1)
-                r4 = self.read_all(name, file_list, 4)
+                r1, cpu1 = self.read_all(name, file_list, 1)
+                r4, cpu4 = self.read_all(name, file_list, 4)
                 cold, warm = self.list_tree(name)
                 raw["read1_s"][name].append(r1)
                 raw["read4_s"][name].append(r4)
+                if name in FUSE_MOUNTS:
+                    raw["read1_cpu_s"][name].append(cpu1)
+                    raw["read4_cpu_s"][name].append(cpu4)
                 raw["ls_cold_s"][name].append(cold)
                 raw["ls_warm_s"][name].append(warm)
                 log(f"    {name}: read 1 job {r1:.2f} s, 4 jobs {r4:.2f} s, ls -lR {cold:.3f} s cold, {warm:.3f} s warm")
         loads.append(os.getloadavg()[0])
+        requests = {}
+        if RequestCounter.available():
+            log("  requests per file (one more cold 1-job read per FUSE mount, untimed)")
+        else:
+            log(f"  requests not counted: no fuse:fuse_request_send tracepoint in {TRACEFS}")
+        for name in FUSE_MOUNTS if RequestCounter.available() else []:
+            counts = self.read_all(name, file_list, 1, counter=RequestCounter)
+            requests[name] = {op: n / stats["files"] for op, n in sorted(counts.items())}
+            log(f"    {name}: " + ", ".join(f"{op} {v:.2f}" for op, v in requests[name].items()))
         summary = {metric: {name: self.summary(values) for name, values in by_name.items()}
                    for metric, by_name in raw.items()}
-        self.results[tree] = {"tree": stats, "summary": summary, "load_1min": loads}
+        self.results[tree] = {"tree": stats, "summary": summary, "requests_per_file": requests, "load_1min": loads}
 
     @staticmethod
     def summary(values):
@@ -294,6 +424,27 @@ class TreeBench:
             f.write(markdown)
         print(markdown)
 
+    @staticmethod
+    def requests_table(result, files):
+        """FUSE requests per file and daemon CPU per file, one row per FUSE mount."""
+        s, requests = result["summary"], result["requests_per_file"]
+        if not requests:
+            return "FUSE requests per file: not counted (no fuse:fuse_request_send tracepoint in this kernel).\n"
+        shown = ["FUSE_LOOKUP", "FUSE_GETATTR", "FUSE_OPEN", "FUSE_READ", "FUSE_FLUSH", "FUSE_RELEASE"]
+        lines = ["Cold read all, 1 job: FUSE requests the kernel sent, per file (one untimed read), and the daemon's "
+                 "CPU per file (median of the timed reads):\n",
+                 "| mount | " + " | ".join(op.removeprefix("FUSE_") for op in shown) +
+                 " | other | total | daemon CPU, 1 job (µs/file) | 4 jobs (µs/file) |",
+                 "|---" * (len(shown) + 5) + "|"]
+        for name in FUSE_MOUNTS:
+            per_file = requests[name]
+            other = sum(v for op, v in per_file.items() if op not in shown)
+            cells = [name] + [f"{per_file.get(op, 0):.2f}" for op in shown]
+            cells += [f"{other:.2f}", f"{sum(per_file.values()):.2f}"]
+            cells += [f"{s[m][name]['median'] / files * 1e6:.0f}" for m in ("read1_cpu_s", "read4_cpu_s")]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
     def markdown(self, versions):
         encfs_level, squashfs_level = self.levels
         lines = ["## encfs on real trees\n",
@@ -328,6 +479,7 @@ class TreeBench:
                     cells.append(f"{v['median']:.3f} [{v['min']:.3f}-{v['max']:.3f}]")
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
+            lines.append(self.requests_table(result, t["files"]))
 
             def ratio(metric, a, b):
                 return s[metric][a]["median"] / s[metric][b]["median"]
@@ -352,6 +504,10 @@ class TreeBench:
                 lines.append(f"| (for reference) encfs-uring {what} | {ratio(metric, 'encfs-uring', ref):.2f}× | |")
             lines.append(f"| (for reference) read all cold, 1 job, / squashfuse_ll | "
                          f"{ratio('read1_s', 'encfs', 'squashfuse_ll'):.2f}× | |")
+            lines.append(f"| (the floor) nullfuse-skip-open read all cold, 1 job, / kernel squashfs | "
+                         f"{ratio('read1_s', 'nullfuse-skip-open', 'kernel-squashfs'):.2f}× | |")
+            lines.append(f"| (the floor) nullfuse-skip-open read all cold, 4 jobs, / kernel EROFS | "
+                         f"{ratio('read4_s', 'nullfuse-skip-open', 'kernel-erofs'):.2f}× | |")
             lines.append("")
         lines.append(f"Benchmark time: {self.elapsed / 60:.1f} min. Method: Scripts/bench/bench_tree.py's docstring.")
         return "\n".join(lines) + "\n"
@@ -361,6 +517,7 @@ def main():
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--bin", required=True, help="directory of the encfs release binaries")
+    parser.add_argument("--nullfuse", required=True, help="the compiled Scripts/bench/nullfuse.c")
     parser.add_argument("--tree", action="append", required=True, help="a directory to pack and read (repeatable)")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
