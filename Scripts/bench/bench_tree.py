@@ -116,9 +116,13 @@ class RequestCounter:
         self.instance = os.path.join(TRACEFS, "instances", f"encfs-bench-tree-{os.getpid()}")
         os.mkdir(self.instance)
         self.event = os.path.join(self.instance, "events", "fuse", "fuse_request_send")
-        self.write("buffer_size_kb", "65536")  # per CPU: about a million events
-        self.write(os.path.join(self.event, "filter"), f"connection == {connection}")
-        self.write(os.path.join(self.event, "enable"), "1")
+        try:
+            self.write("buffer_size_kb", "65536")  # per CPU: about a million events
+            self.write(os.path.join(self.event, "filter"), f"connection == {connection}")
+            self.write(os.path.join(self.event, "enable"), "1")
+        except OSError:
+            self.close()
+            raise
 
     @staticmethod
     def available():
@@ -227,7 +231,7 @@ class TreeBench:
         return os.path.join(self.out, "mnt", f"tree-{name}")
 
     def mount(self, name):
-        """Mounts name fresh; returns the daemon's pid (None for the kernel's file systems and plain-dir)."""
+        """Mounts name fresh; returns the daemon's pid (None for the kernel's file systems and the plain trees)."""
         if name in DIRECT:
             return None
         mp = self.mountpoint(name)
