@@ -29,9 +29,9 @@ package final class ChunkWorkspace: @unchecked Sendable {
     private let frameLocked: Bool
     /// Holds the chunk table entries of one batch (``ChunkTableWindow``).
     let tableEntries: UnsafeMutableRawBufferPointer
-    /// The chunks a reader's partial reads inflated last (a reader's
+    /// The file chunks a reader's partial reads inflated last (a reader's
     /// workspace of a compressed bundle only; nil for passes that read
-    /// every chunk once).
+    /// every chunk once). Fragment units are cached by the reader.
     let inflated: InflatedChunkCache?
     /// The files whose entries and keys are cached, by slot: index
     /// position, −1 while a slot is empty. A workspace belongs to one reader
@@ -56,14 +56,17 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// - Parameter cachesInflatedChunks: keep the chunks partial reads
     ///   inflate (``InflatedChunkCache``; with `compressed` only).
     /// - Parameter fragmentLayout: the bundle's fragment units, when they
-    ///   are larger than its chunks: every buffer holds the larger of the
-    ///   two (a unit is opened, inflated and cached whole like a chunk).
+    ///   are larger than its chunks: the fetch, frame and plaintext buffers
+    ///   hold the larger of the two (a unit is opened and inflated whole
+    ///   like a chunk; the reader caches units, not the workspace).
     init(layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes,
          compressed: Bool = false, cachesInflatedChunks: Bool = false) throws {
         let units = fragmentLayout ?? layout
         let largest = Int(max(layout.chunkSize, units.chunkSize))
         codec = try ChunkCodec(bundleID: bundleID, compressed: compressed)
-        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: largest) : nil
+        // Fragment units are cached by the reader, for all workers
+        // (``FragmentUnitCache``): this cache holds file chunks only.
+        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: Int(layout.chunkSize)) : nil
         decompressor = compressed ? try ChunkDecompressor() : nil
         // A frame is shorter than its chunk (else it is stored raw).
         frame = .allocate(byteCount: compressed ? largest : 0, alignment: 4096)
