@@ -524,6 +524,12 @@ package final class BundleReader: Sendable {
             let plaintext = try cache.fill(context.entry, chunk: slice.chunk, length: slice.chunkLength, open: decode)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
         } else {
+            // A reader's workspace holds one chunk: a partly read fragment
+            // unit always goes through the reader's cache of units (the
+            // index keeps a slice inside its unit), never here.
+            guard slice.chunkLength <= context.workspace.plaintext.count else {
+                throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
+            }
             let target = UnsafeMutableRawBufferPointer(rebasing: context.workspace.plaintext[0..<slice.chunkLength])
             try decode(into: target)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))

@@ -17,7 +17,10 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// Byte budget of one batch: small enough to stay in the core's cache
     /// until it is decrypted.
     static let batchBytes = 64 << 10
-    /// Holds one decrypted chunk when a read covers only part of it.
+    /// Holds one decrypted chunk when a read covers only part of it; in a
+    /// pass's workspace also a fragment unit (a reader's workspace opens
+    /// units into the reader's ``FragmentUnitCache`` instead, so its
+    /// buffer is one chunk long).
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
     /// Inflates zstd chunks (compressed bundles only).
@@ -56,9 +59,10 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// - Parameter cachesInflatedChunks: keep the chunks partial reads
     ///   inflate (``InflatedChunkCache``; with `compressed` only).
     /// - Parameter fragmentLayout: the bundle's fragment units, when they
-    ///   are larger than its chunks: the fetch, frame and plaintext buffers
-    ///   hold the larger of the two (a unit is opened and inflated whole
-    ///   like a chunk; the reader caches units, not the workspace).
+    ///   are larger than its chunks: the fetch and frame buffers hold the
+    ///   larger of the two (a unit is opened and inflated whole like a
+    ///   chunk), the plaintext buffer too unless `cachesInflatedChunks`
+    ///   (a reader's workspace: the reader caches units, not the workspace).
     init(layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes,
          compressed: Bool = false, cachesInflatedChunks: Bool = false) throws {
         let units = fragmentLayout ?? layout
@@ -78,7 +82,7 @@ package final class ChunkWorkspace: @unchecked Sendable {
         sealed = .allocate(byteCount: max(layout.batchCapacity(batchBytes: batchBytes), units.batchCapacity(batchBytes: batchBytes)),
                            alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
-        plaintext = .allocate(byteCount: largest, alignment: 4096)
+        plaintext = .allocate(byteCount: cachesInflatedChunks ? Int(layout.chunkSize) : largest, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
         plaintextLocked = SecureMemory.lock(plaintext)
         cachedPositions = Array(repeating: -1, count: Self.cachedKeyCount)
