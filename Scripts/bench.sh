@@ -169,6 +169,12 @@ if [ ${#trees[@]} -gt 0 ] && { [ -n "$baseline" ] || [ ${#extra[@]} -gt $(( ${re
   echo "bench.sh: error: --dataset realtree, linux or TREE takes only --quick, --reps, --systems, --out and --keep" >&2
   exit 2
 fi
+if [ ${#trees[@]} -gt 0 ] && [ -n "$systems" ]; then
+  # bench_tree.py's mounts, checked here rather than after the build.
+  python3 -B -c 'import sys; sys.path.insert(0, "Scripts/bench"); from bench_tree import MOUNTS
+bad = [s for s in sys.argv[1].split(",") if s not in MOUNTS]
+bad and sys.exit("bench.sh: error: unknown system (%s)\nbench.sh: hint: --systems takes %s" % (bad[0], ",".join(MOUNTS)))' "$systems"
+fi
 [ -z "$systems" ] || extra+=(--systems "$systems")
 
 if [ "$(id -u)" -ne 0 ]; then
