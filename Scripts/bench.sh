@@ -173,7 +173,7 @@ if [ ${#trees[@]} -gt 0 ] && [ -n "$systems" ]; then
   # bench_tree.py's mounts, checked here rather than after the build.
   python3 -B -c 'import sys; sys.path.insert(0, "Scripts/bench"); from bench_tree import MOUNTS
 bad = [s for s in sys.argv[1].split(",") if s not in MOUNTS]
-bad and sys.exit("bench.sh: error: unknown system (%s)\nbench.sh: hint: --systems takes %s" % (bad[0], ",".join(MOUNTS)))' "$systems"
+bad and sys.exit("bench.sh: error: unknown system (%s)\nbench.sh: hint: --systems takes %s" % (bad[0], ",".join(MOUNTS)))' "$systems" || exit 2
 fi
 [ -z "$systems" ] || extra+=(--systems "$systems")
 
