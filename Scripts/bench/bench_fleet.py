@@ -82,24 +82,48 @@ def mount(bin_dir, out, name, address, key, extra):
 def sequential(path):
     """MiB/s of one pass, the longest gap between two 1 MiB reads, and
     MiB/s from the end of that gap on (after a failover: the mirror's)."""
+    trace = read_trace(path)
+    gap, offset, _ = longest_gap(trace)
+    return rate(trace, 0), gap, rate(trace, offset)
+
+
+def read_trace(path):
+    """One cold pass in 1 MiB reads: [(monotonic time, bytes read by
+    then)], the open first."""
     benchlib.drop_caches()
-    started = last = time.monotonic()
-    longest = 0.0
+    trace = [(time.monotonic(), 0)]
     total = 0
-    after = (started, 0)
     with open(path, "rb", buffering=0) as f:
         while True:
             piece = f.read(MiB)
-            now = time.monotonic()
-            if now - last > longest:
-                longest = now - last
-                after = (now, total + len(piece))
-            last = now
+            total += len(piece)
+            trace.append((time.monotonic(), total))
             if not piece:
                 break
-            total += len(piece)
-    rest = (total - after[1]) / MiB / max(last - after[0], 1e-9)
-    return total / MiB / (last - started), longest, rest
+    return trace
+
+
+def longest_gap(trace):
+    """The longest time between two reads: seconds, the offset its read
+    ended at, and the index of that point in the trace."""
+    best = (0.0, 0, 0)
+    for i in range(1, len(trace)):
+        gap = trace[i][0] - trace[i - 1][0]
+        if gap > best[0]:
+            best = (gap, trace[i][1], i)
+    return best
+
+
+def rate(trace, offset):
+    """MiB/s from the read that ended at `offset` (0: the open) to the end."""
+    start = next((t, b) for t, b in trace if b >= offset)
+    return (trace[-1][1] - start[1]) / MiB / max(trace[-1][0] - start[0], 1e-9)
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def main():
@@ -172,21 +196,61 @@ def main():
 
 
 def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
-    mnt, pid = mount(args.bin, out, "direct-b", f"http://127.0.0.1:{port_b}/bundle.encfs", key, ["--net-timeout", str(timeout)])
-    direct, _, _ = sequential(os.path.join(mnt, "big.bin"))
-    benchlib.unmount(mnt, pid)
-    mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
-                     ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{port_b}/bundle.encfs"])
+    """Failover runs interleaved with direct mounts of the mirror (B), so
+    both see the same machine state; medians over the repetitions.
+    "after" starts when the stall ends (the read that waited returns):
+    it includes the units in flight at A fetched again from B; "steady"
+    starts STEADY_SKIP_MIB later (those units behind). Each is compared
+    with the direct run's rate over the same bytes of the file."""
+    repetitions = int(os.environ.get("FLEET_REPETITIONS", "3"))
+    steady_skip = int(os.environ.get("FLEET_STEADY_SKIP_MIB", "16")) * MiB
     units = size // (4 * MiB)
     skip = max(1, units // 3)
-    urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
-    failover, longest, rest = sequential(os.path.join(mnt, "big.bin"))
-    benchlib.unmount(mnt, pid)
-    results.update({"net_timeout_s": timeout, "direct_mirror_cold_mibs": round(direct, 1),
-                    "failover_cold_mibs": round(failover, 1), "failover_longest_gap_s": round(longest, 2),
-                    "after_failover_mibs": round(rest, 1)})
-    log(f"failover: {failover:.1f} MiB/s overall, longest gap {longest:.2f} s (--net-timeout {timeout}); "
-        f"{rest:.1f} MiB/s after it; direct mount of the mirror {direct:.1f} MiB/s")
+    mirror = f"http://127.0.0.1:{port_b}/bundle.encfs"
+    runs = []
+    for repetition in range(repetitions):
+        mnt, pid = mount(args.bin, out, "direct-b", mirror, key, ["--net-timeout", str(timeout)])
+        direct = read_trace(os.path.join(mnt, "big.bin"))
+        benchlib.unmount(mnt, pid)
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+        mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
+                         ["--net-timeout", str(timeout), "--mirror", mirror])
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
+        failover = read_trace(os.path.join(mnt, "big.bin"))
+        status = subprocess.run([f"{args.bin}/encfs-ctl", mnt, "status", "--json"], capture_output=True, text=True).stdout
+        benchlib.unmount(mnt, pid)
+        gap, offset, index = longest_gap(failover)
+        # Every later wait of more than 50 ms: a second stall (a unit in
+        # flight at A that waited for its abandonment) shows here.
+        later = [(round(failover[i][0] - failover[i - 1][0], 3), failover[i][1] // MiB)
+                 for i in range(index + 1, len(failover)) if failover[i][0] - failover[i - 1][0] > 0.05]
+        run = {"gap_s": round(gap, 2), "stall_end_mib": offset // MiB,
+               "after_mibs": rate(failover, offset), "direct_after_mibs": rate(direct, offset),
+               "steady_mibs": rate(failover, offset + steady_skip), "direct_steady_mibs": rate(direct, offset + steady_skip),
+               "overall_mibs": rate(failover, 0), "direct_overall_mibs": rate(direct, 0), "later_waits": later}
+        try:
+            run["sources"] = [{k: source.get(k) for k in ("state", "bytes", "errors")}
+                              for source in json.loads(status).get("sources", [])]
+        except ValueError:
+            pass
+        run["after_ratio"] = run["after_mibs"] / run["direct_after_mibs"]
+        run["steady_ratio"] = run["steady_mibs"] / run["direct_steady_mibs"]
+        runs.append(run)
+        log(f"failover {repetition + 1}/{repetitions}: stall {gap:.2f} s ending at {offset // MiB} MiB; from its end "
+            f"{run['after_mibs']:.0f} MiB/s against {run['direct_after_mibs']:.0f} direct ({run['after_ratio']:.2f}x); "
+            f"{steady_skip // MiB} MiB later {run['steady_mibs']:.0f} against {run['direct_steady_mibs']:.0f} "
+            f"({run['steady_ratio']:.2f}x); later waits (s, MiB) {later}; sources {run.get('sources')}")
+    summary = {key: round(median([run[key] for run in runs]), 2)
+               for key in ("gap_s", "after_mibs", "direct_after_mibs", "after_ratio", "steady_mibs", "direct_steady_mibs",
+                           "steady_ratio", "overall_mibs", "direct_overall_mibs")}
+    results.update({"net_timeout_s": timeout, "failover_repetitions": repetitions, "failover_median": summary,
+                    "failover_runs": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()} for run in runs],
+                    # The names earlier runs reported, now medians.
+                    "failover_longest_gap_s": summary["gap_s"], "after_failover_mibs": summary["after_mibs"],
+                    "direct_mirror_cold_mibs": summary["direct_overall_mibs"], "failover_cold_mibs": summary["overall_mibs"]})
+    log(f"failover, median of {repetitions}: stall {summary['gap_s']:.2f} s (--net-timeout {timeout}); after it "
+        f"{summary['after_mibs']:.0f} MiB/s, direct mirror over the same bytes {summary['direct_after_mibs']:.0f} "
+        f"(median ratio {summary['after_ratio']:.2f}x); steady {summary['steady_ratio']:.2f}x")
 
 
 def prefetch_part(args, out, key, www, proxy_port, results):
