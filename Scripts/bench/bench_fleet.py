@@ -14,7 +14,8 @@
             against a cold direct mount of B over the same bytes, and B
             mounted with A as its mirror, nothing failing; interleaved,
             medians of FLEET_REPETITIONS (5); FLEET_BASELINE_BIN=DIR adds
-            another build's failover to each repetition; FLEET_TRACE=1
+            another build's failover to each repetition; FLEET_FAULT (the
+            proxy's fault, default 'mode=stall&after=1000'); FLEET_TRACE=1
             logs B's requests (end time, duration, range, connection) to
             DIR/trace-*.log
   prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
@@ -241,6 +242,9 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
     # Another build's binaries (FLEET_BASELINE_BIN, e.g. main's), failing
     # over in the same repetitions: before and after under one load.
     baseline = os.environ.get("FLEET_BASELINE_BIN")
+    # What A does after a third: stall (the default), or e.g.
+    # FLEET_FAULT='mode=status&code=503' (fails at once: no stall).
+    fault = os.environ.get("FLEET_FAULT", "mode=stall&after=1000")
     steady_skip = int(os.environ.get("FLEET_STEADY_SKIP_MIB", "16")) * MiB
     units = size // (4 * MiB)
     skip = max(1, units // 3)
@@ -274,7 +278,7 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
         urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
         mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
                          ["--net-timeout", str(timeout), "--mirror", mirror])
-        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
+        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}", timeout=10).read()
         failover = read_trace(os.path.join(mnt, "big.bin"))
         status = subprocess.run([f"{args.bin}/encfs-ctl", mnt, "status", "--json"], capture_output=True, text=True).stdout
         benchlib.unmount(mnt, pid)
@@ -284,7 +288,7 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
             urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
             mnt, pid = mount(baseline, out, "failover-baseline", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
                              ["--net-timeout", str(timeout), "--mirror", mirror])
-            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}",
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}",
                                    timeout=10).read()
             before = read_trace(os.path.join(mnt, "big.bin"))
             benchlib.unmount(mnt, pid)
