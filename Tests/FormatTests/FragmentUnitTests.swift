@@ -308,23 +308,6 @@ final class FragmentUnitTests: XCTestCase {
 
     // MARK: - The workspace's cache
 
-    /// A bundle held in memory whose reads are counted.
-    private final class CountingSource: ByteSource {
-        private let memory: MemoryByteSource
-        private let count = Mutex(0)
-
-        init(_ bytes: [UInt8]) { memory = MemoryByteSource(bytes: bytes) }
-
-        var size: UInt64 { memory.size }
-        var displayName: [UInt8] { memory.displayName }
-        var identity: ByteSourceIdentity { memory.identity }
-        var reads: Int { count.withLock { $0 } }
-
-        func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
-            count.withLock { $0 += 1 }
-            return try memory.read(into: buffer, atOffset: offset)
-        }
-    }
 
     /// One worker reading every small file of a unit fetches and inflates
     /// the unit once: the other slices are copies from its cache.
@@ -332,7 +315,7 @@ final class FragmentUnitTests: XCTestCase {
         let files = (0..<40).map { ("s/f\(String(format: "%02d", $0)).c", text(500 + 13 * $0, seed: UInt64($0))) }
         let (path, summary) = try pack(files, chunkSizeLog2: 12, unitLog2: 16)
         XCTAssertEqual(summary.fragments, 1, "about 30 KB of small files in one 64 KiB unit")
-        let source = CountingSource(try FileTree.readFile(path))
+        let source = CountingMemorySource(try FileTree.readFile(path))
         let reader = try BundleReader.open(source: source, materials: [.rawKey(key)])
         let entries = try files.map { try reader.entry(bytes($0.0)) }
         // Load the index pages first, so only unit fetches are counted.

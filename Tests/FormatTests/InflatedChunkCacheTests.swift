@@ -18,24 +18,6 @@ final class InflatedChunkCacheTests: XCTestCase {
         tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp")
     }
 
-    /// A bundle held in memory whose reads are counted.
-    private final class CountingSource: ByteSource {
-        private let memory: MemoryByteSource
-        private let count = Mutex(0)
-
-        init(_ bytes: [UInt8]) { memory = MemoryByteSource(bytes: bytes) }
-
-        var size: UInt64 { memory.size }
-        var displayName: [UInt8] { memory.displayName }
-        var identity: ByteSourceIdentity { memory.identity }
-        /// Reads served so far.
-        var reads: Int { count.withLock { $0 } }
-
-        func read(into buffer: UnsafeMutableRawBufferPointer, atOffset offset: UInt64) throws -> Int {
-            count.withLock { $0 += 1 }
-            return try memory.read(into: buffer, atOffset: offset)
-        }
-    }
 
     /// `n` bytes of text that zstd shrinks, different for each `seed`.
     private func text(_ n: Int, seed: Int) -> [UInt8] {
@@ -79,7 +61,7 @@ final class InflatedChunkCacheTests: XCTestCase {
 
     func testPartialReads_InsideInflatedChunk_FetchNothing() throws {
         let (path, files) = try packThreeFiles()
-        let source = CountingSource(try FileTree.readFile(path))
+        let source = CountingMemorySource(try FileTree.readFile(path))
         let reader = try BundleReader.open(source: source, materials: [.rawKey(key)])
         let workspace = try reader.makeWorkspace()
         // A paged index (every version 2 bundle) reads its pages at first
@@ -123,7 +105,7 @@ final class InflatedChunkCacheTests: XCTestCase {
         let byte = try FileTree.readFile(path)[at]
         try SignedBundles.overwrite(path, at: at, with: [byte ^ 0x40])
 
-        let source = CountingSource(try FileTree.readFile(path))
+        let source = CountingMemorySource(try FileTree.readFile(path))
         let reader = try BundleReader.open(source: source, materials: [.rawKey(key)])
         let workspace = try reader.makeWorkspace()
         try check(reader, workspace, files, "a", at: 10, count: 100)

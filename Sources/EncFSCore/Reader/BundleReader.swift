@@ -28,6 +28,9 @@ package final class BundleReader: Sendable {
     /// The same for fragment units (at least one: a unit larger than the
     /// budget is fetched alone; the workspace's buffer holds it).
     private let fragmentBatchChunks: Int
+    /// The fragment units reads opened lately, shared by every thread
+    /// (nil without fragments).
+    private let fragmentUnits: FragmentUnitCache?
 
     private init(source: any ByteSource, header: BundleHeader, index: BundleIndex, keys: BundleKeys) {
         self.source = source
@@ -37,6 +40,7 @@ package final class BundleReader: Sendable {
         self.bundleSize = source.size
         self.batchChunks = header.layout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
         self.fragmentBatchChunks = header.fragmentLayout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
+        self.fragmentUnits = header.features.hasFragments ? FragmentUnitCache(unitSize: Int(header.fragmentLayout.chunkSize)) : nil
     }
 
     /// Opens a bundle with whichever of `materials` opens a slot.
@@ -371,6 +375,9 @@ package final class BundleReader: Sendable {
                 let context = ReadContext(entry: entry, key: key, fileID: fileID, workspace: workspace, buffer: buffer,
                                           layout: layout)
                 for batch in plan {
+                    if entry.isFragmentBody, let units = fragmentUnits, try readThroughUnitCache(batch, units: units, in: context) {
+                        continue
+                    }
                     // Part of a chunk this worker inflated lately: no fetch.
                     if let cache = workspace.inflated, serveFromCache(batch, cache: cache, in: context) {
                         continue
@@ -396,8 +403,11 @@ package final class BundleReader: Sendable {
     /// - Throws: `BundleError.corruptChunk` for a short read or a chunk
     ///   that does not open (twice, when the source kept copies), `.io`,
     ///   `.crypto`.
+    /// - Parameter unit: where a partly wanted chunk is opened instead of
+    ///   the workspace's buffers (a slot of ``FragmentUnitCache``).
     @inline(__always)
-    private func readBatch(_ batch: ChunkReadPlan.Batch, in context: ReadContext) throws {
+    private func readBatch(_ batch: ChunkReadPlan.Batch, in context: ReadContext,
+                           openingInto unit: UnsafeMutableRawBufferPointer? = nil) throws {
         // A compressed file's batch lies where its chunk table says; the
         // chunks are the same, so it fits the buffer.
         let window = context.entry.hasChunkTable
@@ -421,7 +431,8 @@ package final class BundleReader: Sendable {
             do {
                 for slice in batch {
                     opening = window.map { context.layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
-                    try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, in: context)
+                    try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, in: context,
+                                  openingInto: unit)
                 }
                 return
             } catch {
@@ -432,6 +443,36 @@ package final class BundleReader: Sendable {
                 mayReadAgain = false
             }
         }
+    }
+
+    /// Reads a batch of one partly wanted fragment unit through the cache
+    /// of units shared by all threads: a copy when the unit is there (or
+    /// once another thread has opened it), else a fetch that opens the unit
+    /// into the slot claimed for it.
+    ///
+    /// - Returns: false when the batch has more than one unit or wants its
+    ///   unit whole: read it as any other batch.
+    /// - Throws: what ``readBatch(_:in:openingInto:)`` throws; the slot is
+    ///   then left empty.
+    @inline(__always)
+    private func readThroughUnitCache(_ batch: ChunkReadPlan.Batch, units: FragmentUnitCache,
+                                      in context: ReadContext) throws -> Bool {
+        guard batch.chunks.count == 1 else { return false }
+        var slices = batch.makeIterator()
+        guard let slice = slices.next(), !slice.coversWholeChunk else { return false }
+        let tag = FragmentUnitCache.Tag(bodyOffset: context.entry.payloadOffset, unit: slice.chunk)
+        let destination = UnsafeMutableRawBufferPointer(rebasing: context.buffer[slice.destinationRange])
+        guard case .claimed(let slot) = units.lookUp(tag, copying: slice.plaintextRange, into: destination) else {
+            return true
+        }
+        do {
+            try readBatch(batch, in: context, openingInto: units.buffer(slot, length: slice.chunkLength))
+        } catch {
+            units.finish(slot, length: 0, succeeded: false)
+            throw error
+        }
+        units.finish(slot, length: slice.chunkLength, succeeded: true)
+        return true
     }
 
     /// Copies the bytes a batch of one partly wanted chunk gives the read
@@ -464,7 +505,8 @@ package final class BundleReader: Sendable {
     ///   authenticate or does not inflate to its length, `.crypto`.
     @inline(__always)
     private func openChunk(_ slice: ChunkReadPlan.Slice, of batch: ChunkReadPlan.Batch, fetched: UnsafeRawBufferPointer,
-                           window: ChunkTableWindow?, in context: ReadContext) throws {
+                           window: ChunkTableWindow?, in context: ReadContext,
+                           openingInto unit: UnsafeMutableRawBufferPointer?) throws {
         let layout = context.layout
         let sealedRange = window.map { layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
         let encoding = window.map { layout.storedEncoding(ofChunk: slice.chunk, in: $0) } ?? .raw
@@ -475,10 +517,19 @@ package final class BundleReader: Sendable {
         let destination = UnsafeMutableRawBufferPointer(rebasing: context.buffer[slice.destinationRange])
         if slice.coversWholeChunk {
             try decode(into: destination)
-        } else if let cache = context.workspace.inflated {
+        } else if let unit {
+            try decode(into: unit)
+            destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: unit[slice.plaintextRange]))
+        } else if let cache = context.workspace.inflated, !context.entry.isFragmentBody {
             let plaintext = try cache.fill(context.entry, chunk: slice.chunk, length: slice.chunkLength, open: decode)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
         } else {
+            // A reader's workspace holds one chunk: a partly read fragment
+            // unit always goes through the reader's cache of units (the
+            // index keeps a slice inside its unit), never here.
+            guard slice.chunkLength <= context.workspace.plaintext.count else {
+                throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
+            }
             let target = UnsafeMutableRawBufferPointer(rebasing: context.workspace.plaintext[0..<slice.chunkLength])
             try decode(into: target)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: target[slice.plaintextRange]))

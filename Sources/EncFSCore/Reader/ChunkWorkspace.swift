@@ -17,7 +17,10 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// Byte budget of one batch: small enough to stay in the core's cache
     /// until it is decrypted.
     static let batchBytes = 64 << 10
-    /// Holds one decrypted chunk when a read covers only part of it.
+    /// Holds one decrypted chunk when a read covers only part of it; in a
+    /// pass's workspace also a fragment unit (a reader's workspace opens
+    /// units into the reader's ``FragmentUnitCache`` instead, so its
+    /// buffer is one chunk long).
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
     /// Inflates zstd chunks (compressed bundles only).
@@ -29,9 +32,9 @@ package final class ChunkWorkspace: @unchecked Sendable {
     private let frameLocked: Bool
     /// Holds the chunk table entries of one batch (``ChunkTableWindow``).
     let tableEntries: UnsafeMutableRawBufferPointer
-    /// The chunks a reader's partial reads inflated last (a reader's
+    /// The file chunks a reader's partial reads inflated last (a reader's
     /// workspace of a compressed bundle only; nil for passes that read
-    /// every chunk once).
+    /// every chunk once). Fragment units are cached by the reader.
     let inflated: InflatedChunkCache?
     /// The files whose entries and keys are cached, by slot: index
     /// position, −1 while a slot is empty. A workspace belongs to one reader
@@ -56,14 +59,18 @@ package final class ChunkWorkspace: @unchecked Sendable {
     /// - Parameter cachesInflatedChunks: keep the chunks partial reads
     ///   inflate (``InflatedChunkCache``; with `compressed` only).
     /// - Parameter fragmentLayout: the bundle's fragment units, when they
-    ///   are larger than its chunks: every buffer holds the larger of the
-    ///   two (a unit is opened, inflated and cached whole like a chunk).
+    ///   are larger than its chunks: the fetch and frame buffers hold the
+    ///   larger of the two (a unit is opened and inflated whole like a
+    ///   chunk), the plaintext buffer too unless `cachesInflatedChunks`
+    ///   (a reader's workspace: the reader caches units, not the workspace).
     init(layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes,
          compressed: Bool = false, cachesInflatedChunks: Bool = false) throws {
         let units = fragmentLayout ?? layout
         let largest = Int(max(layout.chunkSize, units.chunkSize))
         codec = try ChunkCodec(bundleID: bundleID, compressed: compressed)
-        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: largest) : nil
+        // Fragment units are cached by the reader, for all workers
+        // (``FragmentUnitCache``): this cache holds file chunks only.
+        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: Int(layout.chunkSize)) : nil
         decompressor = compressed ? try ChunkDecompressor() : nil
         // A frame is shorter than its chunk (else it is stored raw).
         frame = .allocate(byteCount: compressed ? largest : 0, alignment: 4096)
@@ -75,7 +82,7 @@ package final class ChunkWorkspace: @unchecked Sendable {
         sealed = .allocate(byteCount: max(layout.batchCapacity(batchBytes: batchBytes), units.batchCapacity(batchBytes: batchBytes)),
                            alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
-        plaintext = .allocate(byteCount: largest, alignment: 4096)
+        plaintext = .allocate(byteCount: cachesInflatedChunks ? Int(layout.chunkSize) : largest, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
         plaintextLocked = SecureMemory.lock(plaintext)
         cachedPositions = Array(repeating: -1, count: Self.cachedKeyCount)
