@@ -148,6 +148,12 @@ def main():
     os.makedirs(src, exist_ok=True)
     with open(os.path.join(src, "big.bin"), "wb") as f:
         f.write(os.urandom(size))
+    # FLEET_SECOND=1: a second file, read cold right after the failover's
+    # (and after the direct mount's): the mirror serving long after the
+    # stall, before the first backoff ends.
+    if os.environ.get("FLEET_SECOND") and "failover" in parts:
+        with open(os.path.join(src, "second.bin"), "wb") as f:
+            f.write(os.urandom(size // 2))
     key = os.path.join(out, "fleet-key")
     with open(key, "w") as f:
         f.write(os.urandom(32).hex() + "\n")
@@ -263,26 +269,45 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
         with open(os.path.join(out, f"trace-{name}.log"), "w") as f:
             f.write(lines)
     keep_trace.offset = os.path.getsize(b_log) if os.path.exists(b_log) else 0
+    second = os.environ.get("FLEET_SECOND")
     for repetition in range(repetitions):
-        mnt, pid = mount(args.bin, out, "direct-b", mirror, key, ["--net-timeout", str(timeout)])
-        direct = read_trace(os.path.join(mnt, "big.bin"))
-        benchlib.unmount(mnt, pid)
-        keep_trace(f"direct-{repetition}")
-        # B with A as its mirror, nothing failing: what serving with
-        # mirrors costs by itself, over the same bytes.
-        mnt, pid = mount(args.bin, out, "mirrored-b", mirror, key,
-                         ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{proxy_port}/bundle.encfs"])
-        mirrored = read_trace(os.path.join(mnt, "big.bin"))
-        benchlib.unmount(mnt, pid)
-        keep_trace(f"mirrored-{repetition}")
-        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
-        mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
-                         ["--net-timeout", str(timeout), "--mirror", mirror])
-        urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}", timeout=10).read()
-        failover = read_trace(os.path.join(mnt, "big.bin"))
-        status = subprocess.run([f"{args.bin}/encfs-ctl", mnt, "status", "--json"], capture_output=True, text=True).stdout
-        benchlib.unmount(mnt, pid)
-        keep_trace(f"failover-{repetition}")
+        traces = {}
+
+        def run_direct():
+            mnt, pid = mount(args.bin, out, "direct-b", mirror, key, ["--net-timeout", str(timeout)])
+            traces["direct"] = read_trace(os.path.join(mnt, "big.bin"))
+            traces["direct_second"] = read_trace(os.path.join(mnt, "second.bin")) if second else None
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"direct-{repetition}")
+
+        def run_mirrored():
+            # B with A as its mirror, nothing failing: what serving with
+            # mirrors costs by itself, over the same bytes.
+            mnt, pid = mount(args.bin, out, "mirrored-b", mirror, key,
+                             ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{proxy_port}/bundle.encfs"])
+            traces["mirrored"] = read_trace(os.path.join(mnt, "big.bin"))
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"mirrored-{repetition}")
+
+        def run_failover():
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+            mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
+                             ["--net-timeout", str(timeout), "--mirror", mirror])
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}", timeout=10).read()
+            traces["failover"] = read_trace(os.path.join(mnt, "big.bin"))
+            traces["failover_second"] = read_trace(os.path.join(mnt, "second.bin")) if second else None
+            traces["status"] = subprocess.run([f"{args.bin}/encfs-ctl", mnt, "status", "--json"], capture_output=True,
+                                              text=True).stdout
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"failover-{repetition}")
+
+        # The order turns with each repetition: no kind always runs first
+        # (or last) after the machine did something else.
+        kinds = [run_direct, run_mirrored, run_failover]
+        for kind in kinds[repetition % 3:] + kinds[:repetition % 3]:
+            kind()
+        direct, mirrored, failover = traces["direct"], traces["mirrored"], traces["failover"]
+        direct_second, failover_second, status = traces["direct_second"], traces["failover_second"], traces["status"]
         gap, offset, index = longest_gap(failover)
         if baseline:
             urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
@@ -310,6 +335,10 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
         run["after_ratio"] = run["after_mibs"] / run["direct_after_mibs"]
         run["steady_ratio"] = run["steady_mibs"] / run["direct_steady_mibs"]
         run["mirrored_ratio"] = run["mirrored_after_mibs"] / run["direct_after_mibs"]
+        if second:
+            run["second_mibs"] = rate(failover_second, 0)
+            run["direct_second_mibs"] = rate(direct_second, 0)
+            run["second_ratio"] = run["second_mibs"] / run["direct_second_mibs"]
         if baseline:
             run["baseline_gap_s"] = round(before_gap, 2)
             run["baseline_after_mibs"] = rate(before, before_offset)
@@ -322,11 +351,14 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
             f"({run['mirrored_ratio']:.2f}x); "
             + (f"baseline build: stall {run['baseline_gap_s']:.2f} s, after it {run['baseline_after_mibs']:.0f} "
                f"({run['baseline_after_ratio']:.2f}x); " if baseline else "")
+            + (f"second file after it {run['second_mibs']:.0f} against {run['direct_second_mibs']:.0f} "
+               f"({run['second_ratio']:.2f}x); " if second else "")
             + f"later waits (s, MiB) {later}; sources {run.get('sources')}")
     summary = {key: round(median([run[key] for run in runs]), 2)
                for key in ("gap_s", "after_mibs", "direct_after_mibs", "after_ratio", "steady_mibs", "direct_steady_mibs",
                            "steady_ratio", "mirrored_after_mibs", "mirrored_ratio", "overall_mibs", "direct_overall_mibs")
-               + (("baseline_gap_s", "baseline_after_mibs", "baseline_after_ratio") if baseline else ())}
+               + (("baseline_gap_s", "baseline_after_mibs", "baseline_after_ratio") if baseline else ())
+               + (("second_mibs", "direct_second_mibs", "second_ratio") if os.environ.get("FLEET_SECOND") else ())}
     results.update({"net_timeout_s": timeout, "failover_repetitions": repetitions, "failover_median": summary,
                     "failover_runs": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()} for run in runs],
                     # The names earlier runs reported, now medians.
