@@ -6,7 +6,8 @@
 #
 #   Scripts/bench.sh [--quick] [--out DIR] [--reps N] [--systems a,b,...] [--read-ahead-kb KB]
 #                    [--baseline-bin DIR] [--dataset random|resources|mixed] [--keep]
-#   Scripts/bench.sh --dataset realtree|linux|TREE [--dataset ...] [--quick] [--reps N] [--out DIR] [--keep]
+#   Scripts/bench.sh --dataset realtree|linux|TREE [--dataset ...] [--quick] [--reps N] [--systems a,b,...]
+#                    [--out DIR] [--keep]
 #
 # Installs what is missing (Debian packages), builds the encfs release
 # binaries and Scripts/bench/nullfuse.c, makes the data set under DIR
@@ -41,7 +42,9 @@
 #                    (encfs-zstd --transport uring; encfs-zstd-classic is
 #                    another name for encfs-zstd, classic being the default),
 #                    encfs-zstd-32k (encfs-zstd packed with --chunk-size 32K)
-#                    (and encfs-base, encfs-zstd-base with --baseline-bin)
+#                    (and encfs-base, encfs-zstd-base with --baseline-bin);
+#                    with --dataset realtree|linux|TREE a subset of the
+#                    mounts of Scripts/bench/bench_tree.py (its --help)
 #   --dataset NAME   random (default: incompressible) or resources: a
 #                    compressible tree like shipped resources (a SQLite
 #                    database, JS/CSS/JSON/HTML/CSV/text, some media, a
@@ -68,7 +71,11 @@
 #                    cold with 1 and 4 jobs and ls -lR through encfs-mount
 #                    (classic and --transport uring),
 #                    squashfuse_ll, the kernel's squashfs and EROFS (loop
-#                    mounts); results in DIR/tree-results.md and .json. With
+#                    mounts), and the floor: a plain copy of the tree read
+#                    directly and through nullfuse (opens answered, and
+#                    skipped as encfs-mount skips them), with the FUSE
+#                    requests per file counted (a tracepoint of recent
+#                    kernels); results in DIR/tree-results.md and .json. With
 #                    --quick, realtree is /usr/lib/python3.11 alone and any
 #                    tree gets 1 repetition (about a minute)
 #   --read-ahead-kb KB  set every FUSE mount's read-ahead (bdi read_ahead_kb,
@@ -158,11 +165,17 @@ elif [[ ",$systems," == *,encfs-base,* || ",$systems," == *,encfs-zstd-base,* ]]
   echo "bench.sh: error: --systems encfs-base and encfs-zstd-base need --baseline-bin DIR" >&2
   exit 2
 fi
-[ -z "$systems" ] || extra+=(--systems "$systems")
-if [ ${#trees[@]} -gt 0 ] && { [ -n "$systems" ] || [ -n "$baseline" ] || [ ${#extra[@]} -gt $(( ${reps:+2} + 0 )) ]; }; then
-  echo "bench.sh: error: --dataset realtree, linux or TREE takes only --quick, --reps, --out and --keep" >&2
+if [ ${#trees[@]} -gt 0 ] && { [ -n "$baseline" ] || [ ${#extra[@]} -gt $(( ${reps:+2} + 0 )) ]; }; then
+  echo "bench.sh: error: --dataset realtree, linux or TREE takes only --quick, --reps, --systems, --out and --keep" >&2
   exit 2
 fi
+if [ ${#trees[@]} -gt 0 ] && [ -n "$systems" ]; then
+  # bench_tree.py's mounts, checked here rather than after the build.
+  python3 -B -c 'import sys; sys.path.insert(0, "Scripts/bench"); from bench_tree import MOUNTS
+bad = [s for s in sys.argv[1].split(",") if s not in MOUNTS]
+bad and sys.exit("bench.sh: error: unknown system (%s)\nbench.sh: hint: --systems takes %s" % (bad[0], ",".join(MOUNTS)))' "$systems" || exit 2
+fi
+[ -z "$systems" ] || extra+=(--systems "$systems")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "bench.sh: error: must run as root (apt-get, drop_caches, mounts)" >&2
@@ -234,7 +247,8 @@ if [ ${#trees[@]} -gt 0 ]; then
   tree_args=()
   for t in "${trees[@]}"; do tree_args+=(--tree "$t"); done
   echo "== real trees (work dir $out)" >&2
-  python3 Scripts/bench/bench_tree.py --out "$out" --bin "$bin" ${reps:+--reps "$reps"} "${tree_args[@]}"
+  python3 Scripts/bench/bench_tree.py --out "$out" --bin "$bin" --nullfuse "$out/bin/nullfuse" ${reps:+--reps "$reps"} \
+    ${systems:+--systems "$systems"} "${tree_args[@]}"
   echo "bench.sh: results in $out/tree-results.md and $out/tree-results.json; total $(( $(date +%s) - started )) s" >&2
   exit 0
 fi

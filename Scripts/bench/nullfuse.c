@@ -18,13 +18,20 @@
  * O_DIRECT is stripped from opens (like gocryptfs does): the backing file is
  * read through the page cache whatever the client asked for.
  *
+ * With NULLFUSE_SKIP_OPEN=1 opens are answered ENOSYS where the kernel
+ * allows it (FUSE_CAP_NO_OPEN_SUPPORT), as encfs-mount answers them: the
+ * kernel then sends no more OPEN and RELEASE, and each read opens the file
+ * by its path, reads and closes it. Without it a file costs the kernel two
+ * more round trips (OPEN, RELEASE) than it costs encfs-mount; with it both
+ * see the same requests per file (Scripts/bench/bench_tree.py counts them).
+ *
  * Inodes are modelled on libfuse's example/passthrough_ll.c, deduplicated by
  * (st_dev, st_ino), the fuse ino being the node's address, freed when the
  * kernel forgets it; but a node keeps its path below SRC_DIR instead of an
  * O_PATH fd, so 20,000 remembered inodes need no 20,000 fds (the tree does
  * not change while it is mounted, so paths stay valid).
  *
- * Usage: nullfuse SRC_DIR MOUNTPOINT [-f] [-s] [-d] [-o opt,...]
+ * Usage: [NULLFUSE_SKIP_OPEN=1] nullfuse SRC_DIR MOUNTPOINT [-f] [-s] [-d] [-o opt,...]
  *   (with -o max_read=N, set NULLFUSE_MAX_READ=N too: smaller requests)
  * Build: gcc -O2 -Wall nullfuse.c $(pkg-config --cflags --libs fuse3) -lpthread
  */
@@ -65,6 +72,7 @@ struct nullfs {
 	struct node root;
 	struct node **table;
 	size_t buckets;       /* a power of two */
+	int skip_open;        /* NULLFUSE_SKIP_OPEN and a kernel that can skip opens; set in init */
 };
 
 struct dirstream {
@@ -158,7 +166,9 @@ static void forget_one(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 
 static void nf_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct nullfs *fs = (struct nullfs *)userdata;
+	const char *skip_open = getenv("NULLFUSE_SKIP_OPEN");
+	fs->skip_open = skip_open && strcmp(skip_open, "1") == 0 && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 	conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -231,6 +241,10 @@ static void nf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (fs_of(req)->skip_open) {
+		fuse_reply_err(req, ENOSYS); /* no more opens: reads open by path */
+		return;
+	}
 	/* O_DIRECT and friends dropped on purpose. */
 	int fd = openat(fs_of(req)->src, node_of(req, ino)->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
@@ -246,7 +260,6 @@ static void nf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void nf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)ino;
 	static __thread char *buf;
 	static __thread size_t cap;
 	if (cap < size) {
@@ -259,20 +272,34 @@ static void nf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			return;
 		}
 	}
+	/* Opens skipped: no handle, the file is opened for this read alone. */
+	struct nullfs *fs = fs_of(req);
+	int fd = fs->skip_open ? openat(fs->src, node_of(req, ino)->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+			       : (int)fi->fh;
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
 	size_t done = 0;
+	int err = 0;
 	while (done < size) {
-		ssize_t n = pread((int)fi->fh, buf + done, size - done, off + (off_t)done);
+		ssize_t n = pread(fd, buf + done, size - done, off + (off_t)done);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			fuse_reply_err(req, errno);
-			return;
+			err = errno;
+			break;
 		}
 		if (n == 0)
 			break;
 		done += (size_t)n;
 	}
-	fuse_reply_buf(req, buf, done);
+	if (fs->skip_open)
+		close(fd);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, done);
 }
 
 static void nf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -17,13 +17,10 @@ extension MountCommand {
     static func mountInBackground(_ request: MountRequest, diagnostics: Diagnostics) -> Int32 {
         let configuration = request.configuration
         let options = request.openOptions
-        guard accessAvailable(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
         let materials: [KeyMaterial]
-        do {
-            materials = try KeyOptions.gather(from: request.args, confirm: false)
-        } catch {
-            diagnostics.report(error)
-            return ExitCode.code(for: error)
+        switch startingMaterials(request, diagnostics: diagnostics) {
+        case .success(let gathered): materials = gathered
+        case .failure(let exit): return exit.code
         }
         let source: FileByteSource
         do {

@@ -171,6 +171,24 @@ package enum MountCommand {
         return ExitCode.usage
     }
 
+    /// Why a mount ends before it starts: its exit code, the reason
+    /// already reported.
+    struct EarlyExit: Error {
+        let code: Int32
+    }
+
+    /// What an unlocked local mount starts with, in the foreground or the
+    /// background: the access policy available, the key material gathered.
+    static func startingMaterials(_ request: MountRequest, diagnostics: Diagnostics) -> Result<[KeyMaterial], EarlyExit> {
+        guard accessAvailable(request.configuration, diagnostics: diagnostics) else { return .failure(EarlyExit(code: ExitCode.failure)) }
+        do {
+            return .success(try KeyOptions.gather(from: request.args, confirm: false))
+        } catch {
+            diagnostics.report(error)
+            return .failure(EarlyExit(code: ExitCode.code(for: error)))
+        }
+    }
+
     /// Whether the machine allows the access policy the mount asks for
     /// (allow_other, cgroups), after reporting why not; warns about a
     /// policy that lets more in than it seems to.
@@ -209,13 +227,10 @@ package enum MountCommand {
     /// serves.
     private static func mountInForeground(_ request: MountRequest, diagnostics: Diagnostics) -> Int32 {
         let configuration = request.configuration
-        guard accessAvailable(configuration, diagnostics: diagnostics) else { return ExitCode.failure }
         let materials: [KeyMaterial]
-        do {
-            materials = try KeyOptions.gather(from: request.args, confirm: false)
-        } catch {
-            diagnostics.report(error)
-            return ExitCode.code(for: error)
+        switch startingMaterials(request, diagnostics: diagnostics) {
+        case .success(let gathered): materials = gathered
+        case .failure(let exit): return exit.code
         }
         // In the foreground this process serves: open everything.
         let reader: ReaderHandoff
