@@ -102,6 +102,9 @@ let package = Package(
         // Fuzz harness and corpus replayer (Scripts/fuzz.sh, FuzzReplayTests);
         // test tooling, so not a product.
         .executableTarget(name: "encfs-fuzz", dependencies: ["EncFSCore", "EncFSCLI", "CryptCore", "EncFSServe"]),
+        // The CPU time of signing one s3:// request (Scripts/bench/bench_fleet.py);
+        // bench tooling, so not a product.
+        .executableTarget(name: "encfs-sigv4-bench", dependencies: ["EncFSRemote", "CryptCore"]),
         // What the test targets share (scratch directories, the seeded
         // generator, the binary runner and the test case over it, the nginx
         // runner); test tooling, so not a product. EncFSCore and CryptCore

@@ -46,7 +46,7 @@
 #                  (the stall, MiB/s after it, a direct mount of the
 #                  mirror), time to the first byte of 48 files without
 #                  and with --prefetch-list; Scripts/bench/bench_fleet.py; results in
-#                  DIR/fleet-results.json; --quick: 64 MiB, else 256 MiB
+#                  DIR/fleet-results.json; --quick: 128 MiB, else 256 MiB
 #   --fleet-parts LIST
 #                  with --fleet, a subset of sigv4,failover,prefetch
 #                  (default all three); FLEET_CONNECTIONS=N in the

@@ -3,11 +3,21 @@
 
   sigv4     cold sequential MiB/s of one file through encfs-mount from the
             same nginx, unsigned (http://) and signed (s3://, AWS Signature
-            V4, path-style; nginx checks no signature): what signing costs
+            V4, path-style; nginx checks no signature), interleaved, medians
+            of FLEET_REPETITIONS (5); and a bound noise cannot swamp: one
+            signature's CPU time (encfs-sigv4-bench) times the requests per
+            second of the unsigned read
   failover  a sequential read from nginx A (behind Scripts/fault-proxy.py)
-            with --mirror nginx B; A stalls after a third of the file: the
-            longest gap between two 1 MiB reads (the stall), MiB/s after
-            it, and a cold direct mount of B for reference
+            with --mirror nginx B; A stalls after a third of the file:
+            the longest gap between two 1 MiB reads (the stall), MiB/s from
+            its end on and 16 MiB later (FLEET_STEADY_SKIP_MIB), each
+            against a cold direct mount of B over the same bytes, and B
+            mounted with A as its mirror, nothing failing; interleaved,
+            medians of FLEET_REPETITIONS (5); FLEET_BASELINE_BIN=DIR adds
+            another build's failover to each repetition; FLEET_FAULT (the
+            proxy's fault, default 'mode=stall&after=1000'); FLEET_TRACE=1
+            logs B's requests (end time, duration, range, connection) to
+            DIR/trace-*.log
   prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
             every tenth one a start-up file: time from the mount's return
             to the first 4 KiB of each of those 48 read, in a shuffled
@@ -57,10 +67,14 @@ def nginx(out, name, root):
     os.makedirs(prefix, exist_ok=True)
     port = free_port()
     conf = os.path.join(prefix, "nginx.conf")
+    # FLEET_TRACE=1: each request's end time, duration and range, for
+    # profiling (prefix/access.log).
+    access_log = (f"log_format trace '$msec $request_time $http_range $connection'; access_log {prefix}/access.log trace;"
+                  if os.environ.get("FLEET_TRACE") else "access_log off;")
     with open(conf, "w") as f:
         f.write(f"""worker_processes 1; daemon off; master_process off; error_log {prefix}/error.log; pid {prefix}/nginx.pid;
 events {{ worker_connections 256; }}
-http {{ access_log off; client_body_temp_path {prefix}/body; proxy_temp_path {prefix}/proxy;
+http {{ {access_log} client_body_temp_path {prefix}/body; proxy_temp_path {prefix}/proxy;
 fastcgi_temp_path {prefix}/fastcgi; uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi; keepalive_requests 100000;
 server {{ listen 127.0.0.1:{port}; root {root}; }} }}
 """)
@@ -79,27 +93,43 @@ def mount(bin_dir, out, name, address, key, extra):
     return mnt, pid
 
 
-def sequential(path):
-    """MiB/s of one pass, the longest gap between two 1 MiB reads, and
-    MiB/s from the end of that gap on (after a failover: the mirror's)."""
+def read_trace(path):
+    """One cold pass in 1 MiB reads: [(monotonic time, bytes read by
+    then)], the open first."""
     benchlib.drop_caches()
-    started = last = time.monotonic()
-    longest = 0.0
+    trace = [(time.monotonic(), 0)]
     total = 0
-    after = (started, 0)
     with open(path, "rb", buffering=0) as f:
         while True:
             piece = f.read(MiB)
-            now = time.monotonic()
-            if now - last > longest:
-                longest = now - last
-                after = (now, total + len(piece))
-            last = now
+            total += len(piece)
+            trace.append((time.monotonic(), total))
             if not piece:
                 break
-            total += len(piece)
-    rest = (total - after[1]) / MiB / max(last - after[0], 1e-9)
-    return total / MiB / (last - started), longest, rest
+    return trace
+
+
+def longest_gap(trace):
+    """The longest time between two reads: seconds, the offset its read
+    ended at, and the index of that point in the trace."""
+    best = (0.0, 0, 0)
+    for i in range(1, len(trace)):
+        gap = trace[i][0] - trace[i - 1][0]
+        if gap > best[0]:
+            best = (gap, trace[i][1], i)
+    return best
+
+
+def rate(trace, offset):
+    """MiB/s from the read that ended at `offset` (0: the open) to the end."""
+    start = next((t, b) for t, b in trace if b >= offset)
+    return (trace[-1][1] - start[1]) / MiB / max(trace[-1][0] - start[0], 1e-9)
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def main():
@@ -113,11 +143,17 @@ def main():
     benchlib.set_program("bench-remote.sh --fleet")
     out = args.out
     os.makedirs(out, exist_ok=True)
-    size = (64 if args.quick else 256) * MiB
+    size = (128 if args.quick else 256) * MiB
     src = os.path.join(out, "fleet-src")
     os.makedirs(src, exist_ok=True)
     with open(os.path.join(src, "big.bin"), "wb") as f:
         f.write(os.urandom(size))
+    # FLEET_SECOND=1: a second file, read cold right after the failover's
+    # (and after the direct mount's): the mirror serving long after the
+    # stall, before the first backoff ends.
+    if os.environ.get("FLEET_SECOND") and "failover" in parts:
+        with open(os.path.join(src, "second.bin"), "wb") as f:
+            f.write(os.urandom(size // 2))
     key = os.path.join(out, "fleet-key")
     with open(key, "w") as f:
         f.write(os.urandom(32).hex() + "\n")
@@ -137,13 +173,8 @@ def main():
         processes.append(a)
         os.environ.update(AWS_ACCESS_KEY_ID="AKIABENCHMARK", AWS_SECRET_ACCESS_KEY="bench/secret/key",
                           AWS_SESSION_TOKEN="bench-session-token")
-        for name, address, extra in [] if "sigv4" not in parts else [("unsigned", f"http://127.0.0.1:{port_a}/bundle.encfs", []),
-                                     ("sigv4", "s3://fleet/app/bundle.encfs", ["--s3-endpoint", f"http://127.0.0.1:{port_a}"])]:
-            mnt, pid = mount(args.bin, out, name, address, key, extra)
-            mibs, _, _ = sequential(os.path.join(mnt, "big.bin"))
-            benchlib.unmount(mnt, pid)
-            results[f"{name}_cold_mibs"] = round(mibs, 1)
-            log(f"{name}: cold sequential {mibs:.1f} MiB/s")
+        if "sigv4" in parts:
+            sigv4_part(args, out, key, port_a, results)
         # Failover: A behind the proxy stalls after a third; B serves.
         b, port_b = nginx(out, "nginx-b", www)
         processes.append(b)
@@ -171,22 +202,173 @@ def main():
     print(json.dumps(results, indent=1))
 
 
+def sigv4_part(args, out, key, port_a, results):
+    """What signing costs, two ways. (a) A bound noise cannot swamp: the
+    CPU time of one signature (encfs-sigv4-bench) times the requests per
+    second of the unsigned cold read (one per fetch unit), as a share of
+    each second of the read. (b) Side by side: unsigned http:// and
+    s3:// from the same nginx, interleaved, FLEET_REPETITIONS times;
+    medians, and the median of each pair's ratio."""
+    repetitions = int(os.environ.get("FLEET_REPETITIONS", "5"))
+    fetch_mib = 4  # --fetch-size's default: one request per 4 MiB unit
+    speeds = {"unsigned": [], "sigv4": []}
+    for _ in range(repetitions):
+        for name, address, extra in [("unsigned", f"http://127.0.0.1:{port_a}/bundle.encfs", []),
+                                     ("sigv4", "s3://fleet/app/bundle.encfs", ["--s3-endpoint", f"http://127.0.0.1:{port_a}"])]:
+            mnt, pid = mount(args.bin, out, name, address, key, extra)
+            speeds[name].append(rate(read_trace(os.path.join(mnt, "big.bin")), 0))
+            benchlib.unmount(mnt, pid)
+    ratios = [signed / unsigned for signed, unsigned in zip(speeds["sigv4"], speeds["unsigned"])]
+    timing = subprocess.run([f"{args.bin}/encfs-sigv4-bench", "20000"], capture_output=True, text=True, check=True).stdout.split()
+    sign_ns = int(timing[2])
+    unsigned = median(speeds["unsigned"])
+    requests = unsigned / fetch_mib
+    bound = sign_ns * 1e-9 * requests
+    results.update({"sigv4_repetitions": repetitions, "unsigned_cold_mibs": round(unsigned, 1),
+                    "sigv4_cold_mibs": round(median(speeds["sigv4"]), 1), "sigv4_ratio_median": round(median(ratios), 3),
+                    "sigv4_runs": {name: [round(v, 1) for v in values] for name, values in speeds.items()},
+                    "sigv4_sign_ns": sign_ns, "sigv4_requests_per_s": round(requests, 1),
+                    "sigv4_cpu_share_bound": round(bound, 5),
+                    "sigv4_cpu_share_bound_64k_units": round(sign_ns * 1e-9 * unsigned * 16, 4)})
+    log(f"sigv4: cold sequential, median of {repetitions} interleaved: unsigned {unsigned:.0f} MiB/s, "
+        f"signed {median(speeds['sigv4']):.0f} (pairs' median ratio {median(ratios):.2f}; runs {results['sigv4_runs']})")
+    log(f"sigv4: one signature {sign_ns / 1000:.1f} us of CPU; {requests:.0f} requests/s at {unsigned:.0f} MiB/s "
+        f"in {fetch_mib} MiB units: at most {bound * 100:.3f} % of each second "
+        f"({results['sigv4_cpu_share_bound_64k_units'] * 100:.2f} % with --fetch-size 64K)")
+
+
 def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
-    mnt, pid = mount(args.bin, out, "direct-b", f"http://127.0.0.1:{port_b}/bundle.encfs", key, ["--net-timeout", str(timeout)])
-    direct, _, _ = sequential(os.path.join(mnt, "big.bin"))
-    benchlib.unmount(mnt, pid)
-    mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
-                     ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{port_b}/bundle.encfs"])
+    """Failover runs interleaved with direct mounts of the mirror (B), so
+    both see the same machine state; medians over the repetitions.
+    "after" starts when the stall ends (the read that waited returns):
+    it includes the units in flight at A fetched again from B; "steady"
+    starts STEADY_SKIP_MIB later (those units behind). Each is compared
+    with the direct run's rate over the same bytes of the file."""
+    repetitions = int(os.environ.get("FLEET_REPETITIONS", "5"))
+    # Another build's binaries (FLEET_BASELINE_BIN, e.g. main's), failing
+    # over in the same repetitions: before and after under one load.
+    baseline = os.environ.get("FLEET_BASELINE_BIN")
+    # What A does after a third: stall (the default), or e.g.
+    # FLEET_FAULT='mode=status&code=503' (fails at once: no stall).
+    fault = os.environ.get("FLEET_FAULT", "mode=stall&after=1000")
+    steady_skip = int(os.environ.get("FLEET_STEADY_SKIP_MIB", "16")) * MiB
     units = size // (4 * MiB)
     skip = max(1, units // 3)
-    urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?mode=stall&after=1000&skip={skip}", timeout=10).read()
-    failover, longest, rest = sequential(os.path.join(mnt, "big.bin"))
-    benchlib.unmount(mnt, pid)
-    results.update({"net_timeout_s": timeout, "direct_mirror_cold_mibs": round(direct, 1),
-                    "failover_cold_mibs": round(failover, 1), "failover_longest_gap_s": round(longest, 2),
-                    "after_failover_mibs": round(rest, 1)})
-    log(f"failover: {failover:.1f} MiB/s overall, longest gap {longest:.2f} s (--net-timeout {timeout}); "
-        f"{rest:.1f} MiB/s after it; direct mount of the mirror {direct:.1f} MiB/s")
+    mirror = f"http://127.0.0.1:{port_b}/bundle.encfs"
+    runs = []
+    b_log = os.path.join(out, "nginx-b", "access.log")
+
+    def keep_trace(name):
+        """FLEET_TRACE: B's log lines since the last call, to out/trace-NAME.log."""
+        if not os.environ.get("FLEET_TRACE"):
+            return
+        with open(b_log) as f:
+            f.seek(keep_trace.offset)
+            lines = f.read()
+            keep_trace.offset = f.tell()
+        with open(os.path.join(out, f"trace-{name}.log"), "w") as f:
+            f.write(lines)
+    keep_trace.offset = os.path.getsize(b_log) if os.path.exists(b_log) else 0
+    second = os.environ.get("FLEET_SECOND")
+    for repetition in range(repetitions):
+        traces = {}
+
+        def run_direct():
+            mnt, pid = mount(args.bin, out, "direct-b", mirror, key, ["--net-timeout", str(timeout)])
+            traces["direct"] = read_trace(os.path.join(mnt, "big.bin"))
+            traces["direct_second"] = read_trace(os.path.join(mnt, "second.bin")) if second else None
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"direct-{repetition}")
+
+        def run_mirrored():
+            # B with A as its mirror, nothing failing: what serving with
+            # mirrors costs by itself, over the same bytes.
+            mnt, pid = mount(args.bin, out, "mirrored-b", mirror, key,
+                             ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{proxy_port}/bundle.encfs"])
+            traces["mirrored"] = read_trace(os.path.join(mnt, "big.bin"))
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"mirrored-{repetition}")
+
+        def run_failover():
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+            mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
+                             ["--net-timeout", str(timeout), "--mirror", mirror])
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}", timeout=10).read()
+            traces["failover"] = read_trace(os.path.join(mnt, "big.bin"))
+            traces["failover_second"] = read_trace(os.path.join(mnt, "second.bin")) if second else None
+            traces["status"] = subprocess.run([f"{args.bin}/encfs-ctl", mnt, "status", "--json"], capture_output=True,
+                                              text=True).stdout
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"failover-{repetition}")
+
+        # The order turns with each repetition: no kind always runs first
+        # (or last) after the machine did something else.
+        kinds = [run_direct, run_mirrored, run_failover]
+        for kind in kinds[repetition % 3:] + kinds[:repetition % 3]:
+            kind()
+        direct, mirrored, failover = traces["direct"], traces["mirrored"], traces["failover"]
+        direct_second, failover_second, status = traces["direct_second"], traces["failover_second"], traces["status"]
+        gap, offset, index = longest_gap(failover)
+        if baseline:
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
+            mnt, pid = mount(baseline, out, "failover-baseline", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
+                             ["--net-timeout", str(timeout), "--mirror", mirror])
+            urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}",
+                                   timeout=10).read()
+            before = read_trace(os.path.join(mnt, "big.bin"))
+            benchlib.unmount(mnt, pid)
+            before_gap, before_offset, _ = longest_gap(before)
+        # Every later wait of more than 50 ms: a second stall (a unit in
+        # flight at A that waited for its abandonment) shows here.
+        later = [(round(failover[i][0] - failover[i - 1][0], 3), failover[i][1] // MiB)
+                 for i in range(index + 1, len(failover)) if failover[i][0] - failover[i - 1][0] > 0.05]
+        run = {"gap_s": round(gap, 2), "stall_end_mib": offset // MiB,
+               "after_mibs": rate(failover, offset), "direct_after_mibs": rate(direct, offset),
+               "steady_mibs": rate(failover, offset + steady_skip), "direct_steady_mibs": rate(direct, offset + steady_skip),
+               "mirrored_after_mibs": rate(mirrored, offset),
+               "overall_mibs": rate(failover, 0), "direct_overall_mibs": rate(direct, 0), "later_waits": later}
+        try:
+            run["sources"] = [{k: source.get(k) for k in ("state", "bytes", "errors")}
+                              for source in json.loads(status).get("sources", [])]
+        except ValueError:
+            pass
+        run["after_ratio"] = run["after_mibs"] / run["direct_after_mibs"]
+        run["steady_ratio"] = run["steady_mibs"] / run["direct_steady_mibs"]
+        run["mirrored_ratio"] = run["mirrored_after_mibs"] / run["direct_after_mibs"]
+        if second:
+            run["second_mibs"] = rate(failover_second, 0)
+            run["direct_second_mibs"] = rate(direct_second, 0)
+            run["second_ratio"] = run["second_mibs"] / run["direct_second_mibs"]
+        if baseline:
+            run["baseline_gap_s"] = round(before_gap, 2)
+            run["baseline_after_mibs"] = rate(before, before_offset)
+            run["baseline_after_ratio"] = run["baseline_after_mibs"] / rate(direct, before_offset)
+        runs.append(run)
+        log(f"failover {repetition + 1}/{repetitions}: stall {gap:.2f} s ending at {offset // MiB} MiB; from its end "
+            f"{run['after_mibs']:.0f} MiB/s against {run['direct_after_mibs']:.0f} direct ({run['after_ratio']:.2f}x); "
+            f"{steady_skip // MiB} MiB later {run['steady_mibs']:.0f} against {run['direct_steady_mibs']:.0f} "
+            f"({run['steady_ratio']:.2f}x); B with a mirror, nothing failing, {run['mirrored_after_mibs']:.0f} "
+            f"({run['mirrored_ratio']:.2f}x); "
+            + (f"baseline build: stall {run['baseline_gap_s']:.2f} s, after it {run['baseline_after_mibs']:.0f} "
+               f"({run['baseline_after_ratio']:.2f}x); " if baseline else "")
+            + (f"second file after it {run['second_mibs']:.0f} against {run['direct_second_mibs']:.0f} "
+               f"({run['second_ratio']:.2f}x); " if second else "")
+            + f"later waits (s, MiB) {later}; sources {run.get('sources')}")
+    summary = {key: round(median([run[key] for run in runs]), 2)
+               for key in ("gap_s", "after_mibs", "direct_after_mibs", "after_ratio", "steady_mibs", "direct_steady_mibs",
+                           "steady_ratio", "mirrored_after_mibs", "mirrored_ratio", "overall_mibs", "direct_overall_mibs")
+               + (("baseline_gap_s", "baseline_after_mibs", "baseline_after_ratio") if baseline else ())
+               + (("second_mibs", "direct_second_mibs", "second_ratio") if os.environ.get("FLEET_SECOND") else ())}
+    results.update({"net_timeout_s": timeout, "failover_repetitions": repetitions, "failover_median": summary,
+                    "failover_runs": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()} for run in runs],
+                    # The names earlier runs reported, now medians.
+                    "failover_longest_gap_s": summary["gap_s"], "after_failover_mibs": summary["after_mibs"],
+                    "direct_mirror_cold_mibs": summary["direct_overall_mibs"], "failover_cold_mibs": summary["overall_mibs"]})
+    log(f"failover, median of {repetitions}: stall {summary['gap_s']:.2f} s (--net-timeout {timeout}); after it "
+        f"{summary['after_mibs']:.0f} MiB/s, direct mirror over the same bytes {summary['direct_after_mibs']:.0f} "
+        f"(median ratio {summary['after_ratio']:.2f}x); steady {summary['steady_ratio']:.2f}x; "
+        f"B with a mirror, nothing failing, {summary['mirrored_ratio']:.2f}x"
+        + (f"; baseline build after it {summary['baseline_after_ratio']:.2f}x" if baseline else ""))
 
 
 def prefetch_part(args, out, key, www, proxy_port, results):

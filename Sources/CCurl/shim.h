@@ -6,6 +6,8 @@
 // 4 MiB to the resident memory of every mount daemon, remote or not. Only
 // the types and constants come from this header.
 #include <curl/curl.h>
+#include <malloc.h>
+#include <stdlib.h>
 #include <string.h>
 
 // curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot
@@ -95,6 +97,59 @@ static inline CURLcode ccurl_set_sink(void *setopt, CURL *handle, struct ccurl_s
 // The failure text of the last transfer ("" when none).
 static inline const char *ccurl_sink_error(const struct ccurl_sink *sink) {
     return sink->error;
+}
+
+// libcurl copies what it sends (the request line and every header line,
+// Authorization and x-amz-security-token among them) into buffers of its
+// own (the request's dynbuf; over TLS also the handle's upload buffer) and
+// frees them without wiping. curl_global_init_mem gives it this allocator,
+// which wipes every block it frees or moves (realloc), so that no freed
+// libcurl buffer keeps a past request's signature or session token.
+// Blocks come from malloc: malloc_usable_size is their whole extent.
+static inline void ccurl_wiping_free(void *block) {
+    if (block == NULL) return;
+    explicit_bzero(block, malloc_usable_size(block));
+    free(block);
+}
+static inline void *ccurl_wiping_malloc(size_t size) { return malloc(size); }
+static inline void *ccurl_wiping_calloc(size_t count, size_t size) { return calloc(count, size); }
+static inline void *ccurl_wiping_realloc(void *block, size_t size) {
+    if (block == NULL) return malloc(size);
+    if (size == 0) {
+        ccurl_wiping_free(block);
+        return NULL;
+    }
+    size_t usable = malloc_usable_size(block);
+    if (size <= usable) return block;
+    void *moved = malloc(size);
+    if (moved == NULL) return NULL;
+    memcpy(moved, block, usable);
+    ccurl_wiping_free(block);
+    return moved;
+}
+static inline char *ccurl_wiping_strdup(const char *text) {
+    size_t length = strlen(text) + 1;
+    char *copy = malloc(length);
+    if (copy != NULL) memcpy(copy, text, length);
+    return copy;
+}
+
+typedef CURLcode (*ccurl_global_init_mem_fn)(long, curl_malloc_callback, curl_free_callback, curl_realloc_callback,
+                                             curl_strdup_callback, curl_calloc_callback);
+
+// curl_global_init_mem (`fn`, from dlsym) with the wiping allocator.
+static inline CURLcode ccurl_global_init_wiping(void *fn, long flags) {
+    return ((ccurl_global_init_mem_fn)fn)(flags, ccurl_wiping_malloc, ccurl_wiping_free, ccurl_wiping_realloc,
+                                          ccurl_wiping_strdup, ccurl_wiping_calloc);
+}
+
+// Wipes every line of a header list (libcurl's copies, made by
+// curl_slist_append) before curl_slist_free_all frees it: the lines hold
+// secrets (--header-file values, a request's signature and session token).
+static inline void ccurl_slist_wipe(struct curl_slist *list) {
+    for (; list != NULL; list = list->next) {
+        if (list->data != NULL) explicit_bzero(list->data, strlen(list->data));
+    }
 }
 
 #endif

@@ -44,14 +44,38 @@ package struct AWSSignatureV4: Sendable {
         let date = Array(amzDate.prefix(8))
         let scope = date + Array("/\(region)/\(service)/aws4_request".utf8)
         let signedHeaders = Array(headers.map { String(decoding: $0.name, as: UTF8.self) }.joined(separator: ";").utf8)
-        var canonical = Array(method.utf8) + [newline] + path + [newline] + query + [newline]
-        for header in headers { canonical += header.name + [UInt8(ascii: ":")] + header.value + [newline] }
-        canonical += [newline] + signedHeaders + [newline] + payloadHash
-        let toSign = Array("AWS4-HMAC-SHA256\n".utf8) + amzDate + [newline] + scope + [newline]
-            + Self.hex(canonical.withUnsafeBytes { SHA256.hash($0) })
-        let signature = try signature(of: toSign, date: date, secret: credentials.secretAccessKey)
-        return Array("Authorization: AWS4-HMAC-SHA256 Credential=".utf8) + credentials.accessKeyID + [UInt8(ascii: "/")] + scope
-            + Array(", SignedHeaders=".utf8) + signedHeaders + Array(", Signature=".utf8) + Self.hex(signature)
+        // The canonical request holds the session token's value: made in
+        // one buffer of its final size (no copy left behind by a growth),
+        // wiped once hashed.
+        var canonical: [UInt8] = []
+        canonical.reserveCapacity(method.utf8.count + path.count + query.count + signedHeaders.count + payloadHash.count + 6
+                                  + headers.reduce(0) { $0 + $1.name.count + $1.value.count + 2 })
+        canonical += method.utf8
+        for part in [[newline], path, [newline], query, [newline]] { canonical += part }
+        for header in headers {
+            canonical += header.name
+            canonical.append(UInt8(ascii: ":"))
+            canonical += header.value
+            canonical.append(newline)
+        }
+        for part in [[newline], signedHeaders, [newline], payloadHash] { canonical += part }
+        let canonicalHash = canonical.withUnsafeBytes { SHA256.hash($0) }
+        canonical.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+        let toSign = Array("AWS4-HMAC-SHA256\n".utf8) + amzDate + [newline] + scope + [newline] + Self.hex(canonicalHash)
+        // The signature is good for this request only, but until S3's
+        // clock window closes: its copies are wiped too (the caller wipes
+        // the line returned).
+        var signature = try signature(of: toSign, date: date, secret: credentials.secretAccessKey)
+        var signatureHex = Self.hex(signature)
+        signature.withUnsafeMutableBytes { SecureBytes.wipe($0) }
+        defer { signatureHex.withUnsafeMutableBytes { SecureBytes.wipe($0) } }
+        let prefix = Array("Authorization: AWS4-HMAC-SHA256 Credential=".utf8) + credentials.accessKeyID + [UInt8(ascii: "/")] + scope
+            + Array(", SignedHeaders=".utf8) + signedHeaders + Array(", Signature=".utf8)
+        var line: [UInt8] = []
+        line.reserveCapacity(prefix.count + signatureHex.count)
+        line += prefix
+        line += signatureHex
+        return line
     }
 
     /// HMAC-SHA256 of `message` under the signing key of `date`: kSecret =
@@ -109,7 +133,11 @@ package struct AWSSignatureV4: Sendable {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)
-        for byte in bytes { out += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
+        // Appended digit by digit: no temporary array holds a piece.
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
         return out
     }
 }

@@ -32,12 +32,13 @@ extension HTTPByteSource {
     /// when they match; refused when another bundle answers; set aside
     /// with the next, doubled backoff and probed again otherwise.
     private func probe(_ origin: RemoteOrigin) {
-        let state = origin.health.withLock { health -> RemoteOrigin.State in
-            health.probing = false
-            return health.state
-        }
+        // `probing` stays set while the probe runs: reads keep away.
+        let state = origin.health.withLock { $0.state }
         // A read brought it back meanwhile, or found it serves another bundle.
-        guard state == .setAside else { return }
+        guard state == .setAside else {
+            origin.health.withLock { $0.probing = false }
+            return
+        }
         let deadline = DispatchTime.now() + .seconds(policy.timeoutSeconds > 0 ? policy.timeoutSeconds : 60)
         let expected = tail.isEmpty ? Array(head.prefix(Self.tailLength)) : tail
         let offset = tail.isEmpty ? 0 : size - UInt64(tail.count)
@@ -49,9 +50,11 @@ extension HTTPByteSource {
             try origin.fetch(offset: offset, count: expected.count, size: size, into: slice, until: deadline,
                              policy: RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0), priority: .background)
             guard expected.elementsEqual(slice) else { throw .notThisBundle("a mirror serves another bundle") }
+            origin.health.withLock { $0.probing = false }
             origin.succeeded(bytes: expected.count)
         } catch {
             origin.failed(error, now: DispatchTime.now().uptimeNanoseconds)
+            origin.health.withLock { $0.probing = false }
             scheduleProbe(origin)
         }
     }

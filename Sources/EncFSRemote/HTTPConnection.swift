@@ -135,21 +135,30 @@ final class HTTPConnection: @unchecked Sendable {
         matchTag = etag
         let list = try headerList(headers + (etag.map { [Array("If-Match: ".utf8) + $0] } ?? []))
         guard ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
-            curl.slistFreeAll(list)
+            curl.freeHeaders(list)
             throw .setup("libcurl refused the request headers")
         }
-        curl.slistFreeAll(headerList)
+        curl.freeHeaders(headerList)
         headerList = list
     }
 
-    /// `lines` as a libcurl header list (which copies each line).
+    /// `lines` as a libcurl header list (which copies each line), made
+    /// through one NUL-terminated scratch line wiped afterwards (the lines
+    /// are secret).
     ///
     /// - Throws: `RemoteError.setup` when out of memory.
     private func headerList(_ lines: [[UInt8]]) throws(RemoteError) -> UnsafeMutablePointer<curl_slist>? {
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: (lines.map(\.count).max() ?? 0) + 1, alignment: 1)
+        defer {
+            SecureBytes.wipe(scratch)
+            scratch.deallocate()
+        }
         var list: UnsafeMutablePointer<curl_slist>?
         for line in lines {
-            guard let longer = line.withCString({ curl.slistAppend(list, $0) }) else {
-                curl.slistFreeAll(list)
+            line.withUnsafeBytes { scratch.copyMemory(from: $0) }
+            scratch[line.count] = 0
+            guard let longer = curl.slistAppend(list, scratch.baseAddress?.assumingMemoryBound(to: CChar.self)) else {
+                curl.freeHeaders(list)
                 throw .setup("out of memory for request headers")
             }
             list = longer
@@ -161,8 +170,8 @@ final class HTTPConnection: @unchecked Sendable {
     /// header list, the extra headers and `If-Match` plus `Host`,
     /// `x-amz-content-sha256: UNSIGNED-PAYLOAD` (S3 refuses a GET whose
     /// payload hash is missing), `x-amz-date`, `x-amz-security-token` and
-    /// `Authorization`. Our copies of the token are wiped here; libcurl's
-    /// copy in the list is freed (unwiped) at the next request.
+    /// `Authorization`. Our copies of the lines are wiped here, the list
+    /// (libcurl's copies) once the request ends (``endRequest()``).
     ///
     /// - Returns: the generation the request is signed with; 0 unsigned.
     private func signRequest() -> Int {
@@ -183,29 +192,42 @@ final class HTTPConnection: @unchecked Sendable {
             for index in lines.indices { lines[index].withUnsafeMutableBytes { SecureBytes.wipe($0) } }
         }
         // A failure sends the request unsigned: the server's refusal says so.
-        guard let authorization = try? signer.authorization(method: "GET", path: signedPath, query: [], headers: signed,
+        guard var authorization = try? signer.authorization(method: "GET", path: signedPath, query: [], headers: signed,
                                                             payloadHash: payload, amzDate: date, credentials: current) else {
             return generation
         }
         lines.append(authorization)
-        guard let list = try? headerList(lines),
-              ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
+        // Dropped, not wiped: its one buffer is now `lines`'s, wiped there.
+        authorization = []
+        guard let list = try? headerList(lines) else { return generation }
+        guard ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)) == CURLE_OK else {
+            curl.freeHeaders(list)
             return generation
         }
-        curl.slistFreeAll(requestList)
         requestList = list
         return generation
     }
 
+    /// Wipes and frees the header list of the signed request that just
+    /// ended (libcurl reads it only during the transfer), so that no past
+    /// request's signature or session token stays in memory; the shared
+    /// headers serve again until the next request is signed.
+    private func endRequest() {
+        guard let list = requestList else { return }
+        _ = ccurl_setopt_pointer(curl.setopt, handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headerList))
+        curl.freeHeaders(list)
+        requestList = nil
+    }
+
     deinit {
         Self.release(curl: curl, handle: handle, sink: sink, list: headerList)
-        curl.slistFreeAll(requestList)
+        curl.freeHeaders(requestList)
     }
 
     private static func release(curl: LibCurl, handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
                                 list: UnsafeMutablePointer<curl_slist>?) {
         curl.easyCleanup(handle)
-        curl.slistFreeAll(list)
+        curl.freeHeaders(list)
         sink.pointee.headers.deallocate()
         sink.deinitialize(count: 1)
         sink.deallocate()
@@ -230,6 +252,7 @@ final class HTTPConnection: @unchecked Sendable {
         _ = ccurl_setopt_long(curl.setopt, handle, CURLOPT_CONNECTTIMEOUT_MS,
                               timeoutMilliseconds == 0 ? 10_000 : min(timeoutMilliseconds, 10_000))
         let code = curl.easyPerform(handle)
+        endRequest()
         var status = 0
         _ = ccurl_getinfo_long(curl.getinfo, handle, CURLINFO_RESPONSE_CODE, &status)
         var response = Response(curlCode: Int32(code.rawValue), curlMessage: curl.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)",

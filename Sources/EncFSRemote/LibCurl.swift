@@ -37,15 +37,18 @@ struct LibCurl: @unchecked Sendable {
             return .failure(.setup("libcurl is not installed (Debian: apt-get install libcurl4)"))
         }
         func symbol(_ name: String) -> UnsafeMutableRawPointer? { dlsym(handle, name) }
-        guard let globalInit = symbol("curl_global_init"), let easyInit = symbol("curl_easy_init"),
+        guard let globalInitMem = symbol("curl_global_init_mem"), let easyInit = symbol("curl_easy_init"),
               let easyCleanup = symbol("curl_easy_cleanup"), let easyPerform = symbol("curl_easy_perform"),
               let easyStrerror = symbol("curl_easy_strerror"), let slistAppend = symbol("curl_slist_append"),
               let slistFreeAll = symbol("curl_slist_free_all"), let setopt = symbol("curl_easy_setopt"),
               let getinfo = symbol("curl_easy_getinfo") else {
             return .failure(.setup("libcurl lacks a function this build uses"))
         }
-        let initialize = unsafeBitCast(globalInit, to: (@convention(c) (Int) -> CURLcode).self)
-        guard initialize(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK else { return .failure(.setup("curl_global_init failed")) }
+        // libcurl's own buffers (each request's text among them) are wiped
+        // when freed: Sources/CCurl/shim.h. When another part of the
+        // process initialized libcurl first, this changes nothing, and
+        // only the header lists are wiped (``freeHeaders(_:)``).
+        guard ccurl_global_init_wiping(globalInitMem, Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK else { return .failure(.setup("curl_global_init failed")) }
         return .success(LibCurl(
             easyInit: unsafeBitCast(easyInit, to: (@convention(c) () -> UnsafeMutableRawPointer?).self),
             easyCleanup: unsafeBitCast(easyCleanup, to: (@convention(c) (UnsafeMutableRawPointer?) -> Void).self),
@@ -56,4 +59,12 @@ struct LibCurl: @unchecked Sendable {
             slistFreeAll: unsafeBitCast(slistFreeAll, to: (@convention(c) (UnsafeMutablePointer<curl_slist>?) -> Void).self),
             setopt: setopt, getinfo: getinfo))
     }()
+
+    /// Wipes every line of `list`, then frees it (`curl_slist_free_all`):
+    /// header lines hold secrets (`--header-file` values, a request's
+    /// signature and session token).
+    func freeHeaders(_ list: UnsafeMutablePointer<curl_slist>?) {
+        ccurl_slist_wipe(list)
+        slistFreeAll(list)
+    }
 }

@@ -46,7 +46,8 @@ final class RemoteOrigin: @unchecked Sendable {
         /// its first check is still unchecked when it comes back.
         var verified: Bool
         /// Whether a background probe is scheduled or running
-        /// (``HTTPByteSource/scheduleProbe(_:)``): one at a time.
+        /// (``HTTPByteSource/scheduleProbe(_:)``): one at a time. Reads
+        /// leave a set-aside source to it (``usable(now:ignoringBackoff:)``).
         var probing = false
     }
 
@@ -85,12 +86,15 @@ final class RemoteOrigin: @unchecked Sendable {
     deinit { abandon.deallocate() }
 
     /// Whether a read may go here now (refused never; set aside only once
-    /// its backoff ended, unless `ignoringBackoff`).
+    /// its backoff ended and no probe is due or running, unless
+    /// `ignoringBackoff`). The probe, made when the backoff ends, brings
+    /// the source back: a read that tried it meanwhile waited out its
+    /// share of the deadline on a source still stalled, once per backoff.
     func usable(now: UInt64, ignoringBackoff: Bool) -> Bool {
         health.withLock { health in
             switch health.state {
             case .refused: return false
-            case .setAside: return ignoringBackoff || now >= health.until
+            case .setAside: return ignoringBackoff || (now >= health.until && !health.probing)
             case .healthy, .unverified: return true
             }
         }

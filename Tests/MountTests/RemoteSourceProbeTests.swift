@@ -41,4 +41,48 @@ final class RemoteSourceProbeTests: RemoteTestCase {
         XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
         unmount(mounted)
     }
+
+    /// While a set-aside source's probe runs (its backoff over, the
+    /// source still stalled), reads go to the mirror only: none waits out
+    /// its share of the deadline on the stalled source beside the probe.
+    /// The primary's log must show the probes' requests (the bundle's
+    /// last 16 bytes) and nothing else while c.bin is read slowly through
+    /// two probes (the first may come before the backoff of later
+    /// failures ends; the second comes when it ends, when reads used to
+    /// try the source too).
+    func testProbeRunning_ReadsLeaveTheSourceToIt() throws {
+        let primary = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(primary, ["a.bin": 1 << 20, "c.bin": 48 << 20], chunkSize: "64K")
+        let mirror = try RemoteServer(test: self, withProxy: false)
+        try FileManager.default.copyItem(atPath: published.bundle, toPath: "\(mirror.root)/bundle.encfs")
+        let size = try FileManager.default.attributesOfItem(atPath: published.bundle)[.size] as? Int ?? 0
+        let probeRange = "bytes=\(size - 16)-\(size - 1)"
+        // --net-timeout 3: backoffs of 3, 6, 12… s; a probe of a stalled
+        // source ends after about a second (a third of the deadline).
+        let mounted = try mountRemote(primary.url("bundle.encfs"), key: published.key,
+                                      ["--mirror", mirror.url("bundle.encfs"), "--net-timeout", "3", "--fetch-size", "64K"])
+        // No body byte at all: a probe (16 bytes) stalls too.
+        try primary.setFault("stall", ["after": "0"])
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        XCTAssertEqual(try states(mounted.mountpoint).first, "set-aside")
+        let before = try primary.accessLog().count
+        func since() throws -> [RemoteServer.AccessLogLine] { Array(try primary.accessLog().dropFirst(before)) }
+        // 64 KiB every 50 ms: units are fetched all the time. The loop
+        // ends after two probes (a hang guard, not a timing assertion).
+        let fd = open(mounted.path("c.bin"), O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var piece = [UInt8](repeating: 0, count: 64 << 10)
+        var offset = 0
+        let deadline = Date().addingTimeInterval(90)
+        while try since().filter({ $0.range == probeRange }).count < 2, Date() < deadline, offset < 48 << 20 {
+            XCTAssertEqual(Glibc.pread(fd, &piece, piece.count, off_t(offset)), piece.count)
+            offset += piece.count
+            usleep(50_000)
+        }
+        close(fd)
+        let seen = try since()
+        XCTAssertGreaterThanOrEqual(seen.filter { $0.range == probeRange }.count, 2, "two probes of the set-aside source")
+        XCTAssertEqual(seen.filter { $0.range != probeRange }.map(\.range), [], "reads went to the source while its probe ran")
+        unmount(mounted)
+    }
 }

@@ -102,6 +102,34 @@ final class S3MountTests: RemoteTestCase {
         unmount(mounted)
     }
 
+    /// No past request's `Authorization` line (its signature) or
+    /// `x-amz-security-token` line is left in the daemon's memory once
+    /// the reads are over: our copies, the header lists handed to libcurl
+    /// and libcurl's own request buffers are wiped. The session token
+    /// itself stays (wiping storage): every request is signed with it.
+    func testDaemonMemory_NoSignatureOrTokenLineOfPastRequests() throws {
+        let server = try s3()
+        let published = try publishS3(["a.bin": 3 << 20])
+        let session = try server.session()
+        let credentials = scratch.url(uniqueName("credentials"))
+        try writeCredentials(session, to: credentials)
+        let mounted = try mount(published.address, keyArguments: ["--key-file", published.key], environment: cleanEnvironment,
+                                options: ["--s3-endpoint", server.endpoint(), "--aws-credentials-file", credentials,
+                                          "--cache-dir", try scratch.makeDirectory(uniqueName("cache")), "--net-timeout", "10",
+                                          "--fetch-size", "256K"])
+        defer { unmount(mounted) }
+        // Every unit of the file fetched (a dozen signed requests or
+        // more): no request is in flight when memory is searched.
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        guard let pid = mounted.daemonPID else { return XCTFail("no daemon") }
+        let token = NSRegularExpression.escapedPattern(for: session.token)
+        // A freed block's first 16 bytes are malloc's: a header line that
+        // begins a block is found by its tail ("oken: TOKEN").
+        let found = try patternsFound(inMemoryOf: pid, ["signature": "Signature=[0-9a-f]{64}",
+                                                        "token-line": "oken: ?\(token)"])
+        XCTAssertEqual(found, [], "lines of past signed requests left in the daemon's memory")
+    }
+
     func testMount_VirtualHostedFromEnvironment_AndInspect() throws {
         let server = try s3()
         let published = try publishS3(["x/y.bin": 90_000])

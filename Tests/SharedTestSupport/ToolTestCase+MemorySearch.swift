@@ -49,6 +49,46 @@ extension ToolTestCase {
         return lines.first { $0.hasPrefix("found") }.map { $0.dropFirst(5).split(separator: " ").map(String.init) } ?? []
     }
 
+    /// Like `memorySearchScript`, for regular expressions (argv[2…],
+    /// `name=hex of the pattern`): prints the names of those that match
+    /// somewhere.
+    private static let memoryPatternScript = """
+        import re, sys
+        pid = int(sys.argv[1])
+        patterns = dict(arg.split('=') for arg in sys.argv[2:])
+        patterns = {name: re.compile(bytes.fromhex(hex)) for name, hex in patterns.items()}
+        found, searched = set(), 0
+        with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb', 0) as mem:
+            for line in maps:
+                fields = line.split()
+                lo, hi = (int(x, 16) for x in fields[0].split('-'))
+                if 'r' not in fields[1] or (len(fields) > 5 and fields[5].startswith('[v')):
+                    continue
+                try:
+                    mem.seek(lo)
+                    data = mem.read(hi - lo)
+                except OSError:
+                    continue
+                searched += len(data)
+                found |= {name for name, pattern in patterns.items() if pattern.search(data)}
+        print('searched', searched)
+        print('found', ' '.join(sorted(found)))
+        """
+
+    /// The names of `patterns` (Python regular expressions over bytes)
+    /// that match somewhere in the readable memory of `pid`, sorted (root
+    /// only). Fails the test when the search read less than 1 MiB.
+    public func patternsFound(inMemoryOf pid: pid_t, _ patterns: [String: String],
+                              file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
+        let arguments = patterns.map { name, pattern in "\(name)=\(Array(pattern.utf8).map { String(format: "%02x", $0) }.joined())" }
+        let result = try python(Self.memoryPatternScript, [String(pid)] + arguments, timeout: 300)
+        guard result.status == 0 else { throw SubprocessError(result.summary) }
+        let lines = result.output.split(separator: "\n")
+        let searched = lines.first { $0.hasPrefix("searched ") }.flatMap { Int($0.dropFirst(9)) } ?? 0
+        XCTAssertGreaterThan(searched, 1 << 20, "the search read almost nothing: \(result.output)", file: file, line: line)
+        return lines.first { $0.hasPrefix("found") }.map { $0.dropFirst(5).split(separator: " ").map(String.init) } ?? []
+    }
+
     /// Whether `needle` is somewhere in the readable memory of `pid`.
     public func memory(of pid: pid_t, contains needle: [UInt8], file: StaticString = #filePath, line: UInt = #line) throws -> Bool {
         try namesFound(inMemoryOf: pid, ["needle": needle], file: file, line: line) == ["needle"]
