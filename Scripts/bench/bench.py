@@ -59,7 +59,6 @@ import platform
 import random
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -1355,18 +1354,7 @@ def main():
         args.baseline_bin = os.path.abspath(args.baseline_bin)
     if os.geteuid() != 0:
         die("must run as root (drop_caches, mounts)")
-    bench = Bench(args)
-    # SIGTERM unwinds like Ctrl-C, so the finally below unmounts.
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        bench.run()
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        bench.unmount_all()
+    benchlib.run_unmounting_at_exit(Bench(args))
 
 
 if __name__ == "__main__":

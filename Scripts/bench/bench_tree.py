@@ -60,7 +60,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -566,18 +565,7 @@ def main():
         if not os.path.isdir(tree):
             die(f"not a directory ({tree})")
     args.tree = [os.path.abspath(t) for t in args.tree]
-    bench = TreeBench(args)
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        bench.run()
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        bench.unmount_all()
+    benchlib.run_unmounting_at_exit(TreeBench(args))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ prints "bench: error: …" like the tools do.
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -211,3 +212,18 @@ def zstd_default_levels(bin_dir):
     squashfs = default(["mksquashfs", "-help"], r"zstd\s+-Xcompression-level <compression-level>\s+"
                                                 r"<compression-level> should be 1 \.\. 22 \(default (\d+)\)")
     return encfs, squashfs
+
+
+def run_unmounting_at_exit(bench):
+    """Runs bench.run(); SIGTERM unwinds like Ctrl-C (exit 130), and
+    bench.unmount_all() runs however it ends, so no mount is left behind."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        bench.run()
+    except KeyboardInterrupt:
+        print(f"{_program}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        bench.unmount_all()
