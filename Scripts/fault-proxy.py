@@ -9,7 +9,8 @@ Control requests go to the proxy itself, never upstream:
   GET /__proxy/set?mode=M&count=N&...   faults for the next N requests
                                         (count omitted: until changed)
   GET /__proxy/stats                    {"requests", "bytes", "auth_seen",
-                                        "connections"}
+                                        "connections", "stalled",
+                                        "stall_ends"}
   GET /__proxy/reset                    counters to zero, mode pass
 Modes: pass, latency (ms=), rate (bytes_per_second=), stall (after= body
 bytes, then nothing), reset (after= bytes of the response, then close),
@@ -28,17 +29,22 @@ skip=N lets N requests pass before the fault starts.
 require_auth=VALUE answers 401 to requests without that Authorization.
 "bytes" counts response body bytes sent to clients (what a mount transfers);
 "connections" the client connections that carried a request since the reset
-(at most --connections of one mount's daemon, kept alive).
+(at most --connections of one mount's daemon, kept alive); "stalled" the
+connections held in a stall now, which the client has not closed (not reset);
+"stall_ends" when the client closed each stalled connection since the reset
+(monotonic seconds).
 Standard library only; one upstream connection per request; bodies are
 relayed as they arrive (latency and bandwidth apply per piece).
 """
 import asyncio
 import json
 import sys
+import time
 import urllib.parse
 
 state = {"mode": "pass", "count": None, "params": {}, "requests": 0, "bytes": 0, "auth_seen": 0,
-         "require_auth": None, "latency_ms": 0, "bytes_per_second": 0, "used": set()}
+         "require_auth": None, "latency_ms": 0, "bytes_per_second": 0, "used": set(), "stalled": 0,
+         "stall_ends": []}
 
 
 def current_fault():
@@ -116,8 +122,8 @@ def control(target, writer):
         state["params"] = query
     elif parsed.path == "/__proxy/reset":
         state.update(mode="pass", count=None, params={}, requests=0, bytes=0, auth_seen=0,
-                     latency_ms=0, bytes_per_second=0, used=set())
-    body = json.dumps(dict({k: state[k] for k in ("requests", "bytes", "auth_seen", "mode")},
+                     latency_ms=0, bytes_per_second=0, used=set(), stall_ends=[])
+    body = json.dumps(dict({k: state[k] for k in ("requests", "bytes", "auth_seen", "mode", "stalled", "stall_ends")},
                            connections=len(state["used"]))).encode()
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 
@@ -225,7 +231,12 @@ async def handle(reader, writer, upstream):
                 if mode in ("stall", "reset"):
                     await relay_body(upstream_reader, writer, length, int(params.get("after", "1024")), rate)
                     if mode == "stall":
-                        await reader.read()  # until the client gives up
+                        state["stalled"] += 1
+                        try:
+                            await reader.read()  # until the client gives up
+                        finally:
+                            state["stalled"] -= 1
+                            state["stall_ends"].append(round(time.monotonic(), 4))
                     else:
                         writer.transport.abort()
                     return

@@ -7,6 +7,9 @@
 // the types and constants come from this header.
 #include <curl/curl.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +50,70 @@ struct ccurl_sink {
        set aside: the transfer in flight ends at the next progress call
        rather than waiting out its stall (NULL: never). */
     const volatile int *abandon;
+    /* The sockets libcurl opened for this handle and has not closed yet
+       (-1: none), under socket_lock, so that another thread can cut them
+       (ccurl_sink_cut) without ever touching a descriptor number the
+       process reused: a socket is closed, and its slot cleared, under the
+       same lock. Two slots: a connect may try two addresses at once. */
+    pthread_mutex_t socket_lock;
+    int sockets[2];
 };
+
+// The sink's socket lock and slots (before ccurl_set_sink); ccurl_sink_destroy
+// after the handle was cleaned up (which closes its sockets through
+// ccurl_close_socket).
+static inline void ccurl_sink_init(struct ccurl_sink *sink) {
+    pthread_mutex_init(&sink->socket_lock, NULL);
+    sink->sockets[0] = -1;
+    sink->sockets[1] = -1;
+}
+static inline void ccurl_sink_destroy(struct ccurl_sink *sink) {
+    pthread_mutex_destroy(&sink->socket_lock);
+}
+
+// CURLOPT_OPENSOCKETFUNCTION: the socket libcurl would open (close-on-exec),
+// recorded in a free slot (none free: not recorded, and then not cut).
+static inline curl_socket_t ccurl_open_socket(void *userdata, curlsocktype purpose, struct curl_sockaddr *address) {
+    (void)purpose;
+    struct ccurl_sink *sink = (struct ccurl_sink *)userdata;
+    int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd < 0) return CURL_SOCKET_BAD;
+    pthread_mutex_lock(&sink->socket_lock);
+    for (int i = 0; i < 2; i++) {
+        if (sink->sockets[i] < 0) {
+            sink->sockets[i] = fd;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sink->socket_lock);
+    return fd;
+}
+
+// CURLOPT_CLOSESOCKETFUNCTION: closes the socket and clears its slot, both
+// under the lock a cut takes.
+static inline int ccurl_close_socket(void *userdata, curl_socket_t fd) {
+    struct ccurl_sink *sink = (struct ccurl_sink *)userdata;
+    pthread_mutex_lock(&sink->socket_lock);
+    for (int i = 0; i < 2; i++) {
+        if (sink->sockets[i] == fd) sink->sockets[i] = -1;
+    }
+    int rc = close(fd);
+    pthread_mutex_unlock(&sink->socket_lock);
+    return rc;
+}
+
+// Ends the handle's transfer in flight at once, from any thread: shutdown
+// wakes libcurl's poll with an end of stream (or fails its connect), so the
+// transfer fails now instead of at libcurl's next progress call, about a
+// second later while no data flows. The socket stays open for libcurl to
+// close; a kept-alive connection is found dead and replaced on next use.
+static inline void ccurl_sink_cut(struct ccurl_sink *sink) {
+    pthread_mutex_lock(&sink->socket_lock);
+    for (int i = 0; i < 2; i++) {
+        if (sink->sockets[i] >= 0) shutdown(sink->sockets[i], SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&sink->socket_lock);
+}
 
 static inline int ccurl_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
     (void)dltotal; (void)dlnow; (void)ultotal; (void)ulnow;
@@ -86,6 +152,10 @@ static inline CURLcode ccurl_set_sink(void *setopt, CURL *handle, struct ccurl_s
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERFUNCTION, ccurl_write_header);
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_HEADERDATA, (void *)sink);
     if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_ERRORBUFFER, sink->error);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_OPENSOCKETFUNCTION, ccurl_open_socket);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_OPENSOCKETDATA, (void *)sink);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_CLOSESOCKETFUNCTION, ccurl_close_socket);
+    if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_CLOSESOCKETDATA, (void *)sink);
     if (rc == CURLE_OK && sink->abandon != NULL) {
         rc = fn(handle, (int)CURLOPT_XFERINFOFUNCTION, ccurl_progress);
         if (rc == CURLE_OK) rc = fn(handle, (int)CURLOPT_XFERINFODATA, (void *)sink);

@@ -87,6 +87,7 @@ final class HTTPConnection: @unchecked Sendable {
         self.handle = handle
         sink = .allocate(capacity: 1)
         sink.initialize(to: ccurl_sink())
+        ccurl_sink_init(sink)
         sink.pointee.headers = .allocate(capacity: Self.headerCapacity)
         sink.pointee.headers_capacity = Self.headerCapacity
         sink.pointee.abandon = abandon
@@ -227,11 +228,22 @@ final class HTTPConnection: @unchecked Sendable {
     private static func release(curl: LibCurl, handle: UnsafeMutableRawPointer, sink: UnsafeMutablePointer<ccurl_sink>,
                                 list: UnsafeMutablePointer<curl_slist>?) {
         curl.easyCleanup(handle)
+        ccurl_sink_destroy(sink)
         curl.freeHeaders(list)
         sink.pointee.headers.deallocate()
         sink.deinitialize(count: 1)
         sink.deallocate()
     }
+
+    /// Ends the request in flight now, from any thread (its socket is shut
+    /// down: ``get(offset:count:into:timeoutMilliseconds:)`` returns a
+    /// transfer error); nothing when none is.
+    ///
+    /// Why: the abandon flag is read by libcurl's progress callback, about
+    /// once a second while no data flows, and a transfer stalled at a
+    /// source set aside kept its read-ahead thread that long after the
+    /// failover (docs/PERFORMANCE.md, "A fleet").
+    func cut() { ccurl_sink_cut(sink) }
 
     /// GETs `count` bytes at `offset` into `buffer` (the body may not
     /// exceed it).

@@ -57,6 +57,9 @@ final class RemoteOrigin: @unchecked Sendable {
     let sendsIfMatch: Bool
     let health: Mutex<Health>
     private let idle: Mutex<[HTTPConnection]>
+    /// The connections lent to a request now: cut when the source is set
+    /// aside (``failed(_:now:)``).
+    private let lent = Mutex<[HTTPConnection]>([])
     private let slots: ConnectionSlots
     /// Nonzero while the source is set aside (one of several): its
     /// transfers in flight end at once instead of each waiting out its
@@ -131,6 +134,11 @@ final class RemoteOrigin: @unchecked Sendable {
             }
             if hasAlternatives { abandon.pointee = 1 }
         }
+        // Every transfer still running here ends now, not at libcurl's next
+        // progress call: until then each held a read-ahead thread (a
+        // libdispatch worker) the mirror's requests waited for.
+        guard hasAlternatives else { return }
+        for connection in lent.withLock({ $0 }) { connection.cut() }
     }
 
     /// Fetches exactly `count` bytes at `offset` of an object of `size`
@@ -183,11 +191,16 @@ final class RemoteOrigin: @unchecked Sendable {
     /// fewer than `connections` exist; waits for one until `deadline`.
     private func borrowConnection(_ priority: ConnectionSlots.Priority, until deadline: DispatchTime) throws(RemoteError) -> HTTPConnection {
         guard slots.acquire(priority, until: deadline) else { throw .gaveUp(last: "no free connection") }
-        if let connection = idle.withLock({ $0.popLast() }) { return connection }
+        if let connection = idle.withLock({ $0.popLast() }) {
+            lent.withLock { $0.append(connection) }
+            return connection
+        }
         do {
             let etag = sendsIfMatch ? health.withLock { $0.etag } : nil
-            return try HTTPConnection(location: location, options: options, ifMatch: etag,
-                                      abandon: hasAlternatives ? UnsafePointer(abandon) : nil)
+            let connection = try HTTPConnection(location: location, options: options, ifMatch: etag,
+                                                abandon: hasAlternatives ? UnsafePointer(abandon) : nil)
+            lent.withLock { $0.append(connection) }
+            return connection
         } catch {
             slots.release()
             throw error
@@ -195,6 +208,7 @@ final class RemoteOrigin: @unchecked Sendable {
     }
 
     private func giveBack(_ connection: HTTPConnection) {
+        lent.withLock { lent in lent.removeAll { $0 === connection } }
         idle.withLock { $0.append(connection) }
         slots.release()
     }

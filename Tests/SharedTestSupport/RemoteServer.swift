@@ -165,6 +165,14 @@ public final class RemoteServer: Sendable {
         try control("stats")["connections"] as? Int ?? -1
     }
 
+    /// When the client closed each connection the proxy held in a stall
+    /// since the last ``resetProxy()`` (monotonic seconds, the proxy's
+    /// clock), and how many it still holds.
+    public func proxyStalls() throws -> (ends: [Double], open: Int) {
+        let json = try control("stats")
+        return ((json["stall_ends"] as? [Any] ?? []).compactMap { ($0 as? NSNumber)?.doubleValue }, json["stalled"] as? Int ?? -1)
+    }
+
     /// Sets the proxy's fault (`mode` with its parameters) for the next
     /// `count` requests, or until changed.
     public func setFault(_ mode: String, count: Int? = nil, _ parameters: [String: String] = [:]) throws {
