@@ -41,7 +41,7 @@ bin=$(swift build "${flags[@]}" --show-bin-path)
 tools=()
 for path in "$bin"/encfs-*; do
   name=$(basename "$path")
-  case "$name" in encfs-fuzz|encfs-embed-example|*.*) continue ;; esac
+  case "$name" in encfs-fuzz|encfs-embed-example|encfs-sigv4-bench|*.*) continue ;; esac
   [ -f "$path" ] && [ -x "$path" ] && tools+=("$name")
 done
 

@@ -13,10 +13,7 @@ final class ManPageTests: ToolTestCase {
     /// The encfs-* executables of the build (test tooling excluded).
     private func tools() throws -> [String] {
         guard let dir = Tools.binaryDirectory else { throw SubprocessError("no binaries") }
-        return try FileManager.default.contentsOfDirectory(atPath: dir).filter {
-            $0.hasPrefix("encfs-") && !$0.contains(".") && !["encfs-fuzz", "encfs-embed-example"].contains($0)
-                && access("\(dir)/\($0)", X_OK) == 0
-        }.sorted()
+        return try BuiltBinaries.shippedTools(in: dir)
     }
 
     /// Long options anywhere in `--help`, and short ones where a line of

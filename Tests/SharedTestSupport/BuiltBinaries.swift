@@ -15,6 +15,19 @@ public enum BuiltBinaries {
     /// What to run, ending every message.
     public static let remedy = "run `swift build -c release` first (or Scripts/test.sh)"
 
+    /// The `encfs-*` executables the build makes that are not shipped
+    /// tools (no man page, not in the .deb: Scripts/package-deb.sh keeps
+    /// the same list): the fuzzer, the embedding example, the SigV4
+    /// benchmark.
+    public static let testTooling: Set<String> = ["encfs-fuzz", "encfs-embed-example", "encfs-sigv4-bench"]
+
+    /// The shipped `encfs-*` tools in `directory`, sorted.
+    public static func shippedTools(in directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+            $0.hasPrefix("encfs-") && !$0.contains(".") && !testTooling.contains($0) && access("\(directory)/\($0)", X_OK) == 0
+        }.sorted()
+    }
+
     /// One line naming what is wrong with `name` in `directory`, or nil
     /// when it is there, executable and (for a directory of this package's
     /// `.build`) not older than the sources last edited.
