@@ -31,7 +31,7 @@ echo "package-deb.sh: static build (.build-static)" >&2
 flags=(-c release --static-swift-stdlib --build-path .build-static -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro)
 # Product by product: a plain `swift build` would also build the test
 # support target, which imports XCTest, absent from a static-stdlib build.
-for product in encfs-pack encfs-mount encfs-inspect encfs-keygen encfs-rekey encfs-ctl encfs; do
+for product in encfs-pack encfs-mount encfs-inspect encfs-keygen encfs-rekey encfs-ctl encfs-serve encfs; do
   swift build "${flags[@]}" -Xswiftc -warnings-as-errors --product "$product" >&2
 done
 bin=$(swift build "${flags[@]}" --show-bin-path)

@@ -34,13 +34,15 @@ final class DebianPackageTests: ToolTestCase {
 
         // Metadata: the exact shared libraries, fuse3 for fusermount3, nothing of Swift.
         let depends = try check("/usr/bin/dpkg-deb", ["-f", deb, "Depends"]).output
-        for library in ["libc6", "libfuse3-3", "libssl3", "libipsec-mb1", "fuse3"] {
+        for library in ["libc6", "libfuse3-3", "libssl3", "libipsec-mb1", "libmicrohttpd12", "fuse3"] {
             XCTAssertTrue(depends.contains(library), "\(library) not in Depends: \(depends)")
         }
         XCTAssertFalse(depends.lowercased().contains("swift"), depends)
         let contents = try check("/usr/bin/dpkg-deb", ["-c", deb]).output
         for path in ["./usr/bin/encfs-pack", "./usr/bin/encfs-mount", "./usr/bin/encfs-inspect", "./usr/bin/encfs-keygen",
                      "./usr/bin/encfs-rekey", "./usr/share/man/man1/encfs-rekey.1.gz",
+                     "./usr/bin/encfs-serve", "./usr/share/man/man1/encfs-serve.1.gz",
+                     "./usr/bin/encfs-ctl", "./usr/share/man/man1/encfs-ctl.1.gz",
                      "./usr/share/bash-completion/completions/encfs-rekey",
                      "./usr/share/man/man1/encfs-mount.1.gz", "./usr/share/man/man5/encfs.5.gz",
                      "./usr/share/bash-completion/completions/encfs-mount",
@@ -49,6 +51,9 @@ final class DebianPackageTests: ToolTestCase {
                      "./usr/include/encfs.h", "./usr/lib/x86_64-linux-gnu/pkgconfig/encfs.pc",
                      "./usr/share/doc/encfs-tools/examples/c/encfs-cat.c"] {
             XCTAssertTrue(contents.contains(path), "\(path) not in the package")
+        }
+        for tooling in BuiltBinaries.testTooling {
+            XCTAssertFalse(contents.contains("/\(tooling)"), "test tooling \(tooling) in the package")
         }
         XCTAssertFalse(contents.split(separator: "\n").contains { !$0.contains(" root/root ") }, "files not owned by root")
         // Debian's checker: no error and no warning (informational tags remain, listed in the report).
