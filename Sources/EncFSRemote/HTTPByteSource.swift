@@ -305,9 +305,10 @@ package final class HTTPByteSource: ByteSource {
             let until = othersLeft ? Self.share(of: deadline, timeoutSeconds: options.netTimeout) : deadline
             do {
                 try verify(origin, until: until)
-                try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
-                                 policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy,
-                                 priority: priority, since: since)
+                // Not sent: set aside since it was chosen, its outage counted.
+                guard try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
+                                       policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy,
+                                       priority: priority, since: since) else { return false }
                 origin.succeeded(bytes: count)
                 return true
             } catch {

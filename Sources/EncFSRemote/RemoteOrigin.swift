@@ -179,30 +179,29 @@ final class RemoteOrigin: @unchecked Sendable {
     /// - Parameters:
     ///   - priority: whether a read waits for the bytes (``ConnectionSlots``).
     ///   - since: ``setAsideCount`` when the caller chose this source; nil:
-    ///     a probe, made while it is set aside. A request that waited for
-    ///     a connection while the source was set aside is not sent: it
-    ///     would stall as the others did.
+    ///     a probe, made while it is set aside.
+    /// - Returns: false, with nothing sent and no error, when the source
+    ///   was set aside since the caller chose it (another request failed
+    ///   meanwhile, also while this one waited for a connection): the
+    ///   request would stall as the others did; the caller asks the next
+    ///   source.
+    @discardableResult
     func fetch(offset: UInt64, count: Int, size: UInt64, into buffer: UnsafeMutableRawBufferPointer, until deadline: DispatchTime,
-               policy: RemoteRetryPolicy, priority: ConnectionSlots.Priority = .read, since: Int? = nil) throws(RemoteError) {
+               policy: RemoteRetryPolicy, priority: ConnectionSlots.Priority = .read, since: Int? = nil) throws(RemoteError) -> Bool {
         let credentials = location.signingRegion == nil ? nil : options.s3.credentials
         var renewed = false
         // Transfers here may run again (a probe, a read with no other
-        // source left), unless the source was set aside since the caller
-        // chose it: then this request is not sent.
+        // source left) unless the source was set aside since it was chosen.
         guard health.withLock({ health -> Bool in
-            if let since, hasAlternatives, health.setAsides != since, health.state == .setAside { return false }
+            if setAsideSince(since, health) { return false }
             abandon.pointee = 0
             return true
-        }) else {
-            throw .gaveUp(last: "the source was set aside before the request was sent")
-        }
-        try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
+        }) else { return false }
+        return try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Bool> in
             guard health.withLock({ $0.state }) != .refused else { throw .replaced }
             let connection = try borrowConnection(priority, until: deadline)
             defer { giveBack(connection) }
-            if let since, hasAlternatives, health.withLock({ $0.setAsides != since && $0.state == .setAside }) {
-                throw .gaveUp(last: "the source was set aside before the request was sent")
-            }
+            if health.withLock({ setAsideSince(since, $0) }) { return .done(false) }
             let response = connection.get(offset: offset, count: count, into: buffer, timeoutMilliseconds: timeout)
             if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
             if let transient = HTTPByteSource.transientFailure(response) { return .retry(transient, after: response.retryAfter) }
@@ -228,8 +227,15 @@ final class RemoteOrigin: @unchecked Sendable {
             guard response.rangeStart == offset, response.bodyLength == count else {
                 return .retry("a short body", after: nil)
             }
-            return .done(())
+            return .done(true)
         }
+    }
+
+    /// Whether the source was set aside since a request that noted
+    /// `since` (nil: a probe, never) chose it.
+    private func setAsideSince(_ since: Int?, _ health: Health) -> Bool {
+        guard let since, hasAlternatives else { return false }
+        return health.setAsides != since && health.state == .setAside
     }
 
     /// A connection for one request: an idle one, or a new one while
