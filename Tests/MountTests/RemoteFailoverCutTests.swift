@@ -20,29 +20,15 @@ final class RemoteFailoverCutTests: RemoteTestCase {
     /// stay open until its own deadline share or progress call, about
     /// ``laterStart`` after the first's.
     func testStalledTransfersEndWhenTheSourceIsSetAside() throws {
-        let primary = try RemoteServer(test: self, withProxy: true)
-        let published = try publish(primary, ["a.bin": 1 << 20, "b.bin": 1 << 20], chunkSize: "64K")
-        let mirror = try RemoteServer(test: self, withProxy: false)
-        try FileManager.default.copyItem(atPath: published.bundle, toPath: "\(mirror.root)/bundle.encfs")
         // Eight connections: no request waits for a free one.
-        let mounted = try mountRemote(primary.url("bundle.encfs"), key: published.key,
-                                      ["--mirror", mirror.url("bundle.encfs"), "--net-timeout", "4", "--connections", "8"])
-        defer { unmount(mounted) }
-        let offset = 300_000
-        let expectedPieces = try ["a.bin", "b.bin"].map { try expected("\(published.source)/\($0)", offset: offset) }
-        try primary.resetProxy()
-        try primary.setFault("stall", ["after": "1000"])
-        guard let proxyPort = primary.proxyPort else { return XCTFail("no proxy") }
-        let read = try python(Self.twoReads, [String(proxyPort), String(offset), mounted.path("a.bin"), mounted.path("b.bin"),
-                                              String(Self.laterStart)], timeout: 60)
-        XCTAssertEqual(read.output.split(separator: "\n").map(String.init), expectedPieces, "\(read.summary)")
-        // Both reads' transfers stalled (at least one each) and all ended.
-        let stalls = try primary.proxyStalls()
-        XCTAssertGreaterThanOrEqual(stalls.ends.count, 2, "\(stalls)")
-        XCTAssertEqual(stalls.open, 0, "a stalled transfer still runs at the set-aside source: \(stalls)")
-        let spread = (stalls.ends.max() ?? 0) - (stalls.ends.min() ?? 0)
-        XCTAssertLessThan(spread, Self.together, "the later read's stalled transfers outlived the failover: \(stalls.ends)")
-        try primary.setFault("pass")
+        try twoStalledReads(["--connections", "8"]) { primary in
+            // Both reads' transfers stalled (at least one each) and all ended.
+            let stalls = try primary.proxyStalls()
+            XCTAssertGreaterThanOrEqual(stalls.ends.count, 2, "\(stalls)")
+            XCTAssertEqual(stalls.open, 0, "a stalled transfer still runs at the set-aside source: \(stalls)")
+            let spread = (stalls.ends.max() ?? 0) - (stalls.ends.min() ?? 0)
+            XCTAssertLessThan(spread, Self.together, "the later read's stalled transfers outlived the failover: \(stalls.ends)")
+        }
     }
 
     /// A request that waited for a connection of a source while another
@@ -54,13 +40,24 @@ final class RemoteFailoverCutTests: RemoteTestCase {
     /// the source was set aside since it was chosen; and the abandon flag
     /// the set-aside raised ends a transfer at its first progress call.)
     func testRequestWaitingForAConnection_NotSentOnceTheSourceIsSetAside() throws {
+        try twoStalledReads(["--connections", "1", "--fetch-size", "64K"]) { primary in
+            XCTAssertEqual(try primary.proxyStats().requests, 1, "the waiting request was sent to the set-aside source")
+        }
+    }
+
+    /// Mounts the primary (behind the fault proxy) with a mirror,
+    /// `--net-timeout 4` and `options`; makes the primary stall every body
+    /// after 1,000 bytes; reads 4 KiB of a.bin and, ``laterStart`` after
+    /// that read stalled, of b.bin (``twoReads``), both of which must come
+    /// back right (from the mirror); then runs `check` on the primary,
+    /// still mounted.
+    private func twoStalledReads(_ options: [String], _ check: (RemoteServer) throws -> Void) throws {
         let primary = try RemoteServer(test: self, withProxy: true)
         let published = try publish(primary, ["a.bin": 1 << 20, "b.bin": 1 << 20], chunkSize: "64K")
         let mirror = try RemoteServer(test: self, withProxy: false)
         try FileManager.default.copyItem(atPath: published.bundle, toPath: "\(mirror.root)/bundle.encfs")
         let mounted = try mountRemote(primary.url("bundle.encfs"), key: published.key,
-                                      ["--mirror", mirror.url("bundle.encfs"), "--net-timeout", "4", "--connections", "1",
-                                       "--fetch-size", "64K"])
+                                      ["--mirror", mirror.url("bundle.encfs"), "--net-timeout", "4"] + options)
         defer { unmount(mounted) }
         let offset = 300_000
         let expectedPieces = try ["a.bin", "b.bin"].map { try expected("\(published.source)/\($0)", offset: offset) }
@@ -70,7 +67,7 @@ final class RemoteFailoverCutTests: RemoteTestCase {
         let read = try python(Self.twoReads, [String(proxyPort), String(offset), mounted.path("a.bin"), mounted.path("b.bin"),
                                               String(Self.laterStart)], timeout: 60)
         XCTAssertEqual(read.output.split(separator: "\n").map(String.init), expectedPieces, "\(read.summary)")
-        XCTAssertEqual(try primary.proxyStats().requests, 1, "the waiting request was sent to the set-aside source")
+        try check(primary)
         try primary.setFault("pass")
     }
 
