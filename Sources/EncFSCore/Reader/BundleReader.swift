@@ -552,8 +552,8 @@ package final class BundleReader: Sendable {
     /// into `target` (exactly the chunk's plaintext length). A zstd chunk
     /// is opened in place, over its sealed bytes in the fetch buffer
     /// (AES-GCM decrypts in place: no frame-sized buffer per worker),
-    /// inflated to exactly its
-    /// plaintext length, never further, and its frame wiped.
+    /// inflated to exactly its plaintext length, never further, and its
+    /// frame wiped.
     ///
     /// - Throws: `BundleError.corruptChunk` (then `target` is wiped),
     ///   `.crypto`.
