@@ -11,8 +11,11 @@
             with --mirror nginx B; A stalls after a third of the file:
             the longest gap between two 1 MiB reads (the stall), MiB/s from
             its end on and 16 MiB later (FLEET_STEADY_SKIP_MIB), each
-            against a cold direct mount of B over the same bytes, and B
-            mounted with A as its mirror, nothing failing; interleaved,
+            against a cold direct mount of B over the same bytes, B
+            mounted with A as its mirror, nothing failing, and B direct
+            pausing as long as the stall at the same place (the pause
+            without the failover); the daemon's CPU per MiB of each; the
+            servers' files stay in the page cache; interleaved,
             medians of FLEET_REPETITIONS (5); FLEET_BASELINE_BIN=DIR adds
             another build's failover to each repetition; FLEET_FAULT (the
             proxy's fault, default 'mode=stall&after=1000'); FLEET_TRACE=1
@@ -93,17 +96,35 @@ def mount(bin_dir, out, name, address, key, extra):
     return mnt, pid
 
 
-def read_trace(path):
+def daemon_cpu(pid):
+    """The daemon's CPU seconds so far (user and system), 0 unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0.0
+
+
+def read_trace(path, pid=None, drop=True, pause_at=None, pause_s=0.0):
     """One cold pass in 1 MiB reads: [(monotonic time, bytes read by
-    then)], the open first."""
-    benchlib.drop_caches()
-    trace = [(time.monotonic(), 0)]
+    then, the daemon's CPU seconds by then (with pid))], the open first.
+    drop=False leaves the page cache alone: a new mount's pages are cold
+    anyway, and the servers' files then stay in memory, so that their
+    disk's variance stays out of a comparison of two mounts. pause_at:
+    sleep pause_s seconds once that many bytes were read (the failover's
+    stall without a failover)."""
+    if drop:
+        benchlib.drop_caches()
+    trace = [(time.monotonic(), 0, daemon_cpu(pid) if pid else 0.0)]
     total = 0
     with open(path, "rb", buffering=0) as f:
         while True:
             piece = f.read(MiB)
             total += len(piece)
-            trace.append((time.monotonic(), total))
+            if pause_at is not None and total == pause_at:
+                time.sleep(pause_s)
+            trace.append((time.monotonic(), total, daemon_cpu(pid) if pid else 0.0))
             if not piece:
                 break
     return trace
@@ -122,8 +143,14 @@ def longest_gap(trace):
 
 def rate(trace, offset):
     """MiB/s from the read that ended at `offset` (0: the open) to the end."""
-    start = next((t, b) for t, b in trace if b >= offset)
+    start = next(point for point in trace if point[1] >= offset)
     return (trace[-1][1] - start[1]) / MiB / max(trace[-1][0] - start[0], 1e-9)
+
+
+def cpu_per_mib(trace, offset):
+    """The daemon's CPU milliseconds per MiB read from `offset` to the end."""
+    start = next(point for point in trace if point[1] >= offset)
+    return (trace[-1][2] - start[2]) * 1000 / max((trace[-1][1] - start[1]) / MiB, 1e-9)
 
 
 def median(values):
@@ -275,17 +302,30 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
 
         def run_direct():
             mnt, pid = mount(args.bin, out, "direct-b", mirror, key, ["--net-timeout", str(timeout)])
-            traces["direct"] = read_trace(os.path.join(mnt, "big.bin"))
-            traces["direct_second"] = read_trace(os.path.join(mnt, "second.bin")) if second else None
+            traces["direct"] = read_trace(os.path.join(mnt, "big.bin"), pid, drop=False)
+            traces["direct_second"] = read_trace(os.path.join(mnt, "second.bin"), pid, drop=False) if second else None
             benchlib.unmount(mnt, pid)
             keep_trace(f"direct-{repetition}")
+
+        def run_paused():
+            # B direct, idle as long as the failover's stall where A
+            # stalls: what the pause alone does to the rate after it. On a
+            # virtual machine that hands free memory back to its host
+            # (virtio-balloon free page reporting, after 2 s free) the
+            # pages touched after any pause that long cost a host fault
+            # each (docs/PERFORMANCE.md, "A fleet").
+            mnt, pid = mount(args.bin, out, "paused-b", mirror, key, ["--net-timeout", str(timeout)])
+            traces["paused"] = read_trace(os.path.join(mnt, "big.bin"), pid, drop=False, pause_at=skip * 4 * MiB,
+                                          pause_s=timeout / 2)
+            benchlib.unmount(mnt, pid)
+            keep_trace(f"paused-{repetition}")
 
         def run_mirrored():
             # B with A as its mirror, nothing failing: what serving with
             # mirrors costs by itself, over the same bytes.
             mnt, pid = mount(args.bin, out, "mirrored-b", mirror, key,
                              ["--net-timeout", str(timeout), "--mirror", f"http://127.0.0.1:{proxy_port}/bundle.encfs"])
-            traces["mirrored"] = read_trace(os.path.join(mnt, "big.bin"))
+            traces["mirrored"] = read_trace(os.path.join(mnt, "big.bin"), pid, drop=False)
             benchlib.unmount(mnt, pid)
             keep_trace(f"mirrored-{repetition}")
 
@@ -294,8 +334,8 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
             mnt, pid = mount(args.bin, out, "failover", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
                              ["--net-timeout", str(timeout), "--mirror", mirror])
             urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}", timeout=10).read()
-            traces["failover"] = read_trace(os.path.join(mnt, "big.bin"))
-            traces["failover_second"] = read_trace(os.path.join(mnt, "second.bin")) if second else None
+            traces["failover"] = read_trace(os.path.join(mnt, "big.bin"), pid, drop=False)
+            traces["failover_second"] = read_trace(os.path.join(mnt, "second.bin"), pid, drop=False) if second else None
             traces["status"] = subprocess.run([f"{args.bin}/encfs-ctl", mnt, "status", "--json"], capture_output=True,
                                               text=True).stdout
             benchlib.unmount(mnt, pid)
@@ -303,19 +343,21 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
 
         # The order turns with each repetition: no kind always runs first
         # (or last) after the machine did something else.
-        kinds = [run_direct, run_mirrored, run_failover]
-        for kind in kinds[repetition % 3:] + kinds[:repetition % 3]:
+        kinds = [run_direct, run_mirrored, run_failover, run_paused]
+        for kind in kinds[repetition % 4:] + kinds[:repetition % 4]:
             kind()
         direct, mirrored, failover = traces["direct"], traces["mirrored"], traces["failover"]
         direct_second, failover_second, status = traces["direct_second"], traces["failover_second"], traces["status"]
         gap, offset, index = longest_gap(failover)
+        paused = traces["paused"]
+        _, paused_offset, _ = longest_gap(paused)
         if baseline:
             urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/reset", timeout=10).read()
             mnt, pid = mount(baseline, out, "failover-baseline", f"http://127.0.0.1:{proxy_port}/bundle.encfs", key,
                              ["--net-timeout", str(timeout), "--mirror", mirror])
             urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/__proxy/set?{fault}&skip={skip}",
                                    timeout=10).read()
-            before = read_trace(os.path.join(mnt, "big.bin"))
+            before = read_trace(os.path.join(mnt, "big.bin"), pid, drop=False)
             benchlib.unmount(mnt, pid)
             before_gap, before_offset, _ = longest_gap(before)
         # Every later wait of more than 50 ms: a second stall (a unit in
@@ -326,7 +368,10 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
                "after_mibs": rate(failover, offset), "direct_after_mibs": rate(direct, offset),
                "steady_mibs": rate(failover, offset + steady_skip), "direct_steady_mibs": rate(direct, offset + steady_skip),
                "mirrored_after_mibs": rate(mirrored, offset),
-               "overall_mibs": rate(failover, 0), "direct_overall_mibs": rate(direct, 0), "later_waits": later}
+               "overall_mibs": rate(failover, 0), "direct_overall_mibs": rate(direct, 0), "later_waits": later,
+               "cpu_ms_per_mib": cpu_per_mib(failover, offset), "direct_cpu_ms_per_mib": cpu_per_mib(direct, offset),
+               "mirrored_cpu_ms_per_mib": cpu_per_mib(mirrored, offset),
+               "paused_after_mibs": rate(paused, paused_offset), "paused_cpu_ms_per_mib": cpu_per_mib(paused, paused_offset)}
         try:
             run["sources"] = [{k: source.get(k) for k in ("state", "bytes", "errors")}
                               for source in json.loads(status).get("sources", [])]
@@ -335,6 +380,8 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
         run["after_ratio"] = run["after_mibs"] / run["direct_after_mibs"]
         run["steady_ratio"] = run["steady_mibs"] / run["direct_steady_mibs"]
         run["mirrored_ratio"] = run["mirrored_after_mibs"] / run["direct_after_mibs"]
+        run["cpu_ratio"] = run["cpu_ms_per_mib"] / max(run["direct_cpu_ms_per_mib"], 1e-9)
+        run["paused_ratio"] = run["after_mibs"] / run["paused_after_mibs"]
         if second:
             run["second_mibs"] = rate(failover_second, 0)
             run["direct_second_mibs"] = rate(direct_second, 0)
@@ -348,7 +395,9 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
             f"{run['after_mibs']:.0f} MiB/s against {run['direct_after_mibs']:.0f} direct ({run['after_ratio']:.2f}x); "
             f"{steady_skip // MiB} MiB later {run['steady_mibs']:.0f} against {run['direct_steady_mibs']:.0f} "
             f"({run['steady_ratio']:.2f}x); B with a mirror, nothing failing, {run['mirrored_after_mibs']:.0f} "
-            f"({run['mirrored_ratio']:.2f}x); "
+            f"({run['mirrored_ratio']:.2f}x); daemon CPU per MiB after it {run['cpu_ms_per_mib']:.2f} ms against "
+            f"{run['direct_cpu_ms_per_mib']:.2f} direct; B direct after the same pause {run['paused_after_mibs']:.0f} "
+            f"({run['paused_ratio']:.2f}x), {run['paused_cpu_ms_per_mib']:.2f} ms/MiB; "
             + (f"baseline build: stall {run['baseline_gap_s']:.2f} s, after it {run['baseline_after_mibs']:.0f} "
                f"({run['baseline_after_ratio']:.2f}x); " if baseline else "")
             + (f"second file after it {run['second_mibs']:.0f} against {run['direct_second_mibs']:.0f} "
@@ -356,7 +405,9 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
             + f"later waits (s, MiB) {later}; sources {run.get('sources')}")
     summary = {key: round(median([run[key] for run in runs]), 2)
                for key in ("gap_s", "after_mibs", "direct_after_mibs", "after_ratio", "steady_mibs", "direct_steady_mibs",
-                           "steady_ratio", "mirrored_after_mibs", "mirrored_ratio", "overall_mibs", "direct_overall_mibs")
+                           "steady_ratio", "mirrored_after_mibs", "mirrored_ratio", "overall_mibs", "direct_overall_mibs",
+                           "cpu_ms_per_mib", "direct_cpu_ms_per_mib", "mirrored_cpu_ms_per_mib", "cpu_ratio",
+                           "paused_after_mibs", "paused_cpu_ms_per_mib", "paused_ratio")
                + (("baseline_gap_s", "baseline_after_mibs", "baseline_after_ratio") if baseline else ())
                + (("second_mibs", "direct_second_mibs", "second_ratio") if os.environ.get("FLEET_SECOND") else ())}
     results.update({"net_timeout_s": timeout, "failover_repetitions": repetitions, "failover_median": summary,
@@ -367,7 +418,11 @@ def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
     log(f"failover, median of {repetitions}: stall {summary['gap_s']:.2f} s (--net-timeout {timeout}); after it "
         f"{summary['after_mibs']:.0f} MiB/s, direct mirror over the same bytes {summary['direct_after_mibs']:.0f} "
         f"(median ratio {summary['after_ratio']:.2f}x); steady {summary['steady_ratio']:.2f}x; "
-        f"B with a mirror, nothing failing, {summary['mirrored_ratio']:.2f}x"
+        f"B with a mirror, nothing failing, {summary['mirrored_ratio']:.2f}x; the daemon's CPU per MiB after it "
+        f"{summary['cpu_ms_per_mib']:.2f} ms against {summary['direct_cpu_ms_per_mib']:.2f} direct "
+        f"(median ratio {summary['cpu_ratio']:.2f}x; B with a mirror {summary['mirrored_cpu_ms_per_mib']:.2f}); "
+        f"B direct after a pause as long as the stall {summary['paused_after_mibs']:.0f} MiB/s, "
+        f"{summary['paused_cpu_ms_per_mib']:.2f} ms/MiB (failover against it: median ratio {summary['paused_ratio']:.2f}x)"
         + (f"; baseline build after it {summary['baseline_after_ratio']:.2f}x" if baseline else ""))
 
 
