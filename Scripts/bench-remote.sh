@@ -50,7 +50,9 @@
 #   --fleet-parts LIST
 #                  with --fleet, a subset of sigv4,failover,prefetch
 #                  (default all three); FLEET_CONNECTIONS=N in the
-#                  environment sets the prefetch part's --connections (4)
+#                  environment sets the prefetch part's --connections (4);
+#                  FLEET_NO_PAGE_REPORTING=1 turns a virtual machine's free
+#                  page reporting off during the failover part (and back)
 #   --warm-passes N
 #                  warm sequential reads: every system and latency of the
 #                  run mounted at once (each with its own cache), the file

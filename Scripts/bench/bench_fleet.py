@@ -20,7 +20,8 @@
             another build's failover to each repetition; FLEET_FAULT (the
             proxy's fault, default 'mode=stall&after=1000'); FLEET_TRACE=1
             logs B's requests (end time, duration, range, connection) to
-            DIR/trace-*.log
+            DIR/trace-*.log; FLEET_NO_PAGE_REPORTING=1 turns the virtual
+            machine's free page reporting off for the part, and back on
   prefetch  480 files of 256 KiB behind the proxy adding 20 ms per response,
             every tenth one a start-up file: time from the mount's return
             to the first 4 KiB of each of those 48 read, in a shuffled
@@ -31,6 +32,7 @@
 Usage: bench_fleet.py --bin DIR --out DIR --quick 0|1 [--parts sigv4,failover,prefetch]
 """
 import argparse
+import contextlib
 import json
 import random
 import os
@@ -217,7 +219,8 @@ def main():
         proxy_port = int(open(port_file).read())
         timeout = 4
         if "failover" in parts:
-            failover_part(args, out, key, size, timeout, port_b, proxy_port, results)
+            with page_reporting_off(os.environ.get("FLEET_NO_PAGE_REPORTING") == "1", results):
+                failover_part(args, out, key, size, timeout, port_b, proxy_port, results)
         if "prefetch" in parts:
             prefetch_part(args, out, key, www, proxy_port, results)
     finally:
@@ -262,6 +265,37 @@ def sigv4_part(args, out, key, port_a, results):
     log(f"sigv4: one signature {sign_ns / 1000:.1f} us of CPU; {requests:.0f} requests/s at {unsigned:.0f} MiB/s "
         f"in {fetch_mib} MiB units: at most {bound * 100:.3f} % of each second "
         f"({results['sigv4_cpu_share_bound_64k_units'] * 100:.2f} % with --fetch-size 64K)")
+
+
+PAGE_REPORTING_ORDER = "/sys/module/page_reporting/parameters/page_reporting_order"
+
+
+@contextlib.contextmanager
+def page_reporting_off(wanted, results):
+    """FLEET_NO_PAGE_REPORTING=1: on a virtual machine that reports free
+    memory to its host (virtio-balloon free page reporting), none is
+    reported while the failover part runs (the order is set above the
+    largest a free block can have), and the setting is put back after,
+    also on failure. Such a host reclaims memory free for 2 s, and every
+    page touched after a pause that long costs a host fault: a stall, or
+    any pause, then costs the reads after it, failover or not
+    (docs/PERFORMANCE.md, "Known limits")."""
+    results["page_reporting"] = "off" if wanted else "as the machine has it"
+    if not wanted:
+        yield
+        return
+    try:
+        with open(PAGE_REPORTING_ORDER) as f:
+            before = f.read().strip()
+    except OSError:
+        die("FLEET_NO_PAGE_REPORTING=1: this machine has no free page reporting to turn off")
+    with open(PAGE_REPORTING_ORDER, "w") as f:
+        f.write("11\n")
+    try:
+        yield
+    finally:
+        with open(PAGE_REPORTING_ORDER, "w") as f:
+            f.write(before + "\n")
 
 
 def failover_part(args, out, key, size, timeout, port_b, proxy_port, results):
