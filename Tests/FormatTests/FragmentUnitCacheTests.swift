@@ -17,28 +17,9 @@ final class FragmentUnitCacheTests: XCTestCase {
     override func setUpWithError() throws { tmp = try TemporaryDirectory(prefix: "encfs-format-tests", under: "/tmp") }
     override func tearDown() { tmp = nil }
 
-    /// Packs `files` (name, bytes) with zstd, 4 KiB chunks and 64 KiB units.
-    private func pack(_ files: [(String, [UInt8])]) throws -> [UInt8] {
-        let source = tmp.appending("source")
-        try FileTree.makeDirectory(source)
-        try FileTree.makeDirectory(join(source, bytes("s")))
-        for (file, data) in files { try FileTree.writeFile(join(source, bytes(file)), data) }
-        let path = tmp.appending("b.bundle")
-        var options = PackOptions()
-        options.chunkSizeLog2 = 12
-        options.fragmentUnitLog2 = 16
-        options.keys = [.rawKey(key)]
-        options.scrypt = .testing
-        options.compression = .zstd
-        _ = try BundleWriter.pack(source: source, destination: path, options: options) { message, path in
-            XCTFail("unexpected warning: \(message) (\(path.debugPath))")
-        }
-        return path
-    }
+    private func pack(_ files: [(String, [UInt8])]) throws -> [UInt8] { try SmallFileBundles.pack(files, in: tmp, key: key) }
 
-    private func smallFiles(_ count: Int) -> [(String, [UInt8])] {
-        (0..<count).map { ("s/f\(String(format: "%03d", $0)).c", CompressibleData.sourceText(500 + 13 * ($0 % 97), seed: UInt64($0))) }
-    }
+    private func smallFiles(_ count: Int) -> [(String, [UInt8])] { SmallFileBundles.files(count, base: 500) }
 
     private static func read(_ reader: BundleReader, _ entry: IndexEntry, size: Int, workspace: ChunkWorkspace) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: size + 10)

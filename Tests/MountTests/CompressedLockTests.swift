@@ -27,18 +27,7 @@ final class CompressedLockTests: LockTestCase {
         let compressed = scratch.url("z.encfs")
         try packOrThrow(compressedSource, compressed, keyFile: key, ["--compress", "zstd", "--chunk-size", "64K"])
 
-        let mounted = try mount(compressed, keyFile: key, options: ["--protection", "complete", "--threads", "1"])
-        guard let pid = mounted.daemonPID else { throw SubprocessError("no daemon") }
-        let read = try python("""
-            import mmap, os, sys
-            fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
-            buf = mmap.mmap(-1, 4096)
-            print(os.preadv(fd, [buf], 0), buf[:1].decode())
-            """, [mounted.path("notes.json")])
-        XCTAssertEqual(read.output, "4096 {\n", read.summary)
-        XCTAssertTrue(try memory(of: pid, contains: marker), "the search does not find the inflated chunk while unlocked")
-
-        assertSuccess(try ctl(mounted, ["lock"]))
-        XCTAssertFalse(try memory(of: pid, contains: marker), "an inflated chunk's plaintext is left in the daemon's memory after lock")
+        try assertLockWipes(marker, of: compressed, keyFile: key, reading: "notes.json", expectedRead: "4096 {\n",
+                            what: "an inflated chunk")
     }
 }

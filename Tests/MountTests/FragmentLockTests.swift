@@ -36,19 +36,7 @@ final class FragmentLockTests: LockTestCase {
         let verify = try check(try Tools.inspect(), ["verify", bundle, "--key-file", key]).output
         XCTAssertTrue(verify.contains(": intact"), verify)
 
-        let mounted = try mount(bundle, keyFile: key, options: ["--protection", "complete", "--threads", "1"])
-        defer { unmount(mounted) }
-        guard let pid = mounted.daemonPID else { throw SubprocessError("no daemon") }
-        let read = try python("""
-            import mmap, os, sys
-            fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
-            buf = mmap.mmap(-1, 4096)
-            print(os.preadv(fd, [buf], 0), buf[:1].decode())
-            """, [mounted.path("b.json")])
-        XCTAssertEqual(read.output, "\(notes.count) {\n", read.summary)
-        XCTAssertTrue(try memory(of: pid, contains: marker), "the search does not find the opened unit while unlocked")
-
-        assertSuccess(try ctl(mounted, ["lock"]))
-        XCTAssertFalse(try memory(of: pid, contains: marker), "a fragment unit's plaintext is left in the daemon's memory after lock")
+        try assertLockWipes(marker, of: bundle, keyFile: key, reading: "b.json", expectedRead: "\(notes.count) {\n",
+                            what: "a fragment unit")
     }
 }

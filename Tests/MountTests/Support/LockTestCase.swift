@@ -84,4 +84,31 @@ class LockTestCase: ToolTestCase {
     func requireRoot() throws {
         try XCTSkipUnless(getuid() == 0, "needs root")
     }
+
+    /// Mounts `bundle` with `--protection complete` and one worker, reads
+    /// the first 4 KiB of `relative` with O_DIRECT (the daemon opens what
+    /// holds them), checks that `marker` (plaintext of what it opened) is
+    /// then in the daemon's memory, locks, and checks that it is gone.
+    ///
+    /// - Parameters:
+    ///   - expectedRead: what the reading script prints: the byte count
+    ///     `preadv` returned, a space and the first byte.
+    ///   - what: what holds the marker, for the messages.
+    func assertLockWipes(_ marker: [UInt8], of bundle: String, keyFile: String, reading relative: String,
+                         expectedRead: String, what: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let mounted = try mount(bundle, keyFile: keyFile, options: ["--protection", "complete", "--threads", "1"])
+        defer { unmount(mounted) }
+        guard let pid = mounted.daemonPID else { throw SubprocessError("no daemon") }
+        let read = try python("""
+            import mmap, os, sys
+            fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+            buf = mmap.mmap(-1, 4096)
+            print(os.preadv(fd, [buf], 0), buf[:1].decode())
+            """, [mounted.path(relative)])
+        XCTAssertEqual(read.output, expectedRead, read.summary, file: file, line: line)
+        XCTAssertTrue(try memory(of: pid, contains: marker), "the search does not find \(what) while unlocked", file: file, line: line)
+        assertSuccess(try ctl(mounted, ["lock"]), file: file, line: line)
+        XCTAssertFalse(try memory(of: pid, contains: marker), "\(what)'s plaintext is left in the daemon's memory after lock",
+                       file: file, line: line)
+    }
 }
