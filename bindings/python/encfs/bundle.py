@@ -8,10 +8,20 @@ from ._lib import Stat, lib
 from .errors import Error, check, last_error
 
 KIND_NAMES = {1: "file", 2: "directory", 3: "symlink"}
-# Looked up once: readinto is the hot path of every read from Python.
-_pread = lib.encfs_file_pread
+# The hot path of every read from Python (readinto) calls
+# encfs_file_pread through a second function object with no argtypes and
+# passes it ctypes objects only: argtypes would run one from_param
+# conversion per argument, which cost as much again as the call itself
+# (docs/PERFORMANCE.md, "Reading in-process"). Every argument is built here
+# with its exact C type, so nothing depends on ctypes' conversion of a
+# plain int: the handle a c_void_p, the buffer a pointer (byref), the count
+# a c_size_t, the offset a c_uint64, n a pointer to a c_size_t.
+_pread = lib["encfs_file_pread"]
+_pread.restype = ctypes.c_int
 _char_from_buffer = ctypes.c_char.from_buffer
-_addressof = ctypes.addressof
+_byref = ctypes.byref
+_c_size_t = ctypes.c_size_t
+_c_uint64 = ctypes.c_uint64
 _UNLIMITED = (1 << 64) - 1
 
 
@@ -265,12 +275,19 @@ class EncryptedFile(io.RawIOBase):
     """A file of a bundle as a raw, seekable binary stream. Reads go
     straight into the caller's buffer (readinto), with the GIL released."""
 
+    # Slots: the hot path reads these on every call (name and the
+    # io.RawIOBase state stay in the base's __dict__).
+    __slots__ = ("_handle", "_argument", "_size", "_position", "_got", "_got_pointer")
+
     def __init__(self, bundle, path):
         self._handle = None  # first: close() runs even when opening fails
+        self._argument = None
         super().__init__()
         handle = ctypes.c_void_p()
         check(lib.encfs_file_open(bundle._live(), _encode(path), ctypes.byref(handle)))
         self._handle = handle.value
+        # The same handle as the c_void_p that _pread takes; None once closed.
+        self._argument = handle
         self._size = lib.encfs_file_size(self._handle)
         self._position = 0
         self._got = ctypes.c_size_t()
@@ -288,7 +305,7 @@ class EncryptedFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer):
-        handle = self._handle
+        handle = self._argument
         if handle is None:
             raise ValueError("I/O operation on closed file")
         # bytes and bytearray count bytes; other buffers by their view.
@@ -297,8 +314,9 @@ class EncryptedFile(io.RawIOBase):
             return 0
         # The ctypes object holds an export of the buffer until the call
         # returns: no other thread can resize it while the GIL is released.
-        anchor = _char_from_buffer(buffer)
-        status = _pread(handle, _addressof(anchor), count, self._position, self._got_pointer)
+        # n goes to the file's own c_size_t, as the position is the file's.
+        status = _pread(handle, _byref(_char_from_buffer(buffer)), _c_size_t(count), _c_uint64(self._position),
+                        self._got_pointer)
         if status:
             raise last_error(status)
         got = self._got.value
@@ -319,11 +337,13 @@ class EncryptedFile(io.RawIOBase):
         return self.read(max(self._size - self._position, 0)) or b""
 
     def seek(self, offset, whence=io.SEEK_SET):
-        if whence == io.SEEK_SET:
+        # Literal whence values: io.SEEK_SET, SEEK_CUR and SEEK_END are 0, 1
+        # and 2 on every platform, and a module lookup per seek adds up.
+        if whence == 0:
             position = offset
-        elif whence == io.SEEK_CUR:
+        elif whence == 1:
             position = self._position + offset
-        elif whence == io.SEEK_END:
+        elif whence == 2:
             position = self._size + offset
         else:
             raise ValueError("invalid whence (%r)" % whence)
@@ -337,6 +357,7 @@ class EncryptedFile(io.RawIOBase):
 
     def close(self):
         if not self.closed and self._handle is not None:
+            self._argument = None
             lib.encfs_file_close(self._handle)
             self._handle = None
         super().close()
