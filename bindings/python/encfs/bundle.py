@@ -12,16 +12,19 @@ KIND_NAMES = {1: "file", 2: "directory", 3: "symlink"}
 # encfs_file_pread through a second function object with no argtypes and
 # passes it ctypes objects only: argtypes would run one from_param
 # conversion per argument, which cost as much again as the call itself
-# (docs/PERFORMANCE.md, "Reading in-process"). Every argument is built here
+# (docs/PERFORMANCE.md, "Reading in-process"). Every argument is built
 # with its exact C type, so nothing depends on ctypes' conversion of a
-# plain int: the handle a c_void_p, the buffer a pointer (byref), the count
-# a c_size_t, the offset a c_uint64, n a pointer to a c_size_t.
+# plain int: the handle (converted once per file) a void *, the buffer a
+# pointer (byref), the count a size_t (converted once per size), the offset
+# a c_uint64, n a pointer to a c_size_t.
 _pread = lib["encfs_file_pread"]
 _pread.restype = ctypes.c_int
 _char_from_buffer = ctypes.c_char.from_buffer
 _byref = ctypes.byref
 _c_size_t = ctypes.c_size_t
 _c_uint64 = ctypes.c_uint64
+# A size_t argument ready to pass, as ctypes.byref gives a pointer one.
+_size_argument = ctypes.c_size_t.from_param
 _UNLIMITED = (1 << 64) - 1
 
 
@@ -277,7 +280,7 @@ class EncryptedFile(io.RawIOBase):
 
     # Slots: the hot path reads these on every call (name and the
     # io.RawIOBase state stay in the base's __dict__).
-    __slots__ = ("_handle", "_argument", "_size", "_position", "_got", "_got_pointer")
+    __slots__ = ("_handle", "_argument", "_size", "_position", "_got", "_got_pointer", "_counted")
 
     def __init__(self, bundle, path):
         self._handle = None  # first: close() runs even when opening fails
@@ -286,10 +289,13 @@ class EncryptedFile(io.RawIOBase):
         handle = ctypes.c_void_p()
         check(lib.encfs_file_open(bundle._live(), _encode(path), ctypes.byref(handle)))
         self._handle = handle.value
-        # The same handle as the c_void_p that _pread takes; None once closed.
-        self._argument = handle
+        # The handle as _pread's argument, converted once; None once closed.
+        self._argument = ctypes.c_void_p.from_param(handle.value)
         self._size = lib.encfs_file_size(self._handle)
         self._position = 0
+        # The last count read and its argument, replaced as a pair and never
+        # changed, so a thread that took one passes the count it checked.
+        self._counted = (0, None)
         self._got = ctypes.c_size_t()
         self._got_pointer = ctypes.byref(self._got)
         self.name = os.fsdecode(_encode(path))
@@ -315,7 +321,10 @@ class EncryptedFile(io.RawIOBase):
         # The ctypes object holds an export of the buffer until the call
         # returns: no other thread can resize it while the GIL is released.
         # n goes to the file's own c_size_t, as the position is the file's.
-        status = _pread(handle, _byref(_char_from_buffer(buffer)), _c_size_t(count), _c_uint64(self._position),
+        counted = self._counted
+        if counted[0] != count:
+            counted = self._counted = (count, _size_argument(count))
+        status = _pread(handle, _byref(_char_from_buffer(buffer)), counted[1], _c_uint64(self._position),
                         self._got_pointer)
         if status:
             raise last_error(status)
