@@ -1,5 +1,6 @@
 """encfs.Bundle: an encrypted bundle opened in-process through libencfs."""
 import ctypes
+import errno
 import io
 import os
 import threading
@@ -8,7 +9,7 @@ from ._lib import Stat, lib
 from .errors import Error, check, last_error
 
 KIND_NAMES = {1: "file", 2: "directory", 3: "symlink"}
-# The hot path of every read from Python (readinto) calls
+# The hot path of every read from Python (readinto, pread_into) calls
 # encfs_file_pread through a second function object with no argtypes and
 # passes it ctypes objects only: argtypes would run one from_param
 # conversion per argument, which cost as much again as the call itself
@@ -276,7 +277,12 @@ class Bundle:
 
 class EncryptedFile(io.RawIOBase):
     """A file of a bundle as a raw, seekable binary stream. Reads go
-    straight into the caller's buffer (readinto), with the GIL released."""
+    straight into the caller's buffer (readinto, pread_into), with the GIL
+    released.
+
+    The position (seek, tell, readinto) belongs to the object: threads
+    that share one file object read with pread or pread_into, which take
+    an offset and leave the position alone."""
 
     # Slots: the hot path reads these on every call (name and the
     # io.RawIOBase state stay in the base's __dict__).
@@ -331,6 +337,30 @@ class EncryptedFile(io.RawIOBase):
         got = self._got.value
         self._position += got
         return got
+
+    def pread_into(self, buffer, offset):
+        """Reads into ``buffer`` (a writable bytes-like object: bytearray,
+        memoryview, array…) from ``offset``, like ``os.preadv``: returns the
+        number of bytes read, fewer than the buffer holds only at the end
+        of the file (0 at or past it). The position is left alone, so
+        threads may share one file object; the data is not copied or
+        allocated. A negative offset is OSError(EINVAL)."""
+        handle = self._argument
+        if handle is None:
+            raise ValueError("I/O operation on closed file")
+        if offset < 0:
+            raise OSError(errno.EINVAL, "negative offset %d" % offset)
+        count = len(buffer) if type(buffer) is bytearray else memoryview(buffer).nbytes
+        if count == 0:
+            return 0
+        counted = self._counted
+        if counted[0] != count:
+            counted = self._counted = (count, _size_argument(count))
+        got = _c_size_t()  # this call's own: another thread may read this file at once
+        status = _pread(handle, _byref(_char_from_buffer(buffer)), counted[1], _c_uint64(offset), _byref(got))
+        if status:
+            raise last_error(status)
+        return got.value
 
     def pread(self, count, offset):
         """Up to ``count`` bytes at ``offset``, without moving the position."""
