@@ -310,9 +310,9 @@ def print_table(rows, load_start, load_end, ctx):
 
 def middle_half(values):
     """The first and third quartiles of sorted `values`: single warm
-    rounds on a shared machine scatter 0.3–2.5, so the range says little;
-    the median of 15 such rounds still moved by ±0.07 from run to run
-    (docs/PERFORMANCE.md, remote bundles)."""
+    rounds on a shared machine scatter widely (load moved single passes by
+    2.7×: docs/PERFORMANCE.md, remote bundles), so the range says little
+    and the quartiles say where most rounds fell."""
     if len(values) < 4:
         return "-"
     quartiles = statistics.quantiles(values, n=4)

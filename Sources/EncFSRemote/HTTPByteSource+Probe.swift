@@ -25,12 +25,18 @@ extension HTTPByteSource {
         }
     }
 
-    /// Checks `origin` with one request for the last bytes of the bundle
-    /// (the first ones when none were pinned) after the check of a source
-    /// before its first use (``verify(_:until:)``), bounded by one
+    /// Checks `origin` with one request for the last fetch unit of the
+    /// bundle (`--fetch-size` bytes ending with its last ``tailLength``;
+    /// the first bytes when no tail was pinned) after the check of a
+    /// source before its first use (``verify(_:until:)``), bounded by one
     /// `--net-timeout` (60 s when that is 0) and made once: healthy again
-    /// when they match; refused when another bundle answers; set aside
-    /// with the next, doubled backoff and probed again otherwise.
+    /// when the last bytes match; refused when another bundle answers; set
+    /// aside with the next, doubled backoff and probed again otherwise.
+    ///
+    /// Why a unit: a source that answers small requests but stalls long
+    /// bodies (a saturated or half-broken server) passed a 16-byte probe,
+    /// and the next read then waited out its share of the deadline there
+    /// again, once per backoff.
     private func probe(_ origin: RemoteOrigin) {
         // `probing` stays set while the probe runs: reads keep away.
         let state = origin.health.withLock { $0.state }
@@ -41,17 +47,19 @@ extension HTTPByteSource {
         }
         let deadline = DispatchTime.now() + .seconds(policy.timeoutSeconds > 0 ? policy.timeoutSeconds : 60)
         let expected = tail.isEmpty ? Array(head.prefix(Self.tailLength)) : tail
-        let offset = tail.isEmpty ? 0 : size - UInt64(tail.count)
-        let got = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, expected.count), alignment: 16)
+        let count = tail.isEmpty ? expected.count : Int(min(UInt64(max(options.fetchSize, expected.count)), size))
+        let offset = tail.isEmpty ? 0 : size - UInt64(count)
+        let got = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, count), alignment: 16)
         defer { got.deallocate() }
         do throws(RemoteError) {
             try verify(origin, until: deadline)
-            let slice = UnsafeMutableRawBufferPointer(rebasing: got[0..<expected.count])
-            try origin.fetch(offset: offset, count: expected.count, size: size, into: slice, until: deadline,
+            let slice = UnsafeMutableRawBufferPointer(rebasing: got[0..<count])
+            try origin.fetch(offset: offset, count: count, size: size, into: slice, until: deadline,
                              policy: RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0), priority: .background)
-            guard expected.elementsEqual(slice) else { throw .notThisBundle("a mirror serves another bundle") }
+            let last = UnsafeRawBufferPointer(rebasing: got[(tail.isEmpty ? 0 : count - expected.count)..<count])
+            guard expected.elementsEqual(last) else { throw .notThisBundle("a mirror serves another bundle") }
             origin.health.withLock { $0.probing = false }
-            origin.succeeded(bytes: expected.count)
+            origin.succeeded(bytes: count)
         } catch {
             origin.failed(error, now: DispatchTime.now().uptimeNanoseconds)
             origin.health.withLock { $0.probing = false }

@@ -297,33 +297,52 @@ package final class HTTPByteSource: ByteSource {
     private func fetchFromMirrors(offset: UInt64, count: Int, into buffer: UnsafeMutableRawBufferPointer,
                                   deadline: DispatchTime, priority: ConnectionSlots.Priority) throws(RemoteError) {
         var last = RemoteError.gaveUp(last: "no source answered")
+        /// One attempt at `origin`: true when it delivered.
+        /// `since`: ``RemoteOrigin/setAsideCount`` when it was chosen.
+        func attempt(_ origin: RemoteOrigin, since: Int, othersLeft: Bool) throws(RemoteError) -> Bool {
+            let now = DispatchTime.now()
+            guard deadline == .distantFuture || now.uptimeNanoseconds + 1_000_000 < deadline.uptimeNanoseconds else { throw last }
+            let until = othersLeft ? Self.share(of: deadline, timeoutSeconds: options.netTimeout) : deadline
+            do {
+                try verify(origin, until: until)
+                // Not sent: set aside since it was chosen, its outage counted.
+                guard try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
+                                       policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy,
+                                       priority: priority, since: since) else { return false }
+                origin.succeeded(bytes: count)
+                return true
+            } catch {
+                origin.failed(error, now: DispatchTime.now().uptimeNanoseconds, since: since)
+                scheduleProbe(origin)
+                last = error
+                return false
+            }
+        }
         var pass = 0
         while true {
             let now = DispatchTime.now().uptimeNanoseconds
-            var order = origins.filter { $0.usable(now: now, ignoringBackoff: pass > 0) }
-            if pass > 0 { order.sort { $0.health.withLock { $0.until } < $1.health.withLock { $0.until } } }
-            if order.isEmpty {
+            var tried = false
+            if pass == 0 {
+                // The usual case, each source in order, without building a
+                // list per fetch.
+                for (position, origin) in origins.enumerated() {
+                    guard let since = origin.usableSince(now: now, ignoringBackoff: false) else { continue }
+                    tried = true
+                    let othersLeft = origins[(position + 1)...].contains { $0.usable(now: now, ignoringBackoff: false) }
+                    if try attempt(origin, since: since, othersLeft: othersLeft) { return }
+                }
+            } else {
+                let order = origins.filter { $0.usable(now: now, ignoringBackoff: true) }
+                    .sorted { $0.health.withLock { $0.until } < $1.health.withLock { $0.until } }
+                for (position, origin) in order.enumerated() {
+                    tried = true
+                    if try attempt(origin, since: origin.setAsideCount, othersLeft: position < order.count - 1) { return }
+                }
+            }
+            if !tried {
                 if origins.allSatisfy({ $0.health.withLock { $0.state } == .refused }) { throw .replaced }
                 pass += 1
                 continue
-            }
-            for (position, origin) in order.enumerated() {
-                let now = DispatchTime.now()
-                guard deadline == .distantFuture || now.uptimeNanoseconds + 1_000_000 < deadline.uptimeNanoseconds else { throw last }
-                let othersLeft = position < order.count - 1
-                let until = othersLeft ? Self.share(of: deadline, timeoutSeconds: options.netTimeout) : deadline
-                do {
-                    try verify(origin, until: until)
-                    try origin.fetch(offset: offset, count: count, size: size, into: buffer, until: until,
-                                     policy: othersLeft ? RemoteRetryPolicy(timeoutSeconds: policy.timeoutSeconds, retries: 0) : policy,
-                                     priority: priority)
-                    origin.succeeded(bytes: count)
-                    return
-                } catch {
-                    origin.failed(error, now: DispatchTime.now().uptimeNanoseconds)
-                    scheduleProbe(origin)
-                    last = error
-                }
             }
             pass += 1
             guard deadline == .distantFuture || DispatchTime.now().uptimeNanoseconds + 100_000_000 < deadline.uptimeNanoseconds else {
@@ -333,7 +352,7 @@ package final class HTTPByteSource: ByteSource {
         }
     }
 
-    private var options: RemoteOptions { origins[0].options }
+    var options: RemoteOptions { origins[0].options }
 
     /// Checks, before its first use, that a source other than the one
     /// that opened the bundle serves it: the same size, first bytes and

@@ -49,6 +49,9 @@ final class RemoteOrigin: @unchecked Sendable {
         /// (``HTTPByteSource/scheduleProbe(_:)``): one at a time. Reads
         /// leave a set-aside source to it (``usable(now:ignoringBackoff:)``).
         var probing = false
+        /// How many times it was set aside: a request that began before the
+        /// last time is part of that outage (``failed(_:now:since:)``).
+        var setAsides = 0
     }
 
     let location: RemoteLocation
@@ -57,9 +60,11 @@ final class RemoteOrigin: @unchecked Sendable {
     let sendsIfMatch: Bool
     let health: Mutex<Health>
     private let idle: Mutex<[HTTPConnection]>
-    /// The connections lent to a request now: cut when the source is set
-    /// aside (``failed(_:now:)``).
-    private let lent = Mutex<[HTTPConnection]>([])
+    /// Every connection made, idle or lent (at most `--connections`, kept
+    /// for the life of the source): all are cut when the source is set
+    /// aside (``failed(_:now:since:)``). Registered once, when made, so
+    /// that lending one costs no bookkeeping.
+    private let made: Mutex<[HTTPConnection]>
     private let slots: ConnectionSlots
     /// Nonzero while the source is set aside (one of several): its
     /// transfers in flight end at once instead of each waiting out its
@@ -83,6 +88,7 @@ final class RemoteOrigin: @unchecked Sendable {
         self.sendsIfMatch = sendsIfMatch
         health = Mutex(Health(state: state, etag: etag, verified: state != .unverified))
         idle = Mutex(connection.map { [$0] } ?? [])
+        made = Mutex(connection.map { [$0] } ?? [])
         slots = ConnectionSlots(count: options.connections)
     }
 
@@ -93,12 +99,18 @@ final class RemoteOrigin: @unchecked Sendable {
     /// `ignoringBackoff`). The probe, made when the backoff ends, brings
     /// the source back: a read that tried it meanwhile waited out its
     /// share of the deadline on a source still stalled, once per backoff.
-    func usable(now: UInt64, ignoringBackoff: Bool) -> Bool {
+    func usable(now: UInt64, ignoringBackoff: Bool) -> Bool { usableSince(now: now, ignoringBackoff: ignoringBackoff) != nil }
+
+    /// ``usable(now:ignoringBackoff:)``, with ``setAsideCount`` read
+    /// under the same lock: what a request chosen now passes as its
+    /// `since`, so that a set-aside between the choice and the request is
+    /// seen (``fetch(offset:count:size:into:until:policy:priority:since:)``).
+    func usableSince(now: UInt64, ignoringBackoff: Bool) -> Int? {
         health.withLock { health in
             switch health.state {
-            case .refused: return false
-            case .setAside: return ignoringBackoff || (now >= health.until && !health.probing)
-            case .healthy, .unverified: return true
+            case .refused: return nil
+            case .setAside: return ignoringBackoff || (now >= health.until && !health.probing) ? health.setAsides : nil
+            case .healthy, .unverified: return health.setAsides
             }
         }
     }
@@ -112,19 +124,32 @@ final class RemoteOrigin: @unchecked Sendable {
         }
     }
 
+    /// How many times the source was set aside so far: what a request
+    /// notes before it starts (``fetch(offset:count:size:into:until:policy:priority:since:)``).
+    var setAsideCount: Int { health.withLock { $0.setAsides } }
+
     /// Records `error`: a different bundle refuses the source for good;
     /// anything else sets it aside with a backoff.
-    func failed(_ error: RemoteError, now: UInt64) {
-        health.withLock { health in
+    ///
+    /// - Parameter since: ``setAsideCount`` when the failed request
+    ///   began; nil: a request of its own (a probe). A request that was
+    ///   already running when another one's failure set the source aside
+    ///   fails with the same outage: counted as an error, but the backoff
+    ///   is not doubled again. Three transfers stalled together used to
+    ///   set a 4 s backoff to 16 s, and the source's probe came that late.
+    func failed(_ error: RemoteError, now: UInt64, since: Int? = nil) {
+        let newOutage = health.withLock { health -> Bool in
             // Another read found it first: one error, its reason kept.
-            guard health.state != .refused else { return }
+            guard health.state != .refused else { return true }
             health.errors += 1
             health.lastError = error.description
             switch error {
             case .replaced, .notThisBundle:
                 health.state = .refused
             default:
+                if let since, since != health.setAsides, health.state == .setAside { return false }
                 health.failures += 1
+                health.setAsides += 1
                 health.state = .setAside
                 // A stalled source costs a read half its deadline: it is
                 // not tried again sooner than one --net-timeout.
@@ -133,12 +158,16 @@ final class RemoteOrigin: @unchecked Sendable {
                 health.until = now + backoff
             }
             if hasAlternatives { abandon.pointee = 1 }
+            return true
         }
         // Every transfer still running here ends now, not at libcurl's next
         // progress call: until then each held a read-ahead thread (a
-        // libdispatch worker) the mirror's requests waited for.
-        guard hasAlternatives else { return }
-        for connection in lent.withLock({ $0 }) { connection.cut() }
+        // libdispatch worker) the mirror's requests waited for. Idle
+        // connections go too: they lead to the same stalled server. (A
+        // failure of the outage already handled cuts nothing: a probe may
+        // be running by then.)
+        guard hasAlternatives, newOutage else { return }
+        for connection in made.withLock({ $0 }) { connection.cut() }
     }
 
     /// Fetches exactly `count` bytes at `offset` of an object of `size`
@@ -147,17 +176,32 @@ final class RemoteOrigin: @unchecked Sendable {
     /// - Throws: `RemoteError`; ``RemoteError/replaced`` when the source
     ///   answers for another object (412, 404, 416, another size or ETag).
     ///
-    /// - Parameter priority: whether a read waits for the bytes
-    ///   (``ConnectionSlots``).
+    /// - Parameters:
+    ///   - priority: whether a read waits for the bytes (``ConnectionSlots``).
+    ///   - since: ``setAsideCount`` when the caller chose this source; nil:
+    ///     a probe, made while it is set aside.
+    /// - Returns: false, with nothing sent and no error, when the source
+    ///   was set aside since the caller chose it (another request failed
+    ///   meanwhile, also while this one waited for a connection): the
+    ///   request would stall as the others did; the caller asks the next
+    ///   source.
+    @discardableResult
     func fetch(offset: UInt64, count: Int, size: UInt64, into buffer: UnsafeMutableRawBufferPointer, until deadline: DispatchTime,
-               policy: RemoteRetryPolicy, priority: ConnectionSlots.Priority = .read) throws(RemoteError) {
+               policy: RemoteRetryPolicy, priority: ConnectionSlots.Priority = .read, since: Int? = nil) throws(RemoteError) -> Bool {
         let credentials = location.signingRegion == nil ? nil : options.s3.credentials
         var renewed = false
-        abandon.pointee = 0
-        try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Void> in
+        // Transfers here may run again (a probe, a read with no other
+        // source left) unless the source was set aside since it was chosen.
+        guard health.withLock({ health -> Bool in
+            if setAsideSince(since, health) { return false }
+            abandon.pointee = 0
+            return true
+        }) else { return false }
+        return try policy.run(until: deadline) { (timeout) throws(RemoteError) -> RemoteRetryPolicy.Outcome<Bool> in
             guard health.withLock({ $0.state }) != .refused else { throw .replaced }
             let connection = try borrowConnection(priority, until: deadline)
             defer { giveBack(connection) }
+            if health.withLock({ setAsideSince(since, $0) }) { return .done(false) }
             let response = connection.get(offset: offset, count: count, into: buffer, timeoutMilliseconds: timeout)
             if response.certificateRefused { throw .tls(response.curlDetail.isEmpty ? response.curlMessage : response.curlDetail) }
             if let transient = HTTPByteSource.transientFailure(response) { return .retry(transient, after: response.retryAfter) }
@@ -183,23 +227,27 @@ final class RemoteOrigin: @unchecked Sendable {
             guard response.rangeStart == offset, response.bodyLength == count else {
                 return .retry("a short body", after: nil)
             }
-            return .done(())
+            return .done(true)
         }
+    }
+
+    /// Whether the source was set aside since a request that noted
+    /// `since` (nil: a probe, never) chose it.
+    private func setAsideSince(_ since: Int?, _ health: Health) -> Bool {
+        guard let since, hasAlternatives else { return false }
+        return health.setAsides != since && health.state == .setAside
     }
 
     /// A connection for one request: an idle one, or a new one while
     /// fewer than `connections` exist; waits for one until `deadline`.
     private func borrowConnection(_ priority: ConnectionSlots.Priority, until deadline: DispatchTime) throws(RemoteError) -> HTTPConnection {
         guard slots.acquire(priority, until: deadline) else { throw .gaveUp(last: "no free connection") }
-        if let connection = idle.withLock({ $0.popLast() }) {
-            lent.withLock { $0.append(connection) }
-            return connection
-        }
+        if let connection = idle.withLock({ $0.popLast() }) { return connection }
         do {
             let etag = sendsIfMatch ? health.withLock { $0.etag } : nil
             let connection = try HTTPConnection(location: location, options: options, ifMatch: etag,
                                                 abandon: hasAlternatives ? UnsafePointer(abandon) : nil)
-            lent.withLock { $0.append(connection) }
+            made.withLock { $0.append(connection) }
             return connection
         } catch {
             slots.release()
@@ -208,7 +256,6 @@ final class RemoteOrigin: @unchecked Sendable {
     }
 
     private func giveBack(_ connection: HTTPConnection) {
-        lent.withLock { lent in lent.removeAll { $0 === connection } }
         idle.withLock { $0.append(connection) }
         slots.release()
     }

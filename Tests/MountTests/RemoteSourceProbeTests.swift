@@ -15,6 +15,12 @@ final class RemoteSourceProbeTests: RemoteTestCase {
         return (json?["sources"] as? [[String: Any]] ?? []).map { $0["state"] as? String ?? "" }
     }
 
+    private func primaryErrors(_ mountpoint: String) throws -> Int {
+        let status = try check(try Tools.ctl(), [mountpoint, "status", "--json"]).output
+        let json = try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any]
+        return (json?["sources"] as? [[String: Any]])?.first?["errors"] as? Int ?? -1
+    }
+
     func testSetAsideSource_ProbedHealthyWithoutARead() throws {
         let primary = try RemoteServer(test: self, withProxy: true)
         let published = try publish(primary, ["a.bin": 1 << 20], chunkSize: "64K")
@@ -46,7 +52,7 @@ final class RemoteSourceProbeTests: RemoteTestCase {
     /// source still stalled), reads go to the mirror only: none waits out
     /// its share of the deadline on the stalled source beside the probe.
     /// The primary's log must show the probes' requests (the bundle's
-    /// last 16 bytes) and nothing else while c.bin is read slowly through
+    /// last fetch unit) and nothing else while c.bin is read slowly through
     /// two probes (the first may come before the backoff of later
     /// failures ends; the second comes when it ends, when reads used to
     /// try the source too).
@@ -56,12 +62,12 @@ final class RemoteSourceProbeTests: RemoteTestCase {
         let mirror = try RemoteServer(test: self, withProxy: false)
         try FileManager.default.copyItem(atPath: published.bundle, toPath: "\(mirror.root)/bundle.encfs")
         let size = try FileManager.default.attributesOfItem(atPath: published.bundle)[.size] as? Int ?? 0
-        let probeRange = "bytes=\(size - 16)-\(size - 1)"
+        let probeRange = "bytes=\(size - (64 << 10))-\(size - 1)"
         // --net-timeout 3: backoffs of 3, 6, 12… s; a probe of a stalled
         // source ends after about a second (a third of the deadline).
         let mounted = try mountRemote(primary.url("bundle.encfs"), key: published.key,
                                       ["--mirror", mirror.url("bundle.encfs"), "--net-timeout", "3", "--fetch-size", "64K"])
-        // No body byte at all: a probe (16 bytes) stalls too.
+        // No body byte at all: a probe stalls too.
         try primary.setFault("stall", ["after": "0"])
         XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
         XCTAssertEqual(try states(mounted.mountpoint).first, "set-aside")
@@ -84,5 +90,40 @@ final class RemoteSourceProbeTests: RemoteTestCase {
         XCTAssertGreaterThanOrEqual(seen.filter { $0.range == probeRange }.count, 2, "two probes of the set-aside source")
         XCTAssertEqual(seen.filter { $0.range != probeRange }.map(\.range), [], "reads went to the source while its probe ran")
         unmount(mounted)
+    }
+
+    /// A source that answers small requests but stalls long bodies stays
+    /// set aside after its probe: the probe asks for a whole fetch unit.
+    /// A 16-byte probe passed it, brought it back, and the next read
+    /// waited out its share of the deadline there again.
+    func testSourceStallingLongBodies_StaysSetAsideAfterItsProbe() throws {
+        let primary = try RemoteServer(test: self, withProxy: true)
+        let published = try publish(primary, ["a.bin": 1 << 20], chunkSize: "64K")
+        let mirror = try RemoteServer(test: self, withProxy: false)
+        try FileManager.default.copyItem(atPath: published.bundle, toPath: "\(mirror.root)/bundle.encfs")
+        // --net-timeout 3: probed 3 s after a failure; a stalled request
+        // ends after about a second (a third of the deadline).
+        let mounted = try mountRemote(primary.url("bundle.encfs"), key: published.key,
+                                      ["--mirror", mirror.url("bundle.encfs"), "--net-timeout", "3", "--fetch-size", "64K"])
+        defer { unmount(mounted) }
+        // Bodies stall after 1,000 bytes: the read's first request (64
+        // KiB) stalls, the mirror answers, the primary is set aside.
+        try primary.setFault("stall", ["after": "1000"])
+        XCTAssertEqual(try sha256(mounted.path("a.bin")), try sha256("\(published.source)/a.bin"))
+        XCTAssertEqual(try states(mounted.mountpoint), ["set-aside", "healthy"])
+        // No read from here on. Wait for the probe (a request for bytes
+        // that end the bundle), then for its outcome: an error, or the
+        // source back (hang guards, not timing assertions).
+        let size = try FileManager.default.attributesOfItem(atPath: published.bundle)[.size] as? Int ?? 0
+        let deadline = Date().addingTimeInterval(60)
+        while try !primary.accessLog().contains(where: { $0.range.hasSuffix("-\(size - 1)") }), Date() < deadline {
+            usleep(100_000)
+        }
+        let errors = try primaryErrors(mounted.mountpoint)
+        while try primaryErrors(mounted.mountpoint) == errors, try states(mounted.mountpoint).first == "set-aside", Date() < deadline {
+            usleep(100_000)
+        }
+        XCTAssertEqual(try states(mounted.mountpoint), ["set-aside", "healthy"], "a probe brought back a source that stalls long bodies")
+        XCTAssertEqual(try primaryErrors(mounted.mountpoint), errors + 1, "the probe's failure is the source's next error")
     }
 }

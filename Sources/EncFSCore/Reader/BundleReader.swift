@@ -23,14 +23,13 @@ package final class BundleReader: Sendable {
     package let source: any ByteSource
     private let pool = Mutex<[ChunkWorkspace]>([])
     /// Sealed chunks one `pread` fetches: what a workspace's sealed buffer
-    /// holds (both follow ``ChunkWorkspace/batchBytes``).
+    /// holds (both follow ``ChunkWorkspace/batchBytes``). Fragment units
+    /// are fetched one at a time, each into a fetch buffer of the unit
+    /// cache.
     private let batchChunks: Int
-    /// The same for fragment units (at least one: a unit larger than the
-    /// budget is fetched alone; the workspace's buffer holds it).
-    private let fragmentBatchChunks: Int
     /// The fragment units reads opened lately, shared by every thread
-    /// (nil without fragments).
-    private let fragmentUnits: FragmentUnitCache?
+    /// (nil without fragments). Every read of a fragment goes through it.
+    let fragmentUnits: FragmentUnitCache?
 
     private init(source: any ByteSource, header: BundleHeader, index: BundleIndex, keys: BundleKeys) {
         self.source = source
@@ -39,8 +38,9 @@ package final class BundleReader: Sendable {
         self.keys = keys
         self.bundleSize = source.size
         self.batchChunks = header.layout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
-        self.fragmentBatchChunks = header.fragmentLayout.chunksPerBatch(batchBytes: ChunkWorkspace.batchBytes)
-        self.fragmentUnits = header.features.hasFragments ? FragmentUnitCache(unitSize: Int(header.fragmentLayout.chunkSize)) : nil
+        let units = header.fragmentLayout
+        self.fragmentUnits = header.features.hasFragments
+            ? FragmentUnitCache(unitSize: Int(units.chunkSize), sealedUnitSize: Int(units.sealedChunkSize)) : nil
     }
 
     /// Opens a bundle with whichever of `materials` opens a slot.
@@ -302,8 +302,8 @@ package final class BundleReader: Sendable {
     ///
     /// - Throws: `BundleError.crypto` when OpenSSL cannot allocate a context.
     package func makeWorkspace() throws -> ChunkWorkspace {
-        try ChunkWorkspace(layout: header.layout, fragmentLayout: header.fragmentLayout, bundleID: header.bundleID,
-                           compressed: header.features.isCompressed, cachesInflatedChunks: true)
+        try ChunkWorkspace(layout: header.layout, bundleID: header.bundleID, compressed: header.features.isCompressed,
+                           forReader: true)
     }
 
     /// Reads a fragment slice as the bytes `sliceOffset + offset …` of its
@@ -365,7 +365,7 @@ package final class BundleReader: Sendable {
         let layout = index.layout(of: entry)
         let plan = layout.readPlan(forPlaintextOffset: offset, count: buffer.count, plaintextSize: entry.fileSize,
                                    bodyOffset: UInt64(header.headerLength) + entry.payloadOffset,
-                                   chunksPerBatch: entry.isFragmentBody ? fragmentBatchChunks : batchChunks)
+                                   chunksPerBatch: entry.isFragmentBody ? 1 : batchChunks)
         guard !plan.isEmpty else { return 0 }
         let workspace = try given ?? takeWorkspace()
         defer { if given == nil { returnWorkspace(workspace) } }
@@ -375,14 +375,18 @@ package final class BundleReader: Sendable {
                 let context = ReadContext(entry: entry, key: key, fileID: fileID, workspace: workspace, buffer: buffer,
                                           layout: layout)
                 for batch in plan {
-                    if entry.isFragmentBody, let units = fragmentUnits, try readThroughUnitCache(batch, units: units, in: context) {
+                    if entry.isFragmentBody {
+                        // Only a bundle with fragments has fragment bodies
+                        // (``BundleIndex/body(of:)``).
+                        guard let units = fragmentUnits else { preconditionFailure("internal error: a fragment without a unit cache") }
+                        try readThroughUnitCache(batch, units: units, in: context)
                         continue
                     }
                     // Part of a chunk this worker inflated lately: no fetch.
                     if let cache = workspace.inflated, serveFromCache(batch, cache: cache, in: context) {
                         continue
                     }
-                    try readBatch(batch, in: context)
+                    try readBatch(batch, in: context, fetchingInto: workspace.sealed)
                 }
             }
         } catch {
@@ -403,10 +407,14 @@ package final class BundleReader: Sendable {
     /// - Throws: `BundleError.corruptChunk` for a short read or a chunk
     ///   that does not open (twice, when the source kept copies), `.io`,
     ///   `.crypto`.
-    /// - Parameter unit: where a partly wanted chunk is opened instead of
-    ///   the workspace's buffers (a slot of ``FragmentUnitCache``).
+    /// - Parameter fetchBuffer: receives the sealed bytes; its zstd frames
+    ///   are opened there in place.
+    /// - Parameter unit: where the chunk is opened instead of the
+    ///   workspace's buffers or the caller's (a slot of
+    ///   ``FragmentUnitCache``).
     @inline(__always)
     private func readBatch(_ batch: ChunkReadPlan.Batch, in context: ReadContext,
+                           fetchingInto fetchBuffer: UnsafeMutableRawBufferPointer,
                            openingInto unit: UnsafeMutableRawBufferPointer? = nil) throws {
         // A compressed file's batch lies where its chunk table says; the
         // chunks are the same, so it fits the buffer.
@@ -414,7 +422,13 @@ package final class BundleReader: Sendable {
             ? try index.chunkTableWindow(of: context.entry, chunks: batch.chunks, into: context.workspace.tableEntries) : nil
         let (sourceOffset, byteCount) = window.map { context.layout.storedBatch(batch, in: $0) }
             ?? (batch.sourceOffset, batch.byteCount)
-        let fetched = UnsafeMutableRawBufferPointer(rebasing: context.workspace.sealed[0..<byteCount])
+        // The index bounds every stored chunk by its sealed size, which the
+        // buffer holds batchwise: this fails only on an internal error, but
+        // throws rather than trap the mount.
+        guard byteCount <= fetchBuffer.count else {
+            throw BundleError.corruptChunk(entry: context.entry.position, chunk: batch.chunks.lowerBound)
+        }
+        let fetched = UnsafeMutableRawBufferPointer(rebasing: fetchBuffer[0..<byteCount])
         var mayReadAgain = true
         while true {
             let got = try source.read(into: fetched, atOffset: sourceOffset)
@@ -431,8 +445,7 @@ package final class BundleReader: Sendable {
             do {
                 for slice in batch {
                     opening = window.map { context.layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
-                    try openChunk(slice, of: batch, fetched: UnsafeRawBufferPointer(fetched), window: window, in: context,
-                                  openingInto: unit)
+                    try openChunk(slice, of: batch, fetched: fetched, window: window, in: context, openingInto: unit)
                 }
                 return
             } catch {
@@ -445,34 +458,32 @@ package final class BundleReader: Sendable {
         }
     }
 
-    /// Reads a batch of one partly wanted fragment unit through the cache
-    /// of units shared by all threads: a copy when the unit is there (or
-    /// once another thread has opened it), else a fetch that opens the unit
-    /// into the slot claimed for it.
+    /// Reads a batch of one fragment unit through the cache of units
+    /// shared by all threads: a copy when the unit is there (or once
+    /// another thread has opened it), else a fetch into the fetch buffer
+    /// lent with the claim that opens the unit into the slot claimed for
+    /// it. A unit wanted whole goes the same way: no worker's workspace
+    /// holds a unit.
     ///
-    /// - Returns: false when the batch has more than one unit or wants its
-    ///   unit whole: read it as any other batch.
-    /// - Throws: what ``readBatch(_:in:openingInto:)`` throws; the slot is
-    ///   then left empty.
+    /// - Throws: what ``readBatch(_:in:fetchingInto:openingInto:)`` throws;
+    ///   the slot is then left empty.
     @inline(__always)
-    private func readThroughUnitCache(_ batch: ChunkReadPlan.Batch, units: FragmentUnitCache,
-                                      in context: ReadContext) throws -> Bool {
-        guard batch.chunks.count == 1 else { return false }
+    private func readThroughUnitCache(_ batch: ChunkReadPlan.Batch, units: FragmentUnitCache, in context: ReadContext) throws {
+        // A fragment's plan has one unit per batch (``readChunks``).
+        precondition(batch.chunks.count == 1, "internal error: a batch of several fragment units")
         var slices = batch.makeIterator()
-        guard let slice = slices.next(), !slice.coversWholeChunk else { return false }
+        guard let slice = slices.next() else { return }
         let tag = FragmentUnitCache.Tag(bodyOffset: context.entry.payloadOffset, unit: slice.chunk)
         let destination = UnsafeMutableRawBufferPointer(rebasing: context.buffer[slice.destinationRange])
-        guard case .claimed(let slot) = units.lookUp(tag, copying: slice.plaintextRange, into: destination) else {
-            return true
-        }
+        guard case .claimed(let slot) = units.lookUp(tag, copying: slice.plaintextRange, into: destination) else { return }
         do {
-            try readBatch(batch, in: context, openingInto: units.buffer(slot, length: slice.chunkLength))
+            try readBatch(batch, in: context, fetchingInto: units.fetchBuffer(slot),
+                          openingInto: units.buffer(slot, length: slice.chunkLength))
         } catch {
             units.finish(slot, length: 0, succeeded: false)
             throw error
         }
         units.finish(slot, length: slice.chunkLength, succeeded: true)
-        return true
     }
 
     /// Copies the bytes a batch of one partly wanted chunk gives the read
@@ -495,38 +506,39 @@ package final class BundleReader: Sendable {
     /// Opens one chunk of a fetched batch and puts the bytes its slice
     /// wants into the context's buffer.
     ///
-    /// Whole chunks go straight to the caller; a partly wanted one is
-    /// opened aside, since nothing may be released before the whole chunk
-    /// authenticated: into the workspace's cache of inflated chunks for a
-    /// compressed bundle (the next read inside it copies from there), else
-    /// into its plaintext buffer.
+    /// A fragment unit is opened into its slot of the unit cache (`unit`),
+    /// wanted whole or not; other whole chunks go straight to the caller;
+    /// a partly wanted one is opened aside, since nothing may be released
+    /// before the whole chunk authenticated: into the workspace's cache of
+    /// inflated chunks for a compressed bundle (the next read inside it
+    /// copies from there), else into its plaintext buffer.
     ///
     /// - Throws: `BundleError.corruptChunk` when the chunk does not
     ///   authenticate or does not inflate to its length, `.crypto`.
     @inline(__always)
-    private func openChunk(_ slice: ChunkReadPlan.Slice, of batch: ChunkReadPlan.Batch, fetched: UnsafeRawBufferPointer,
+    private func openChunk(_ slice: ChunkReadPlan.Slice, of batch: ChunkReadPlan.Batch, fetched: UnsafeMutableRawBufferPointer,
                            window: ChunkTableWindow?, in context: ReadContext,
                            openingInto unit: UnsafeMutableRawBufferPointer?) throws {
         let layout = context.layout
         let sealedRange = window.map { layout.storedSealedRange(of: slice, in: batch, window: $0) } ?? slice.sealedRange
         let encoding = window.map { layout.storedEncoding(ofChunk: slice.chunk, in: $0) } ?? .raw
-        let sealed = UnsafeRawBufferPointer(rebasing: fetched[sealedRange])
+        let sealed = UnsafeMutableRawBufferPointer(rebasing: fetched[sealedRange])
         func decode(into target: UnsafeMutableRawBufferPointer) throws {
             try decodeChunk(slice, sealed: sealed, encoding: encoding, in: context, into: target)
         }
         let destination = UnsafeMutableRawBufferPointer(rebasing: context.buffer[slice.destinationRange])
-        if slice.coversWholeChunk {
-            try decode(into: destination)
-        } else if let unit {
+        if let unit {
             try decode(into: unit)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: unit[slice.plaintextRange]))
+        } else if slice.coversWholeChunk {
+            try decode(into: destination)
         } else if let cache = context.workspace.inflated, !context.entry.isFragmentBody {
             let plaintext = try cache.fill(context.entry, chunk: slice.chunk, length: slice.chunkLength, open: decode)
             destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: plaintext[slice.plaintextRange]))
         } else {
-            // A reader's workspace holds one chunk: a partly read fragment
-            // unit always goes through the reader's cache of units (the
-            // index keeps a slice inside its unit), never here.
+            // An uncompressed bundle's chunk (a compressed one's reader
+            // workspace has no plaintext buffer: its chunks go to the
+            // cache above, its fragment units to the unit cache).
             guard slice.chunkLength <= context.workspace.plaintext.count else {
                 throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
             }
@@ -538,26 +550,29 @@ package final class BundleReader: Sendable {
 
     /// Authenticates one chunk's sealed bytes and puts its whole plaintext
     /// into `target` (exactly the chunk's plaintext length). A zstd chunk
-    /// is opened into the workspace's frame buffer and inflated to exactly
-    /// its plaintext length, never further.
+    /// is opened in place, over its sealed bytes in the fetch buffer
+    /// (AES-GCM decrypts in place: no frame-sized buffer per worker),
+    /// inflated to exactly its plaintext length, never further, and its
+    /// frame wiped.
     ///
     /// - Throws: `BundleError.corruptChunk` (then `target` is wiped),
     ///   `.crypto`.
     @inline(__always)
-    private func decodeChunk(_ slice: ChunkReadPlan.Slice, sealed: UnsafeRawBufferPointer, encoding: StoredChunkEncoding,
+    private func decodeChunk(_ slice: ChunkReadPlan.Slice, sealed: UnsafeMutableRawBufferPointer, encoding: StoredChunkEncoding,
                              in context: ReadContext, into target: UnsafeMutableRawBufferPointer) throws {
         let workspace = context.workspace
         switch encoding {
         case .raw:
             guard try workspace.codec.open(key: context.key, fileID: context.fileID, chunk: slice.chunk, last: slice.isLastChunk,
-                                           sealed: sealed, into: target) else {
+                                           sealed: UnsafeRawBufferPointer(sealed), into: target) else {
                 throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
             }
         case .zstd:
-            // The index checked that a frame is shorter than its chunk.
-            let frame = UnsafeMutableRawBufferPointer(rebasing: workspace.frame[0..<(sealed.count - AESGCM.tagByteCount)])
+            // The frame's ciphertext becomes its plaintext, where it lies
+            // (a failed open wipes it; the batch is fetched again to retry).
+            let frame = UnsafeMutableRawBufferPointer(rebasing: sealed[0..<(sealed.count - AESGCM.tagByteCount)])
             guard try workspace.codec.open(key: context.key, fileID: context.fileID, chunk: slice.chunk, last: slice.isLastChunk,
-                                           encoding: .zstd, sealed: sealed, into: frame) else {
+                                           encoding: .zstd, sealed: UnsafeRawBufferPointer(sealed), into: frame) else {
                 throw BundleError.corruptChunk(entry: context.entry.position, chunk: slice.chunk)
             }
             let inflated = workspace.decompressor?.decompress(UnsafeRawBufferPointer(frame), into: target) ?? false

@@ -126,13 +126,16 @@ package struct BundleVerifier {
             }
             let encoding = window.map { layout.storedEncoding(ofChunk: chunk, in: $0) } ?? .raw
             let plainLength = Int(layout.plaintextRange(ofChunk: chunk, plaintextSize: size).count)
-            let opened = UnsafeMutableRawBufferPointer(rebasing: (encoding == .raw ? workspace.plaintext : workspace.frame)[0..<(count - Int(ChunkLayout.overhead))])
+            // A zstd frame is opened in place (hashed already), as the
+            // reader does; a raw chunk into the plaintext buffer.
+            let stored = UnsafeMutableRawBufferPointer(rebasing: sealed[start..<(start + count)])
+            let opened = UnsafeMutableRawBufferPointer(rebasing: (encoding == .raw ? workspace.plaintext : stored)[0..<(count - Int(ChunkLayout.overhead))])
             var ok = try workspace.codec.open(key: key, fileID: fileID, chunk: chunk, last: layout.isLastChunk(chunk, plaintextSize: size),
-                                              encoding: encoding, sealed: UnsafeRawBufferPointer(rebasing: sealed[start..<(start + count)]),
-                                              into: opened)
+                                              encoding: encoding, sealed: UnsafeRawBufferPointer(stored), into: opened)
             if ok, encoding == .zstd {
                 let target = UnsafeMutableRawBufferPointer(rebasing: workspace.plaintext[0..<plainLength])
                 ok = workspace.decompressor?.decompress(UnsafeRawBufferPointer(opened), into: target) ?? false
+                SecureBytes.wipe(opened)
             }
             if !ok { damaged.append(chunk) }
         }

@@ -1,35 +1,43 @@
 import CryptCore
 
-/// Scratch space for reading one chunk: a cipher context, two buffers and
-/// the keys of the files it read last; for a compressed bundle also a zstd
-/// context, a buffer for one opened frame, one for chunk table entries and,
-/// for a reader, the chunks its partial reads inflated last.
+/// Scratch space for reading one chunk: a cipher context, a fetch buffer,
+/// a plaintext buffer and the keys of the files it read last; for a
+/// compressed bundle also a zstd context, one buffer for chunk table
+/// entries and, for a reader, the chunks its partial reads inflated last.
 ///
 /// Workspaces are pooled by `BundleReader` so the read path allocates
-/// nothing once the pool has warmed up; the plaintext buffer is wiped when a
-/// workspace is freed, cached keys when they are replaced or freed. `@unchecked Sendable`: a workspace is used by one
-/// thread at a time; ownership moves only through the reader's locked pool.
+/// nothing once the pool has warmed up; the plaintext buffers are wiped
+/// when a workspace is freed, cached keys when they are replaced or freed.
+/// `@unchecked Sendable`: a workspace is used by one thread at a time;
+/// ownership moves only through the reader's locked pool.
+///
+/// A mount keeps one per worker thread, so every buffer here counts once
+/// per worker in the daemon's memory: a reader's workspace holds no
+/// fragment unit (the reader's ``FragmentUnitCache`` fetches and opens
+/// units in its own buffers) and, for a compressed bundle, no chunk of
+/// plaintext outside its ``InflatedChunkCache``.
 package final class ChunkWorkspace: @unchecked Sendable {
     let codec: ChunkCodec
     /// Holds one batch of consecutive sealed chunks, read with one `pread`
-    /// (see ``ChunkLayout/chunksPerBatch(batchBytes:)``).
+    /// (see ``ChunkLayout/chunksPerBatch(batchBytes:)``). A zstd chunk is
+    /// opened in place here before it is inflated, so in a compressed
+    /// bundle this holds plaintext frames for a moment: locked, and wiped
+    /// when freed (each frame is wiped once inflated).
     let sealed: UnsafeMutableRawBufferPointer
+    private let sealedLocked: Bool
+    private let sealedHoldsPlaintext: Bool
     /// Byte budget of one batch: small enough to stay in the core's cache
     /// until it is decrypted.
     static let batchBytes = 64 << 10
     /// Holds one decrypted chunk when a read covers only part of it; in a
-    /// pass's workspace also a fragment unit (a reader's workspace opens
-    /// units into the reader's ``FragmentUnitCache`` instead, so its
-    /// buffer is one chunk long).
+    /// pass's workspace also a fragment unit. Empty in a reader's
+    /// workspace of a compressed bundle: there a partly read chunk is
+    /// opened into the ``InflatedChunkCache``, a partly read unit into the
+    /// reader's ``FragmentUnitCache``.
     let plaintext: UnsafeMutableRawBufferPointer
     private let plaintextLocked: Bool
     /// Inflates zstd chunks (compressed bundles only).
     let decompressor: ChunkDecompressor?
-    /// Holds one opened zstd frame before it is inflated: plaintext, as
-    /// secret as the chunk (locked, wiped when freed). Empty for an
-    /// uncompressed bundle.
-    let frame: UnsafeMutableRawBufferPointer
-    private let frameLocked: Bool
     /// Holds the chunk table entries of one batch (``ChunkTableWindow``).
     let tableEntries: UnsafeMutableRawBufferPointer
     /// The file chunks a reader's partial reads inflated last (a reader's
@@ -56,33 +64,32 @@ package final class ChunkWorkspace: @unchecked Sendable {
     ///   than the mount's reads.
     /// - Parameter compressed: the bundle's chunks are compressed
     ///   (``BundleFeatures/isCompressed``).
-    /// - Parameter cachesInflatedChunks: keep the chunks partial reads
-    ///   inflate (``InflatedChunkCache``; with `compressed` only).
+    /// - Parameter forReader: a ``BundleReader``'s workspace: it keeps the
+    ///   chunks partial reads inflate (``InflatedChunkCache``; with
+    ///   `compressed` only) and reads fragment units through the reader's
+    ///   cache, never into its own buffers.
     /// - Parameter fragmentLayout: the bundle's fragment units, when they
-    ///   are larger than its chunks: the fetch and frame buffers hold the
-    ///   larger of the two (a unit is opened and inflated whole like a
-    ///   chunk), the plaintext buffer too unless `cachesInflatedChunks`
-    ///   (a reader's workspace: the reader caches units, not the workspace).
+    ///   are larger than its chunks: a pass's workspace fetches, opens and
+    ///   inflates a unit whole like a chunk, so its buffers hold the larger
+    ///   of the two (ignored with `forReader`).
     init(layout: ChunkLayout, fragmentLayout: ChunkLayout? = nil, bundleID: [UInt8], batchBytes: Int = ChunkWorkspace.batchBytes,
-         compressed: Bool = false, cachesInflatedChunks: Bool = false) throws {
-        let units = fragmentLayout ?? layout
-        let largest = Int(max(layout.chunkSize, units.chunkSize))
+         compressed: Bool = false, forReader: Bool = false) throws {
+        let units = forReader ? layout : fragmentLayout ?? layout
         codec = try ChunkCodec(bundleID: bundleID, compressed: compressed)
         // Fragment units are cached by the reader, for all workers
         // (``FragmentUnitCache``): this cache holds file chunks only.
-        inflated = compressed && cachesInflatedChunks ? InflatedChunkCache(chunkSize: Int(layout.chunkSize)) : nil
+        inflated = compressed && forReader ? InflatedChunkCache(chunkSize: Int(layout.chunkSize)) : nil
         decompressor = compressed ? try ChunkDecompressor() : nil
-        // A frame is shorter than its chunk (else it is stored raw).
-        frame = .allocate(byteCount: compressed ? largest : 0, alignment: 4096)
-        frame.initializeMemory(as: UInt8.self, repeating: 0)
-        frameLocked = compressed && SecureMemory.lock(frame)
         let tableSlots = max(layout.chunksPerBatch(batchBytes: batchBytes), units.chunksPerBatch(batchBytes: batchBytes)) + 1
         tableEntries = .allocate(byteCount: compressed ? tableSlots * ChunkTableWindow.entrySize : 0, alignment: 8)
         tableEntries.initializeMemory(as: UInt8.self, repeating: 0)
         sealed = .allocate(byteCount: max(layout.batchCapacity(batchBytes: batchBytes), units.batchCapacity(batchBytes: batchBytes)),
                            alignment: 4096)
         sealed.initializeMemory(as: UInt8.self, repeating: 0)
-        plaintext = .allocate(byteCount: cachesInflatedChunks ? Int(layout.chunkSize) : largest, alignment: 4096)
+        sealedHoldsPlaintext = compressed
+        sealedLocked = compressed && SecureMemory.lock(sealed)
+        let plaintextBytes = forReader ? (compressed ? 0 : Int(layout.chunkSize)) : Int(max(layout.chunkSize, units.chunkSize))
+        plaintext = .allocate(byteCount: plaintextBytes, alignment: 4096)
         plaintext.initializeMemory(as: UInt8.self, repeating: 0)
         plaintextLocked = SecureMemory.lock(plaintext)
         cachedPositions = Array(repeating: -1, count: Self.cachedKeyCount)
@@ -125,10 +132,9 @@ package final class ChunkWorkspace: @unchecked Sendable {
 
     deinit {
         SecureMemory.release(plaintext, locked: plaintextLocked)
-        SecureMemory.release(frame, locked: frameLocked)
+        if sealedHoldsPlaintext { SecureMemory.release(sealed, locked: sealedLocked) }
         sealed.deallocate()
         plaintext.deallocate()
-        frame.deallocate()
         tableEntries.deallocate()
     }
 }

@@ -17,7 +17,10 @@ import CryptCore
 /// chunk authenticated and inflated to its full length; a chunk that fails
 /// leaves the slot empty and wiped. The buffers are locked and wiped when
 /// the cache is freed: the mount frees a worker's workspace, and with it
-/// this cache, at lock. Not thread-safe: one per workspace.
+/// this cache, at lock. The buffers are allocated at the first fill: a
+/// worker that only serves whole chunks or small files (fragment units,
+/// cached by the reader) never pays for them. Not thread-safe: one per
+/// workspace.
 final class InflatedChunkCache {
     /// Slots per cache: two, so that two files read in turn by one worker
     /// both hit (the slot bookkeeping below is written for two).
@@ -30,9 +33,10 @@ final class InflatedChunkCache {
         var chunk: UInt64
     }
 
-    /// The chunk buffers, one per slot, each a whole chunk long.
-    private let buffers: UnsafeMutableRawBufferPointer
-    private let buffersLocked: Bool
+    /// The chunk buffers, one per slot, each a whole chunk long; empty
+    /// until the first fill.
+    private var buffers = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+    private var buffersLocked = false
     private let chunkSize: Int
     /// Each slot's chunk and plaintext length; nil while empty.
     private var tags: (Tag?, Tag?) = (nil, nil)
@@ -42,15 +46,16 @@ final class InflatedChunkCache {
 
     init(chunkSize: Int) {
         self.chunkSize = chunkSize
-        buffers = .allocate(byteCount: chunkSize * Self.slotCount, alignment: 4096)
-        buffers.initializeMemory(as: UInt8.self, repeating: 0)
-        buffersLocked = SecureMemory.lock(buffers)
     }
 
     deinit {
+        guard buffers.baseAddress != nil else { return }
         SecureMemory.release(buffers, locked: buffersLocked)
         buffers.deallocate()
     }
+
+    /// Whether the slots' memory was allocated (by a fill).
+    var isAllocated: Bool { buffers.baseAddress != nil }
 
     private func tag(_ slot: Int) -> Tag? { slot == 0 ? tags.0 : tags.1 }
 
@@ -82,6 +87,11 @@ final class InflatedChunkCache {
     func fill(_ entry: IndexEntry, chunk: UInt64, length: Int,
               open: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows -> UnsafeRawBufferPointer {
         precondition(length <= chunkSize, "internal error: chunk longer than the cache's slots")
+        if buffers.baseAddress == nil {
+            buffers = .allocate(byteCount: chunkSize * Self.slotCount, alignment: 4096)
+            buffers.initializeMemory(as: UInt8.self, repeating: 0)
+            buffersLocked = SecureMemory.lock(buffers)
+        }
         let slot = victim
         let target = buffer(slot, length: length)
         setTag(slot, nil, length: 0)

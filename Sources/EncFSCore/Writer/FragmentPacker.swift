@@ -11,7 +11,9 @@ import CryptCore
 /// their neighbours, and the tag, chunk table entry and frame header are
 /// paid once per fragment. Files are packed after every other body, sorted
 /// by extension and then by path, so that files of one kind sit side by
-/// side (the order squashfs and DwarFS found to pay; docs/PERFORMANCE.md).
+/// side (the order mksquashfs and DwarFS use; on the source trees measured
+/// it is within 0.04 % of path order alone: docs/PERFORMANCE.md, "Levels,
+/// chunk and fragment sizes").
 /// A file whose contents an earlier slice has is given that slice
 /// (deduplication across fragments: SHA-256 of the plaintext, in memory
 /// only, as ``Deduplicator`` does).

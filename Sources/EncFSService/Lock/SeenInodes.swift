@@ -15,8 +15,8 @@ import Synchronization
 ///
 /// The counts are one dense array indexed by index position, grown to the
 /// highest position handed out: 4 bytes an entry, where a dictionary's
-/// keys, values and growth cost the 100,000-file memory gate of
-/// `Scripts/test.sh` its limit (docs/PERFORMANCE.md, "Memory"). A count
+/// keys, values and growth broke the 100,000-file memory gate of
+/// `Scripts/test.sh` (docs/PERFORMANCE.md, "Memory"). A count
 /// that reaches `UInt32.max` stays there: that inode is then invalidated
 /// at every lock, which is harmless.
 ///
