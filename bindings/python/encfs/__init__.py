@@ -6,6 +6,8 @@
         with b.open("big.bin") as f:
             f.seek(1 << 30)
             f.read(4096)
+        with b.open("big.bin", buffering=0) as raw:
+            raw.pread_into(buffer, 1 << 30)    # at an offset, no copy; threads may share raw
 
 An fsspec file system for the protocol ``encfs`` is in encfs.fsspec
 (registered by entry point when the package is installed).

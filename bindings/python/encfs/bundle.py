@@ -1,5 +1,6 @@
 """encfs.Bundle: an encrypted bundle opened in-process through libencfs."""
 import ctypes
+import errno
 import io
 import os
 import threading
@@ -8,10 +9,23 @@ from ._lib import Stat, lib
 from .errors import Error, check, last_error
 
 KIND_NAMES = {1: "file", 2: "directory", 3: "symlink"}
-# Looked up once: readinto is the hot path of every read from Python.
-_pread = lib.encfs_file_pread
+# The hot path of every read from Python (readinto, pread_into) calls
+# encfs_file_pread through a second function object with no argtypes and
+# passes it ctypes objects only: argtypes would run one from_param
+# conversion per argument, which cost as much again as the call itself
+# (docs/PERFORMANCE.md, "Reading in-process"). Every argument is built
+# with its exact C type, so nothing depends on ctypes' conversion of a
+# plain int: the handle (converted once per file) a void *, the buffer a
+# pointer (byref), the count a size_t (converted once per size), the offset
+# a c_uint64, n a pointer to a c_size_t.
+_pread = lib["encfs_file_pread"]
+_pread.restype = ctypes.c_int
 _char_from_buffer = ctypes.c_char.from_buffer
-_addressof = ctypes.addressof
+_byref = ctypes.byref
+_c_size_t = ctypes.c_size_t
+_c_uint64 = ctypes.c_uint64
+# A size_t argument ready to pass, as ctypes.byref gives a pointer one.
+_size_argument = ctypes.c_size_t.from_param
 _UNLIMITED = (1 << 64) - 1
 
 
@@ -263,16 +277,31 @@ class Bundle:
 
 class EncryptedFile(io.RawIOBase):
     """A file of a bundle as a raw, seekable binary stream. Reads go
-    straight into the caller's buffer (readinto), with the GIL released."""
+    straight into the caller's buffer (readinto, pread_into), with the GIL
+    released.
+
+    The position (seek, tell, readinto) belongs to the object: threads
+    that share one file object read with pread or pread_into, which take
+    an offset and leave the position alone."""
+
+    # Slots: the hot path reads these on every call (name and the
+    # io.RawIOBase state stay in the base's __dict__).
+    __slots__ = ("_handle", "_argument", "_size", "_position", "_got", "_got_pointer", "_counted")
 
     def __init__(self, bundle, path):
         self._handle = None  # first: close() runs even when opening fails
+        self._argument = None
         super().__init__()
         handle = ctypes.c_void_p()
         check(lib.encfs_file_open(bundle._live(), _encode(path), ctypes.byref(handle)))
         self._handle = handle.value
+        # The handle as _pread's argument, converted once; None once closed.
+        self._argument = ctypes.c_void_p.from_param(handle.value)
         self._size = lib.encfs_file_size(self._handle)
         self._position = 0
+        # The last count read and its argument, replaced as a pair and never
+        # changed, so a thread that took one passes the count it checked.
+        self._counted = (0, None)
         self._got = ctypes.c_size_t()
         self._got_pointer = ctypes.byref(self._got)
         self.name = os.fsdecode(_encode(path))
@@ -288,7 +317,7 @@ class EncryptedFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer):
-        handle = self._handle
+        handle = self._argument
         if handle is None:
             raise ValueError("I/O operation on closed file")
         # bytes and bytearray count bytes; other buffers by their view.
@@ -297,13 +326,41 @@ class EncryptedFile(io.RawIOBase):
             return 0
         # The ctypes object holds an export of the buffer until the call
         # returns: no other thread can resize it while the GIL is released.
-        anchor = _char_from_buffer(buffer)
-        status = _pread(handle, _addressof(anchor), count, self._position, self._got_pointer)
+        # n goes to the file's own c_size_t, as the position is the file's.
+        counted = self._counted
+        if counted[0] != count:
+            counted = self._counted = (count, _size_argument(count))
+        status = _pread(handle, _byref(_char_from_buffer(buffer)), counted[1], _c_uint64(self._position),
+                        self._got_pointer)
         if status:
             raise last_error(status)
         got = self._got.value
         self._position += got
         return got
+
+    def pread_into(self, buffer, offset):
+        """Reads into ``buffer`` (a writable bytes-like object: bytearray,
+        memoryview, array…) from ``offset``, like ``os.preadv``: returns the
+        number of bytes read, fewer than the buffer holds only at the end
+        of the file (0 at or past it). The position is left alone, so
+        threads may share one file object; the data is not copied or
+        allocated. A negative offset is OSError(EINVAL)."""
+        handle = self._argument
+        if handle is None:
+            raise ValueError("I/O operation on closed file")
+        if offset < 0:
+            raise OSError(errno.EINVAL, "negative offset %d" % offset)
+        count = len(buffer) if type(buffer) is bytearray else memoryview(buffer).nbytes
+        if count == 0:
+            return 0
+        counted = self._counted
+        if counted[0] != count:
+            counted = self._counted = (count, _size_argument(count))
+        got = _c_size_t()  # this call's own: another thread may read this file at once
+        status = _pread(handle, _byref(_char_from_buffer(buffer)), counted[1], _c_uint64(offset), _byref(got))
+        if status:
+            raise last_error(status)
+        return got.value
 
     def pread(self, count, offset):
         """Up to ``count`` bytes at ``offset``, without moving the position."""
@@ -319,11 +376,13 @@ class EncryptedFile(io.RawIOBase):
         return self.read(max(self._size - self._position, 0)) or b""
 
     def seek(self, offset, whence=io.SEEK_SET):
-        if whence == io.SEEK_SET:
+        # Literal whence values: io.SEEK_SET, SEEK_CUR and SEEK_END are 0, 1
+        # and 2 on every platform, and a module lookup per seek adds up.
+        if whence == 0:
             position = offset
-        elif whence == io.SEEK_CUR:
+        elif whence == 1:
             position = self._position + offset
-        elif whence == io.SEEK_END:
+        elif whence == 2:
             position = self._size + offset
         else:
             raise ValueError("invalid whence (%r)" % whence)
@@ -337,6 +396,7 @@ class EncryptedFile(io.RawIOBase):
 
     def close(self):
         if not self.closed and self._handle is not None:
+            self._argument = None
             lib.encfs_file_close(self._handle)
             self._handle = None
         super().close()
