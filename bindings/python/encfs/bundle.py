@@ -395,6 +395,9 @@ class EncryptedFile(io.RawIOBase):
         return self._position
 
     def close(self):
+        """Frees the file's handle in libencfs. As with the C API, no other
+        thread may still be reading this file object: join its readers
+        first (a read that overlaps the close reads freed memory)."""
         if not self.closed and self._handle is not None:
             self._argument = None
             lib.encfs_file_close(self._handle)
