@@ -353,6 +353,8 @@ class EncryptedFile(io.RawIOBase):
         count = len(buffer) if type(buffer) is bytearray else memoryview(buffer).nbytes
         if count == 0:
             return 0
+        # As in readinto, written out again: a shared method would add a
+        # call, about 0.1 of the 1.8 µs Python adds to each read.
         counted = self._counted
         if counted[0] != count:
             counted = self._counted = (count, _size_argument(count))

@@ -9,6 +9,7 @@ makes its own fixture and skips the remote tests.
 import importlib.util
 import os
 import sys
+import threading
 
 import pytest
 
@@ -92,3 +93,16 @@ def encfs_fsspec():
 
 def have(module):
     return importlib.util.find_spec(module) is not None
+
+
+@pytest.fixture
+def in_threads():
+    """run(work, count=8): work(seed) on `count` threads at once, seeds 0 …
+    count - 1; returns once every thread ended."""
+    def run(work, count=8):
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return run

@@ -5,7 +5,6 @@ import array
 import errno
 import os
 import random
-import threading
 
 import pytest
 
@@ -89,7 +88,7 @@ def test_readinto_with_buffers_of_changing_sizes(bundle, fx):
     raw.close()
 
 
-def test_threads_share_one_file_through_pread_into(bundle, fx):
+def test_threads_share_one_file_through_pread_into(bundle, fx, in_threads):
     data = fx.source("big.bin")
     shared = bundle.open("big.bin", buffering=0)
     failures = []
@@ -107,10 +106,6 @@ def test_threads_share_one_file_through_pread_into(bundle, fx):
         except Exception as error:  # recorded, so the main thread fails the test
             failures.append(("raised", repr(error)))
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work)
     shared.close()
     assert failures == []

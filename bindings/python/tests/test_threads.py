@@ -1,11 +1,10 @@
 """8 threads reading one Bundle at once, each byte compared with the source."""
 import random
-import threading
 
 import encfs
 
 
-def test_eight_threads_read_one_bundle(fx):
+def test_eight_threads_read_one_bundle(fx, in_threads):
     data = fx.source("big.bin")
     with encfs.Bundle(fx.app, key_file=fx.key) as b:
         shared = b.open("big.bin", buffering=0)
@@ -35,10 +34,6 @@ def test_eight_threads_read_one_bundle(fx):
             finally:
                 own.close()
 
-        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        in_threads(work)
         shared.close()
         assert failures == []
